@@ -1,0 +1,1 @@
+from pg_service import *  # noqa: F403
