@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The project's test command (README, .ci/run): installs everything the tests need from scratch,
+# then runs ruff, mypy and the whole test suite. Services (PostgreSQL, the Cosmos DB protocol
+# server) are started by the test fixtures themselves.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -n "${VIRTUAL_ENV:-}" ]; then
+  PY=python
+else
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  PY=.venv/bin/python
+fi
+
+echo "== python packages"
+"$PY" -m pip install -q --upgrade pip
+"$PY" -m pip install -q -e ".[dev]"
+
+echo "== PostgreSQL server binaries"
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  else
+    echo "PostgreSQL server binaries (initdb, pg_ctl) are missing: install PostgreSQL >= 13, or set POSTGRES_URL" >&2
+    exit 1
+  fi
+fi
+
+echo "== Cosmos DB protocol server (npm)"
+npm ci --prefix tests/cosmos_server --no-audit --no-fund --loglevel=error
+
+echo "== ruff"
+"$PY" -m ruff check .
+echo "== mypy"
+"$PY" -m mypy
+echo "== pytest"
+"$PY" -m pytest "$@"
