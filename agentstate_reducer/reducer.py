@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -161,30 +162,57 @@ class MessageReducer:
         """
         messages = as_message_list(existing) + as_message_list(new)
         the_plan, mode = self.plan(messages)
-        surviving = [m for m, k in zip(messages, the_plan.keep, strict=True) if k]
         pruned = [m for m, k in zip(messages, the_plan.keep, strict=True) if not k]
-        summary: str | None = None
-        summary_error: str | None = None
+        summary, error = None, None
         if pruned and self._config.summarize_fn is not None:
             try:
                 summary = self._config.summarize_fn(pruned)
             except Exception as exc:
-                summary_error = repr(exc)
-                logger.exception("summarize_fn failed on %d pruned messages", len(pruned))
-                if self._config.on_summary_error == "keep":
-                    surviving, pruned = list(messages), []
-        kept_all = summary_error is not None and not pruned
-        before = the_plan.cost_before
+                error = exc
+        return self._finish(messages, the_plan, mode, summary, error, namespace)
+
+    async def areduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
+        """``reduce`` for async callers: a sync ``summarize_fn`` runs off the event loop."""
+        messages = as_message_list(existing) + as_message_list(new)
+        the_plan, mode = self.plan(messages)
+        pruned = [m for m, k in zip(messages, the_plan.keep, strict=True) if not k]
+        summary, error = None, None
+        if pruned and self._config.summarize_fn is not None:
+            try:
+                summary = await asyncio.to_thread(self._config.summarize_fn, pruned)
+            except Exception as exc:
+                error = exc
+        return self._finish(messages, the_plan, mode, summary, error, namespace)
+
+    def _finish(
+        self,
+        messages: list[Any],
+        the_plan: Plan,
+        mode: Mode,
+        summary: str | None,
+        error: Exception | None,
+        namespace: Any,
+    ) -> ReducerResult:
+        """Apply a plan: slice, keep everything when the summarizer failed (policy "keep"), run hooks."""
+        keep = the_plan.keep
+        if error is not None:
+            logger.error("summarize_fn failed; policy %r", self._config.on_summary_error, exc_info=error)
+            if self._config.on_summary_error == "keep":
+                keep = (True,) * len(messages)
+        surviving = [m for m, k in zip(messages, keep, strict=True) if k]
+        pruned = [m for m, k in zip(messages, keep, strict=True) if not k]
+        tokens = mode == "tokens"
+        cost_after = the_plan.cost_after if keep is the_plan.keep else the_plan.cost_before
         stats = ReducerStats(
             mode=mode,
             triggered=the_plan.triggered,
             messages_before=len(messages),
             messages_after=len(surviving),
             pruned_count=len(pruned),
-            tokens_before=the_plan.cost_before if mode == "tokens" else None,
-            tokens_after=None if mode != "tokens" else (before if kept_all else the_plan.cost_after),
+            tokens_before=the_plan.cost_before if tokens else None,
+            tokens_after=cost_after if tokens else None,
             over_target=the_plan.over_target,
-            summary_error=summary_error,
+            summary_error=repr(error) if error is not None else None,
         )
         if pruned:
             self._run_hooks(pruned, namespace)
