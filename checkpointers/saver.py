@@ -1,0 +1,449 @@
+"""``ReducingCheckpointSaver``: keep the persisted messages channel of any LangGraph saver bounded.
+
+>>> from langgraph.checkpoint.memory import InMemorySaver
+>>> from agentstate_reducer import MessageReducer
+>>> saver = ReducingCheckpointSaver(InMemorySaver(), MessageReducer(min_messages=20, max_messages=40))
+>>> saver.reducer.max_messages, saver.messages_key
+(40, 'messages')
+
+``graph = builder.compile(checkpointer=saver)``: every checkpoint LangGraph stores goes through
+``put``/``aput``, which reduce ``checkpoint["channel_values"][messages_key]`` with
+``checkpointers.reduction.reduce_checkpoint`` (the one reduction path, shared with
+``CosmosDBSaver``) and then hand the checkpoint to the inner saver. Everything else is delegated.
+
+What users must know:
+
+* Only what is *stored* is reduced. Within one ``invoke`` the graph keeps working on its full
+  in-memory list, so the invoke output can be longer than ``get_state()``; the next invoke starts
+  from the reduced list. Use ``Annotated[list, reducer.as_langgraph_reducer()]`` to bound the
+  in-run state as well.
+* The reduction runs only when ``messages_key`` is in ``new_versions`` (blob savers such as
+  InMemorySaver and PostgresSaver discard edits of an unchanged version anyway). It never mutates
+  the checkpoint it is given (its list is the live run's list), never adds or deletes keys and
+  never touches versions, ids or metadata. It is deterministic and idempotent.
+* Subgraph checkpoints (``checkpoint_ns`` ``"node:<task id>"``) are reduced like the root's.
+* A ``DeltaChannel`` messages channel is left unreduced, with one warning per process (see
+  ``checkpointers.reduction``).
+* Replays and forks start from the reduced history; a client that resends its whole history each
+  turn defeats any reducer that merges by id (pruned ids come back, appended after newer ones).
+
+Observability: every put that carries ``messages_key`` produces a ``PutReduction`` (thread,
+namespace, checkpoint id, why it was skipped, or ``ReducerStats``: messages and tokens before and
+after, pruned count). Pass ``on_reduce=callback`` to receive it; a failing callback is logged and
+never blocks the write. Reductions that pruned are logged at INFO on the logger
+``"agentstate_reducer.checkpointers"``.
+
+Capabilities: ``delete_for_runs``, ``copy_thread`` and ``prune`` (and their async forms) exist on
+the wrapper exactly when the inner saver's class implements them, because LangGraph's conformance
+suite and callers detect them on the *class* (``type(saver).aprune is not
+BaseCheckpointSaver.aprune``). ``ReducingCheckpointSaver(...)`` therefore returns an instance of a
+cached subclass per capability set (see ``_saver_class``); ``isinstance(x,
+ReducingCheckpointSaver)`` holds for all of them.
+
+A saver that reduces by itself (it has a ``reducer`` attribute, like ``CosmosDBSaver``) is never
+reduced twice: with ``reducer=None`` the wrapper hands it its reducer (and ``messages_key``, and
+``on_reduce`` when it has that attribute unset) and passes puts through; with the same reducer it
+passes through; with a different one it raises ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from agentstate_reducer import MessageReducer
+
+from .reduction import OnReduce, areduce_checkpoint, reduce_checkpoint
+
+__all__ = ["ReducingCheckpointSaver"]
+
+logger = logging.getLogger("agentstate_reducer.checkpointers")
+
+#: Optional BaseCheckpointSaver methods; each is mirrored only when the inner saver's class has it.
+OPTIONAL_METHODS = ("delete_for_runs", "adelete_for_runs", "copy_thread", "acopy_thread", "prune", "aprune")
+
+
+def _accepts_task_path(method: Callable[..., Any]) -> bool:
+    # Pregel passes task_path only to savers whose put_writes takes it (older savers do not).
+    import inspect
+
+    try:
+        return "task_path" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
+    """Wrap ``inner`` so the ``messages_key`` channel of every stored checkpoint is reduced.
+
+    Args:
+        inner: any ``BaseCheckpointSaver`` (InMemorySaver, SqliteSaver, PostgresSaver, their async
+            forms, CosmosDBSaver, ...). It keeps doing all the storage.
+        reducer: the ``MessageReducer`` applied to ``checkpoint["channel_values"][messages_key]``.
+        messages_key: the channel holding the message list.
+        on_reduce: called with a ``PutReduction`` for every put (also the skipped ones, with
+            ``skipped`` saying why); runs on LangGraph's background writer, so keep it quick.
+
+    Raises:
+        TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``.
+        ValueError: ``inner`` already applies a different reducer (it would reduce twice).
+    """
+
+    def __new__(cls, inner: Any = None, *args: Any, **kwargs: Any) -> ReducingCheckpointSaver:
+        if not isinstance(inner, BaseCheckpointSaver):
+            # copy.copy() and friends call __new__(cls) with no arguments; __init__ reports bad input
+            return super().__new__(cls)
+        base = cls.__dict__.get("_base_class", cls)
+        return super().__new__(_saver_class(base, capabilities_of(inner)))
+
+    def __init__(
+        self,
+        inner: BaseCheckpointSaver[Any],
+        reducer: MessageReducer,
+        *,
+        messages_key: str = "messages",
+        on_reduce: OnReduce | None = None,
+    ) -> None:
+        # No super().__init__(): it would set a serde of our own; ``serde`` is the inner saver's.
+        if not isinstance(inner, BaseCheckpointSaver):
+            raise TypeError(
+                f"inner must be a langgraph BaseCheckpointSaver (InMemorySaver, SqliteSaver, ...), "
+                f"got {type(inner).__name__}"
+            )
+        if not isinstance(reducer, MessageReducer):
+            raise TypeError(
+                f"reducer must be an agentstate_reducer.MessageReducer, got {type(reducer).__name__}"
+            )
+        if not isinstance(messages_key, str) or not messages_key:
+            raise TypeError(f"messages_key must be a non-empty str, got {messages_key!r}")
+        if on_reduce is not None and not callable(on_reduce):
+            raise TypeError(
+                f"on_reduce must be callable(PutReduction) or None, got {type(on_reduce).__name__}"
+            )
+        self._inner = inner
+        self._reducer = reducer
+        self._messages_key = messages_key
+        self._on_reduce = on_reduce
+        #: True when the inner saver applies the reducer itself: puts pass through unchanged.
+        self._passthrough = _adopt(inner, reducer, messages_key, on_reduce)
+        self._task_path = _accepts_task_path(inner.put_writes)
+        self._atask_path = _accepts_task_path(inner.aput_writes)
+
+    # -- what the wrapper is ------------------------------------------------------------------
+
+    @property
+    def inner(self) -> BaseCheckpointSaver[Any]:
+        """The wrapped saver."""
+        return self._inner
+
+    @property
+    def reducer(self) -> MessageReducer:
+        return self._reducer
+
+    @property
+    def messages_key(self) -> str:
+        return self._messages_key
+
+    @property
+    def on_reduce(self) -> OnReduce | None:
+        return self._on_reduce
+
+    @property
+    def passthrough(self) -> bool:
+        """True when the inner saver applies ``reducer`` itself and puts are passed through."""
+        return self._passthrough
+
+    def __repr__(self) -> str:
+        return (
+            f"ReducingCheckpointSaver({self._inner!r}, {self._reducer!r}, "
+            f"messages_key={self._messages_key!r})"
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        # Backend methods and attributes (setup(), conn, lock, ...) are the inner saver's. Dunder
+        # and private lookups must not recurse while copy/pickle build an instance without _inner.
+        if name.startswith("__") or name == "_inner":
+            raise AttributeError(name)
+        try:
+            inner = self.__dict__["_inner"]
+        except KeyError:
+            raise AttributeError(name) from None
+        return getattr(inner, name)
+
+    @property
+    def serde(self) -> SerializerProtocol:
+        """The inner saver's serializer (it does the storing)."""
+        return self._inner.serde
+
+    @serde.setter
+    def serde(self, value: SerializerProtocol) -> None:
+        self._inner.serde = value
+
+    @property
+    def config_specs(self) -> list[Any]:
+        return self._inner.config_specs
+
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        # Must be the inner saver's: InMemorySaver and the SQL savers use string versions.
+        return self._inner.get_next_version(current, channel)
+
+    def with_allowlist(self, extra_allowlist: Collection[tuple[str, ...]]) -> ReducingCheckpointSaver:
+        """Wrap the inner saver's ``with_allowlist`` result (strict msgpack keeps custom types)."""
+        inner = self._inner.with_allowlist(extra_allowlist)
+        if inner is self._inner:
+            return self
+        return type(self)(inner, self._reducer, messages_key=self._messages_key, on_reduce=self._on_reduce)
+
+    # -- context-manager use ------------------------------------------------------------------
+
+    def __enter__(self) -> ReducingCheckpointSaver:
+        enter = getattr(self._inner, "__enter__", None)
+        if enter is not None:
+            enter()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        exit_ = getattr(self._inner, "__exit__", None)
+        return exit_(exc_type, exc, tb) if exit_ is not None else None
+
+    async def __aenter__(self) -> ReducingCheckpointSaver:
+        enter = getattr(self._inner, "__aenter__", None)
+        if enter is not None:
+            await enter()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        exit_ = getattr(self._inner, "__aexit__", None)
+        return await exit_(exc_type, exc, tb) if exit_ is not None else None
+
+    # -- writes: reduce, then delegate ----------------------------------------------------------
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        if not self._passthrough:
+            checkpoint, _ = reduce_checkpoint(
+                self._reducer, config, checkpoint, new_versions,
+                messages_key=self._messages_key, on_reduce=self._on_reduce,
+            )
+        return self._inner.put(config, checkpoint, metadata, new_versions)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        if not self._passthrough:
+            checkpoint, _ = await areduce_checkpoint(
+                self._reducer, config, checkpoint, new_versions,
+                messages_key=self._messages_key, on_reduce=self._on_reduce,
+            )
+        return await self._inner.aput(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        # Writes are raw node output, replayed by LangGraph through the channel reducer: never edited.
+        if self._task_path:
+            return self._inner.put_writes(config, writes, task_id, task_path)
+        return self._inner.put_writes(config, writes, task_id)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        if self._atask_path:
+            return await self._inner.aput_writes(config, writes, task_id, task_path)
+        return await self._inner.aput_writes(config, writes, task_id)
+
+    # -- reads and deletes: delegate ------------------------------------------------------------
+
+    def get(self, config: RunnableConfig) -> Checkpoint | None:
+        return self._inner.get(config)
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._inner.get_tuple(config)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return self._inner.list(config, filter=filter, before=before, limit=limit)
+
+    def delete_thread(self, thread_id: str) -> None:
+        return self._inner.delete_thread(thread_id)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return self._inner.get_delta_channel_history(config=config, channels=channels)
+
+    async def aget(self, config: RunnableConfig) -> Checkpoint | None:
+        return await self._inner.aget(config)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._inner.aget_tuple(config)
+
+    def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        return self._inner.alist(config, filter=filter, before=before, limit=limit)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        return await self._inner.adelete_thread(thread_id)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await self._inner.aget_delta_channel_history(config=config, channels=channels)
+
+
+# -- optional capabilities: mirrored per class ------------------------------------------------
+
+
+def _delete_for_runs(self: ReducingCheckpointSaver, run_ids: Sequence[str]) -> None:
+    return self.inner.delete_for_runs(run_ids)
+
+
+async def _adelete_for_runs(self: ReducingCheckpointSaver, run_ids: Sequence[str]) -> None:
+    return await self.inner.adelete_for_runs(run_ids)
+
+
+def _copy_thread(self: ReducingCheckpointSaver, source_thread_id: str, target_thread_id: str) -> None:
+    return self.inner.copy_thread(source_thread_id, target_thread_id)
+
+
+async def _acopy_thread(self: ReducingCheckpointSaver, source_thread_id: str, target_thread_id: str) -> None:
+    return await self.inner.acopy_thread(source_thread_id, target_thread_id)
+
+
+def _prune(
+    self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+) -> None:
+    return self.inner.prune(thread_ids, strategy=strategy)
+
+
+async def _aprune(
+    self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+) -> None:
+    return await self.inner.aprune(thread_ids, strategy=strategy)
+
+
+_DELEGATES: dict[str, Callable[..., Any]] = {
+    "delete_for_runs": _delete_for_runs,
+    "adelete_for_runs": _adelete_for_runs,
+    "copy_thread": _copy_thread,
+    "acopy_thread": _acopy_thread,
+    "prune": _prune,
+    "aprune": _aprune,
+}
+assert set(_DELEGATES) == set(OPTIONAL_METHODS)
+for _name, _fn in _DELEGATES.items():
+    _fn.__name__ = _name
+    _fn.__qualname__ = f"ReducingCheckpointSaver.{_name}"
+    _fn.__doc__ = f"Delegates to the inner saver's ``{_name}`` (present because its class implements it)."
+
+
+def capabilities_of(saver: BaseCheckpointSaver[Any]) -> frozenset[str]:
+    """The optional methods ``saver``'s class implements, detected as LangGraph's conformance suite
+    does: the class attribute is not ``BaseCheckpointSaver``'s stub."""
+    cls = type(saver)
+    return frozenset(n for n in OPTIONAL_METHODS if getattr(cls, n) is not getattr(BaseCheckpointSaver, n))
+
+
+@functools.cache
+def _saver_class(
+    base: type[ReducingCheckpointSaver], capabilities: frozenset[str]
+) -> type[ReducingCheckpointSaver]:
+    """``base`` plus delegates for exactly ``capabilities``; one cached class per set.
+
+    Without capabilities ``base`` itself is used, whose optional methods are the base class stubs
+    (they raise NotImplementedError, as the inner saver's would).
+    """
+    if not capabilities:
+        return base
+    names = sorted(capabilities)
+    qualname = f"{base.__qualname__}[{','.join(names)}]"
+    namespace: dict[str, Any] = {"__module__": base.__module__, "__qualname__": qualname, "_base_class": base}
+    namespace.update((name, _DELEGATES[name]) for name in names)
+    return type(qualname, (base,), namespace)
+
+
+def _adopt(inner: Any, reducer: MessageReducer, messages_key: str, on_reduce: OnReduce | None) -> bool:
+    """Apply the adoption rule to a saver that reduces by itself; True means pass puts through."""
+    if not hasattr(inner, "reducer"):
+        return False
+    name = type(inner).__name__
+    current = inner.reducer
+    if current is not None and current is not reducer:
+        raise ValueError(
+            f"{name} already applies its own reducer ({current!r}); wrapping it with a different one "
+            f"({reducer!r}) would reduce every checkpoint twice. Pass the same MessageReducer object, "
+            f"or create the {name} with reducer=None and let the wrapper hand it its reducer."
+        )
+    inner_key = getattr(inner, "messages_key", messages_key)
+    if current is not None and inner_key != messages_key:
+        raise ValueError(
+            f"{name} reduces channel {inner_key!r} but the wrapper was given messages_key="
+            f"{messages_key!r}; use the same key for both"
+        )
+    try:
+        if current is None:
+            inner.reducer = reducer
+            if hasattr(inner, "messages_key"):
+                inner.messages_key = messages_key
+            logger.debug("%s had no reducer: it now applies %r itself; puts pass through", name, reducer)
+        if on_reduce is not None and getattr(inner, "on_reduce", False) is None:
+            inner.on_reduce = on_reduce
+    except AttributeError as exc:
+        raise TypeError(
+            f"{name} has read-only reducer settings; create it with reducer=... (and on_reduce=...) "
+            "instead of wrapping it in a ReducingCheckpointSaver"
+        ) from exc
+    if on_reduce is not None and getattr(inner, "on_reduce", None) is not on_reduce:
+        logger.warning(
+            "%s applies the reducer itself and will not call this wrapper's on_reduce callback; "
+            "pass on_reduce to the %s instead",
+            name, name,
+        )
+    return True
