@@ -6,8 +6,9 @@ budget are kept, cut at a turn boundary. The contract (README, "The pruning cont
 
 1. A tool group (an AI message with tool calls plus every tool result answering one of its call
    ids) is one unit; every other message is a unit of its own. Groups are never split.
-2. Pinned units are never pruned: index 0 when ``preserve_first``, system messages, and messages
-   of unknown role. They cost nothing in count mode and are counted in token mode.
+2. Pinned units are never pruned: index 0 when ``preserve_first``, system messages, messages
+   of unknown role, and the indices the caller passes in ``pinned`` (the injected summary
+   message). They cost nothing in count mode and are counted in token mode.
 3. Orphan tool results (their call is not before them) and dangling calls (an AI message whose
    calls are not all answered, anywhere but at the end) are pruned whenever a reduction runs:
    providers reject both.
@@ -19,7 +20,7 @@ budget are kept, cut at a turn boundary. The contract (README, "The pruning cont
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .messages import MessageInfo
@@ -70,9 +71,11 @@ class _UnionFind:
         return ra
 
 
-def build_units(infos: Sequence[MessageInfo], *, preserve_first: bool) -> list[Unit]:
+def build_units(
+    infos: Sequence[MessageInfo], *, preserve_first: bool, pinned: Collection[int] = ()
+) -> list[Unit]:
     """Group messages into units in one pass through a call-id -> unit map. Units come out in
-    order of their first message."""
+    order of their first message. ``pinned``: indices the caller pins besides the kinds above."""
     uf = _UnionFind()
     unit_of: list[int] = []
     call_owner: dict[str, int] = {}
@@ -108,7 +111,7 @@ def build_units(infos: Sequence[MessageInfo], *, preserve_first: bool) -> list[U
 
     roots = sorted(members)  # roots are the oldest unit of each group, so this is message order
     last_conversation = max(
-        (r for r in roots if r not in orphan and not _pinned(members[r], infos, preserve_first)),
+        (r for r in roots if r not in orphan and not _pinned(members[r], infos, preserve_first, pinned)),
         default=None,
     )
     units: list[Unit] = []
@@ -118,13 +121,19 @@ def build_units(infos: Sequence[MessageInfo], *, preserve_first: bool) -> list[U
         # a dangling call anywhere but at the end (the pending call of the live turn) is pruned
         dangling = r in incomplete and r != last_conversation
         droppable = r in orphan or dangling
-        pinned = not droppable and _pinned(idx, infos, preserve_first)
-        units.append(Unit(tuple(idx), pinned, droppable, is_human=first.kind == "human" and len(idx) == 1))
+        is_pinned = not droppable and _pinned(idx, infos, preserve_first, pinned)
+        units.append(Unit(tuple(idx), is_pinned, droppable, is_human=first.kind == "human" and len(idx) == 1))
     return units
 
 
-def _pinned(indices: list[int], infos: Sequence[MessageInfo], preserve_first: bool) -> bool:
-    return (preserve_first and indices[0] == 0) or any(infos[i].kind in _PINNED_KINDS for i in indices)
+def _pinned(
+    indices: list[int], infos: Sequence[MessageInfo], preserve_first: bool, pinned: Collection[int]
+) -> bool:
+    return (
+        (preserve_first and indices[0] == 0)
+        or any(infos[i].kind in _PINNED_KINDS for i in indices)
+        or any(i in pinned for i in indices)
+    )
 
 
 def plan(
@@ -137,18 +146,20 @@ def plan(
     count_mode: bool,
     preserve_first: bool,
     start_on_human: bool,
+    pinned: Collection[int] = (),
 ) -> Plan:
     """Decide what survives.
 
     ``costs[i]`` is message ``i``'s cost (tokens, or 1 in count mode); ``budget`` is the target
     (``min_messages`` or ``target_tokens``). In count mode pinned messages cost nothing against the
-    budget; in token mode they are counted in it.
+    budget; in token mode they are counted in it. ``pinned``: extra indices to pin (the reducer
+    pins its injected summary message this way, so the planner stays unaware of summaries).
     """
     n = len(infos)
     if not triggered:
         return Plan((True,) * n, False, False, trigger_cost, trigger_cost)
 
-    units = build_units(infos, preserve_first=preserve_first)
+    units = build_units(infos, preserve_first=preserve_first, pinned=pinned)
     pinned_cost = 0 if count_mode else sum(costs[i] for u in units if u.pinned for i in u.indices)
     room = budget - pinned_cost
     cands = [u for u in units if not u.pinned and not u.droppable]
