@@ -90,10 +90,13 @@ def _log_tail(log_path: Path, limit: int = 2000) -> str:
         return ""
 
 
-def _ensure_node_modules(npm: str) -> None:
+def _ensure_node_modules() -> None:
     """Install the pinned server package from package-lock.json if it is not there yet."""
     if (_SERVER_DIR / "node_modules" / "@vercel" / "cosmosdb-server" / "package.json").is_file():
         return
+    npm = shutil.which("npm")
+    if npm is None:
+        _unavailable(f"`npm` not found on PATH, needed once to install {_SERVER_DIR / 'node_modules'}")
     cmd = [npm, "ci", "--prefix", str(_SERVER_DIR), "--no-audit", "--no-fund", "--loglevel=error"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=_NPM_TIMEOUT_S, check=False)
@@ -104,10 +107,10 @@ def _ensure_node_modules(npm: str) -> None:
 
 
 def _start_local_server(log_path: Path) -> tuple[subprocess.Popen[bytes], int]:
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        _unavailable("`node`/`npm` not found on PATH (Node >= 20 runs tests/cosmos_server/launcher.js)")
-    _ensure_node_modules(npm)
+    node = shutil.which("node")
+    if node is None:
+        _unavailable("`node` not found on PATH (Node >= 20 runs tests/cosmos_server/launcher.js)")
+    _ensure_node_modules()
     log = log_path.open("wb")
     try:
         # stdin stays open as a pipe: the launcher exits when it closes, should this process die hard.
