@@ -5,11 +5,17 @@
 
 * never mutate the checkpoint given (its list is the live run's list): build new dicts and lists;
 * never add or delete keys, never touch versions, ids or metadata;
-* reduce only when ``messages_key`` is in ``new_versions`` (blob savers discard edits of an
-  unchanged version anyway, and row savers persist the previous, already reduced value);
+* the reduction is deterministic and idempotent, so it is applied whenever the channel's value is
+  in the checkpoint, also when ``messages_key`` is not in ``new_versions``: row savers (SqliteSaver,
+  CosmosDBSaver) store ``channel_values`` whole on every put, and the value there is the live
+  run's *full* list. Reducing only new versions let a step that did not touch the messages (a node
+  writing another key, the last step of a run) persist and hand the next run the unreduced list.
+  Blob savers (InMemorySaver, PostgresSaver) ignore the value of a version they already stored,
+  which was this same reduction. ``PutReduction.new_version`` tells the two cases apart, so
+  metrics can count each version once;
 * a ``DeltaChannel`` messages channel (its value is absent, or a ``_DeltaSnapshot``) is left as it
   is, with one warning per process: its state is rebuilt by replaying writes onto the snapshot,
-  so an edited snapshot would not match the writes. Use ``Annotated[list,
+  and the writes may remove or edit ids a reduced snapshot no longer has. Use ``Annotated[list,
   reducer.as_langgraph_reducer()]`` for such graphs.
 """
 
@@ -36,19 +42,20 @@ class PutReduction:
     checkpoint_ns: str
     checkpoint_id: str | None
     messages_key: str
-    #: why nothing was reduced ("not in new_versions", "absent", "delta channel", "not a list"), or None
+    #: why nothing was reduced ("absent", "delta channel", "not a list"), or None
     skipped: str | None
     stats: ReducerStats | None = None
     summary: str | None = None
+    #: ``messages_key`` was in ``new_versions``. False: the put carries an unchanged version whose
+    #: value was reduced again (row savers store it; blob savers keep what they stored for it).
+    new_version: bool = True
 
 
 OnReduce = Callable[[PutReduction], None]
 
 
-def _messages_or_skip(checkpoint: Mapping[str, Any], new_versions: Mapping[str, Any], key: str) -> Any:
+def _messages_or_skip(checkpoint: Mapping[str, Any], key: str) -> Any:
     """The list to reduce, or a ``str`` saying why there is none."""
-    if key not in new_versions:
-        return "not in new_versions"
     values = checkpoint.get("channel_values") or {}
     if key not in values:
         if key in (checkpoint.get("channel_versions") or {}):
@@ -87,6 +94,7 @@ def _report(
     config: Mapping[str, Any],
     checkpoint: Mapping[str, Any],
     key: str,
+    new_version: bool,
     skipped: str | None,
     result: ReducerResult | None,
     on_reduce: OnReduce | None,
@@ -100,10 +108,13 @@ def _report(
         skipped=skipped,
         stats=result.stats if result is not None else None,
         summary=result.summary if result is not None else None,
+        new_version=new_version,
     )
     if result is not None and result.pruned:
         s = result.stats
-        logger.info(
+        # a re-reduced unchanged version repeats an earlier decision: not news at INFO
+        logger.log(
+            logging.INFO if new_version else logging.DEBUG,
             "reduced %r in thread %r ns %r: %d -> %d messages, tokens %s -> %s",
             key, report.thread_id, report.checkpoint_ns, s.messages_before, s.messages_after,
             s.tokens_before, s.tokens_after,
@@ -135,12 +146,13 @@ def reduce_checkpoint(
     on_reduce: OnReduce | None = None,
 ) -> tuple[Any, PutReduction]:
     """Return ``(checkpoint to store, report)``; the input checkpoint is never changed."""
-    messages = _messages_or_skip(checkpoint, new_versions, messages_key)
+    new_version = messages_key in new_versions
+    messages = _messages_or_skip(checkpoint, messages_key)
     if isinstance(messages, str):
-        return checkpoint, _report(config, checkpoint, messages_key, messages, None, on_reduce)
+        return checkpoint, _report(config, checkpoint, messages_key, new_version, messages, None, on_reduce)
     result = reducer.reduce(messages, namespace=_namespace(config))
     out = _apply(checkpoint, messages_key, messages, result)
-    return out, _report(config, checkpoint, messages_key, None, result, on_reduce)
+    return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
 
 async def areduce_checkpoint(
@@ -153,12 +165,13 @@ async def areduce_checkpoint(
     on_reduce: OnReduce | None = None,
 ) -> tuple[Any, PutReduction]:
     """``reduce_checkpoint`` for ``aput``: the summarizer, if any, runs off the event loop."""
-    messages = _messages_or_skip(checkpoint, new_versions, messages_key)
+    new_version = messages_key in new_versions
+    messages = _messages_or_skip(checkpoint, messages_key)
     if isinstance(messages, str):
-        return checkpoint, _report(config, checkpoint, messages_key, messages, None, on_reduce)
+        return checkpoint, _report(config, checkpoint, messages_key, new_version, messages, None, on_reduce)
     result = await reducer.areduce(messages, namespace=_namespace(config))
     out = _apply(checkpoint, messages_key, messages, result)
-    return out, _report(config, checkpoint, messages_key, None, result, on_reduce)
+    return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
 
 def _namespace(config: Mapping[str, Any]) -> Any:

@@ -17,10 +17,12 @@ What users must know:
   in-memory list, so the invoke output can be longer than ``get_state()``; the next invoke starts
   from the reduced list. Use ``Annotated[list, reducer.as_langgraph_reducer()]`` to bound the
   in-run state as well.
-* The reduction runs only when ``messages_key`` is in ``new_versions`` (blob savers such as
-  InMemorySaver and PostgresSaver discard edits of an unchanged version anyway). It never mutates
-  the checkpoint it is given (its list is the live run's list), never adds or deletes keys and
-  never touches versions, ids or metadata. It is deterministic and idempotent.
+* The reduction never mutates the checkpoint it is given (its list is the live run's list), never
+  adds or deletes keys and never touches versions, ids or metadata. It is deterministic and
+  idempotent, and applied to every put that carries the channel's value, also when
+  ``messages_key`` is not in ``new_versions``: row savers (SqliteSaver) store the live, full list
+  on such puts, blob savers (InMemorySaver, PostgresSaver) ignore it (``checkpointers.reduction``
+  explains why).
 * Subgraph checkpoints (``checkpoint_ns`` ``"node:<task id>"``) are reduced like the root's.
 * A ``DeltaChannel`` messages channel is left unreduced, with one warning per process (see
   ``checkpointers.reduction``).

@@ -1,0 +1,273 @@
+"""A deterministic tool-using LangGraph agent for scenario tests, demos and benchmarks.
+
+No network, no randomness: ``ScriptedToolModel`` (a langchain_core ``BaseChatModel``) answers
+each human turn ``h<i>`` with ``tool_rounds`` AI messages that call the ``lookup`` tool, then a
+final answer. Every message gets a deterministic id, so tests can state exact expected ids:
+
+    turn i:  h<i> (human)  ->  ai<i>-<k> (calls c<i>-<k>-<j>)  ->  t<i>-<k>-<j> (tool)  ...  ->  ai<i>-final
+
+Usage::
+
+    graph = build_graph(saver)                        # add_messages state
+    graph = build_graph(saver, state_reducer=r)       # Annotated[list, r.as_langgraph_reducer()]
+    run_turns(graph, 10, thread_id="t1")              # turns 0..9 (turn 0 also sends the system prompt)
+    await arun_turns(graph, 10, thread_id="t1")
+
+Options of ``build_graph``: ``tool_rounds`` / ``calls_per_round`` shape a turn, ``content_chars``
+sizes message texts, ``approve_tools`` makes the tools node ``interrupt()`` for approval
+(resume with ``Command(resume=True)``), ``as_subgraph`` runs the agent loop as a compiled subgraph
+node ``agent_loop`` of a parent graph that shares the messages key.
+
+``contract_violations(messages, max_len=...)`` lists what breaks the pruning contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import interrupt
+
+from agentstate_reducer import read_message
+
+__all__ = [
+    "SYSTEM_ID",
+    "ScriptedToolModel",
+    "arun_turns",
+    "build_graph",
+    "contract_violations",
+    "human_message",
+    "run_turns",
+    "system_message",
+    "thread_config",
+    "turn_ids",
+]
+
+SYSTEM_ID = "sys"
+
+
+def _filler(tag: str, chars: int) -> str:
+    text = f"{tag}: "
+    return text + ("lorem ipsum dolor sit amet " * (chars // 27 + 1))[: max(chars - len(text), 0)]
+
+
+def system_message(content_chars: int = 60) -> SystemMessage:
+    text = _filler("You are a careful assistant that uses the lookup tool", content_chars)
+    return SystemMessage(text, id=SYSTEM_ID)
+
+
+def human_message(turn: int, content_chars: int = 60) -> HumanMessage:
+    return HumanMessage(_filler(f"question {turn}", content_chars), id=f"h{turn}")
+
+
+def turn_ids(turn: int, *, tool_rounds: int = 1, calls_per_round: int = 1) -> list[str]:
+    """The ids one turn adds, in order (what ``ScriptedToolModel`` and the tools node produce)."""
+    ids = [f"h{turn}"]
+    for k in range(tool_rounds):
+        ids.append(f"ai{turn}-{k}")
+        ids.extend(f"t{turn}-{k}-{j}" for j in range(calls_per_round))
+    ids.append(f"ai{turn}-final")
+    return ids
+
+
+class ScriptedToolModel(BaseChatModel):
+    """Answers the newest human message ``h<i>``: ``tool_rounds`` tool-calling AI messages, then a
+    final answer. Decides from the messages it is given only, so replays and resumes are
+    deterministic (even on a reduced history, since a turn is never split by the reducer)."""
+
+    tool_rounds: int = 1
+    calls_per_round: int = 1
+    content_chars: int = 60
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-tool-model"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self.next_message(messages))])
+
+    def next_message(self, messages: Sequence[Any]) -> AIMessage:
+        last_human = max((i for i, m in enumerate(messages) if read_message(m).kind == "human"), default=None)
+        if last_human is None:
+            raise ValueError("ScriptedToolModel needs a human message to answer")
+        turn = str(read_message(messages[last_human]).id).removeprefix("h")
+        rounds = sum(1 for m in messages[last_human + 1 :] if read_message(m).kind == "ai")
+        if rounds < self.tool_rounds:
+            calls = [
+                {"name": "lookup", "args": {"query": f"q{turn}-{rounds}-{j}"}, "id": f"c{turn}-{rounds}-{j}",
+                 "type": "tool_call"}
+                for j in range(self.calls_per_round)
+            ]
+            text = _filler(f"looking up {turn}/{rounds}", self.content_chars)
+            return AIMessage(text, id=f"ai{turn}-{rounds}", tool_calls=calls)
+        return AIMessage(_filler(f"answer {turn}", self.content_chars), id=f"ai{turn}-final")
+
+
+class AgentState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def _state_type(state_reducer: Any) -> Any:
+    if state_reducer is None:
+        return AgentState
+    merge = state_reducer.as_langgraph_reducer()
+
+    class ReducedState(TypedDict):
+        messages: Annotated[list, merge]
+
+    return ReducedState
+
+
+def _agent_loop(state_type: Any, model: ScriptedToolModel, *, approve_tools: bool, content_chars: int) -> Any:
+    def agent(state: dict[str, Any]) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    def tools(state: dict[str, Any]) -> dict[str, Any]:
+        last = state["messages"][-1]
+        if approve_tools:
+            # LangGraph re-runs this node from the start on resume; interrupt() then returns the answer
+            decision = interrupt({"approve": [c["id"] for c in last.tool_calls]})
+            if decision is not True:
+                return {"messages": [
+                    ToolMessage("denied", tool_call_id=c["id"], id="t" + c["id"][1:]) for c in last.tool_calls
+                ]}
+        return {"messages": [
+            ToolMessage(_filler(f"result for {c['args']['query']}", content_chars), tool_call_id=c["id"],
+                        id="t" + c["id"][1:])
+            for c in last.tool_calls
+        ]}
+
+    def route(state: dict[str, Any]) -> str:
+        last = state["messages"][-1]
+        return "tools" if getattr(last, "tool_calls", None) else END
+
+    builder = StateGraph(state_type)
+    builder.add_node("agent", agent)
+    builder.add_node("tools", tools)
+    builder.add_edge(START, "agent")
+    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_edge("tools", "agent")
+    return builder
+
+
+def build_graph(
+    checkpointer: Any,
+    *,
+    state_reducer: Any = None,
+    tool_rounds: int = 1,
+    calls_per_round: int = 1,
+    content_chars: int = 60,
+    approve_tools: bool = False,
+    as_subgraph: bool = False,
+) -> Any:
+    """Compile the agent graph with ``checkpointer``.
+
+    ``state_reducer``: a ``MessageReducer`` whose ``as_langgraph_reducer()`` replaces
+    ``add_messages`` on the messages key (bounds the in-run state too).
+    """
+    model = ScriptedToolModel(tool_rounds=tool_rounds, calls_per_round=calls_per_round,
+                              content_chars=content_chars)
+    state_type = _state_type(state_reducer)
+    loop = _agent_loop(state_type, model, approve_tools=approve_tools, content_chars=content_chars)
+    if not as_subgraph:
+        return loop.compile(checkpointer=checkpointer)
+    parent = StateGraph(state_type)
+    parent.add_node("agent_loop", loop.compile())  # inherits the parent's checkpointer
+    parent.add_edge(START, "agent_loop")
+    parent.add_edge("agent_loop", END)
+    return parent.compile(checkpointer=checkpointer)
+
+
+def thread_config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def _turn_input(turn: int, content_chars: int) -> dict[str, Any]:
+    msgs: list[Any] = [human_message(turn, content_chars)]
+    if turn == 0:
+        msgs.insert(0, system_message(content_chars))
+    return {"messages": msgs}
+
+
+def run_turns(
+    graph: Any,
+    n: int,
+    *,
+    thread_id: str = "thread-1",
+    start: int = 0,
+    content_chars: int = 60,
+    after_turn: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Invoke turns ``start .. start+n-1`` on one thread; return the last invoke's output.
+    ``after_turn(turn, output)`` is called after each invoke (e.g. to check persisted state)."""
+    out: dict[str, Any] = {}
+    for turn in range(start, start + n):
+        out = graph.invoke(_turn_input(turn, content_chars), thread_config(thread_id))
+        if after_turn is not None:
+            after_turn(turn, out)
+    return out
+
+
+async def arun_turns(
+    graph: Any,
+    n: int,
+    *,
+    thread_id: str = "thread-1",
+    start: int = 0,
+    content_chars: int = 60,
+) -> dict[str, Any]:
+    """``run_turns`` with ``ainvoke``."""
+    out: dict[str, Any] = {}
+    for turn in range(start, start + n):
+        out = await graph.ainvoke(_turn_input(turn, content_chars), thread_config(thread_id))
+    return out
+
+
+def contract_violations(messages: Sequence[Any], *, max_len: int | None = None) -> list[str]:
+    """What in ``messages`` breaks the pruning contract: it must start with the system prompt then
+    a human message, every tool result must follow the AI message that called it, every tool call
+    must be answered (except the newest message's, pending), and the length be at most ``max_len``."""
+    problems: list[str] = []
+    infos = [read_message(m) for m in messages]
+    if not infos or infos[0].kind != "system":
+        problems.append(f"does not start with a system message: {[i.kind for i in infos[:2]]}")
+    elif len(infos) > 1 and infos[1].kind != "human":
+        problems.append(f"message after the system prompt is {infos[1].kind} {infos[1].id}, not human")
+    if max_len is not None and len(infos) > max_len:
+        problems.append(f"{len(infos)} messages > {max_len}")
+    called: set[str] = set()
+    answered: set[str] = set()
+    for i, info in enumerate(infos):
+        if info.kind == "ai":
+            called.update(info.call_ids)
+        for rid in info.result_ids:
+            if rid not in called:
+                problems.append(f"orphan tool result {info.id} at {i} (call {rid})")
+            answered.add(rid)
+    pending = set(infos[-1].call_ids) if infos and infos[-1].kind == "ai" else set()
+    unanswered = called - answered - pending
+    if unanswered:
+        problems.append(f"unanswered tool calls {sorted(unanswered)}")
+    ids = [i.id for i in infos]
+    if len(set(ids)) != len(ids):
+        problems.append("duplicate message ids")
+    return problems
