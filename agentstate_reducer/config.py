@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -43,15 +43,24 @@ class ReducerConfig:
     start_on_human: bool = True
     #: tiktoken encoding used when ``token_counter`` is None ("o200k_base" for newer OpenAI models).
     encoding: str = "cl100k_base"
-    #: ``"keep"``: when ``summarize_fn`` raises, prune nothing this time (nothing is lost);
-    #: ``"prune"``: prune anyway, with no summary.
+    #: ``"keep"``: when the summarizer raises or times out, prune nothing this time (nothing is
+    #: lost; the messages are summarized at the next reduction); ``"prune"``: prune anyway, with no
+    #: new summary.
     on_summary_error: SummaryErrorPolicy = "keep"
-    #: Put one summary message into ``surviving`` (see ``agentstate_reducer.summary``).
+    #: Put one running summary message into ``surviving`` (see ``agentstate_reducer.summary``).
+    #: Opt-in everywhere, also behind a checkpoint saver; needs ``summarize_fn`` or ``asummarize_fn``.
     inject_summary: bool = False
-    #: ``(text, pruned_count) -> message`` building the injected summary message; None = default.
+    #: ``(text, count) -> message`` building the injected summary message (``count``: conversation
+    #: messages the summary covers); None = a user message in the shape of the input.
     summary_message_factory: Callable[[str, int], Any] | None = None
     #: Hooks ``fn(pruned, namespace)`` called after a reduction that pruned; failures are logged.
     on_prune: Sequence[Callable[[list[Any], Any], None]] = field(default=())
+    #: ``async (pruned) -> str``, used by ``areduce``/``aput``; ``reduce`` uses ``summarize_fn`` when
+    #: set, else runs this on a private event loop in a worker thread.
+    asummarize_fn: Callable[[list[Any]], Awaitable[str]] | None = None
+    #: Seconds the summarizer may take; past it the call counts as failed (``on_summary_error``).
+    #: A sync ``summarize_fn`` cannot be interrupted: it finishes in its thread, unused.
+    summary_timeout: float | None = None
 
     def __post_init__(self) -> None:
         _check_count("min_messages", self.min_messages, optional=False)
@@ -72,13 +81,21 @@ class ReducerConfig:
                 raise ValueError(
                     f"target_tokens ({self.target_tokens}) must be <= max_tokens ({self.max_tokens})"
                 )
-        for name in ("token_counter", "summarize_fn", "summary_message_factory"):
+        for name in ("token_counter", "summarize_fn", "summary_message_factory", "asummarize_fn"):
             value = getattr(self, name)
             if value is not None and not callable(value):
                 raise TypeError(f"{name} must be callable or None, got {type(value).__name__}")
         for name in ("preserve_first", "cascade_tool_messages", "start_on_human", "inject_summary"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if self.inject_summary and self.summarize_fn is None and self.asummarize_fn is None:
+            raise ValueError(
+                "inject_summary=True needs summarize_fn (or asummarize_fn): there is no summary to inject"
+            )
+        timeout = self.summary_timeout
+        if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
+                                    or not timeout > 0):
+            raise ValueError(f"summary_timeout must be a number of seconds > 0 or None, got {timeout!r}")
         if self.on_summary_error not in ("keep", "prune"):
             raise ValueError(f"on_summary_error must be 'keep' or 'prune', got {self.on_summary_error!r}")
         if not isinstance(self.encoding, str) or not self.encoding:
