@@ -20,9 +20,8 @@ Supported shapes:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal, NamedTuple
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
 
@@ -59,8 +58,7 @@ _CLASS_ROLES: Final[Mapping[str, str]] = {
 _MISSING: Final = object()
 
 
-@dataclass(frozen=True, slots=True)
-class MessageInfo:
+class MessageInfo(NamedTuple):
     """What the reducer needs to know about one message, read without converting it.
 
     ``call_ids`` are the tool calls an AI message makes; ``result_ids`` the calls a tool result
@@ -76,8 +74,18 @@ class MessageInfo:
     name: str | None = None
 
 
+def _seq(value: Any) -> bool:
+    """A list of blocks or calls (not a string). Exact types first: this runs per message."""
+    t = type(value)
+    if t is list or t is tuple:
+        return True
+    if t is str or t is dict or value is None:
+        return False
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
 def _get(msg: Any, key: str, default: Any = None) -> Any:
-    if isinstance(msg, Mapping):
+    if type(msg) is dict or isinstance(msg, Mapping):
         return msg.get(key, default)
     return getattr(msg, key, default)
 
@@ -87,7 +95,7 @@ def _unwrap(msg: Any) -> tuple[Any, str | None]:
 
     Handles LangChain's serialized forms, where the fields live under ``data`` or ``kwargs``.
     """
-    if isinstance(msg, Mapping):
+    if type(msg) is dict or isinstance(msg, Mapping):
         role = msg.get("role")
         mtype = msg.get("type")
         if mtype == "constructor" and isinstance(msg.get("kwargs"), Mapping):
@@ -119,28 +127,28 @@ def _class_role(name: str, body: Any) -> str | None:
 
 
 def _str_id(value: Any) -> str | None:
-    if isinstance(value, str) and value:
-        return value
+    if type(value) is str or isinstance(value, str):
+        return value or None
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return None
 
 
-def _tool_call_ids(body: Any, content: Any) -> tuple[str, ...]:
+def _tool_call_ids(get: Callable[..., Any], content: Any) -> tuple[str, ...]:
     """Ids of the tool calls an AI message makes: ``tool_calls`` (LangChain or OpenAI shape),
     ``additional_kwargs.tool_calls`` (older LangChain dumps) and Anthropic ``tool_use`` blocks."""
     ids: list[str] = []
-    sources = [_get(body, "tool_calls")]
-    extra = _get(body, "additional_kwargs")
-    if isinstance(extra, Mapping):
+    sources = [get("tool_calls")]
+    extra = get("additional_kwargs")
+    if extra and isinstance(extra, Mapping):
         sources.append(extra.get("tool_calls"))
     for calls in sources:
-        if isinstance(calls, Sequence) and not isinstance(calls, str | bytes):
+        if _seq(calls):
             for call in calls:
                 call_id = _str_id(_get(call, "id"))
                 if call_id is not None and call_id not in ids:
                     ids.append(call_id)
-    if isinstance(content, Sequence) and not isinstance(content, str | bytes):
+    if _seq(content):
         for block in content:
             if _get(block, "type") == "tool_use":
                 call_id = _str_id(_get(block, "id"))
@@ -151,7 +159,7 @@ def _tool_call_ids(body: Any, content: Any) -> tuple[str, ...]:
 
 def _tool_result_ids(content: Any) -> tuple[str, ...]:
     """Ids answered by Anthropic ``tool_result`` blocks in a user message."""
-    if not isinstance(content, Sequence) or isinstance(content, str | bytes):
+    if not _seq(content):
         return ()
     ids: list[str] = []
     for block in content:
@@ -170,24 +178,30 @@ def read_message(msg: Any) -> MessageInfo:
     """
     try:
         body, raw_role = _unwrap(msg)
+        if type(body) is dict or isinstance(body, Mapping):
+            get = body.get
+        else:
+
+            def get(key: str, default: Any = None) -> Any:
+                return getattr(body, key, default)
+
         kind: Kind = ROLE_ALIASES.get(raw_role.lower(), "unknown") if raw_role else "unknown"
-        content = _get(body, "content")
-        msg_id = _str_id(_get(body, "id"))
-        name = _get(body, "name")
-        name = name if isinstance(name, str) else None
+        content = get("content")
+        msg_id = _str_id(get("id"))
+        name = get("name")
+        name = name if type(name) is str else None
         if kind == "ai":
-            return MessageInfo(kind, raw_role, msg_id, content, call_ids=_tool_call_ids(body, content),
-                               name=name)
+            return MessageInfo(kind, raw_role, msg_id, content, _tool_call_ids(get, content), (), name)
         if kind == "tool":
-            answered = _str_id(_get(body, "tool_call_id"))
+            answered = _str_id(get("tool_call_id"))
             result_ids = (answered,) if answered is not None else _tool_result_ids(content)
-            return MessageInfo(kind, raw_role, msg_id, content, result_ids=result_ids, name=name)
-        if kind == "human":
+            return MessageInfo(kind, raw_role, msg_id, content, (), result_ids, name)
+        if kind == "human" and type(content) is not str:
             result_ids = _tool_result_ids(content)
             if result_ids:
                 # Anthropic: tool results travel in a user message; it answers calls, it is no new turn.
-                return MessageInfo("tool", raw_role, msg_id, content, result_ids=result_ids, name=name)
-        return MessageInfo(kind, raw_role, msg_id, content, name=name)
+                return MessageInfo("tool", raw_role, msg_id, content, (), result_ids, name)
+        return MessageInfo(kind, raw_role, msg_id, content, (), (), name)
     except Exception:  # a hostile __getattr__ or property must not break a reduction
         return MessageInfo("unknown", None, None, None)
 
@@ -197,7 +211,7 @@ def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
     body, _ = _unwrap(msg)
     out: list[tuple[str, str, str]] = []
     calls = _get(body, "tool_calls")
-    if isinstance(calls, Sequence) and not isinstance(calls, str | bytes):
+    if _seq(calls):
         for call in calls:
             fn = _get(call, "function")  # OpenAI shape keeps name and arguments under "function"
             src = fn if fn is not None else call
@@ -228,3 +242,60 @@ def is_message_like(value: Any) -> bool:
     if isinstance(value, str | bytes) or isinstance(value, Sequence):
         return False
     return hasattr(value, "type") or hasattr(value, "role") or hasattr(value, "content")
+
+
+# --- the fast path for the planner's one full pass -----------------------------------------------
+
+PINNED_KINDS: Final = frozenset({"system", "unknown", "remove"})
+_CONVERSATION: Final = frozenset({"human", "ai", "tool"})
+# class -> its kind when the class alone decides it (LangChain message classes), else None
+_class_kinds: dict[type, Kind | None] = {}
+
+
+def _kind_of_class(cls: type) -> Kind | None:
+    fields = getattr(cls, "model_fields", None)
+    field = fields.get("type") if isinstance(fields, Mapping) else None
+    default = getattr(field, "default", None)
+    if not isinstance(default, str) or default in ("chat", "ChatMessageChunk"):
+        return None  # decided per message: dicts, ChatMessage(role=...), duck-typed objects
+    role = _CLASS_ROLES.get(default, default)
+    return ROLE_ALIASES.get(role.lower(), "unknown")
+
+
+def _is_pinned_kind(msg: Any) -> bool:
+    if isinstance(msg, dict):  # the common dict shapes, without a full read
+        role = msg.get("role")
+        if isinstance(role, str):
+            return ROLE_ALIASES.get(role.lower(), "unknown") in PINNED_KINDS
+        mtype = msg.get("type")
+        if isinstance(mtype, str) and mtype not in ("chat", "constructor") and "data" not in msg:
+            return ROLE_ALIASES.get(_CLASS_ROLES.get(mtype, mtype).lower(), "unknown") in PINNED_KINDS
+    return read_message(msg).kind in PINNED_KINDS
+
+
+def pinned_indices(messages: Sequence[Any]) -> list[int]:
+    """Indices of system, unknown-role and remove messages, in no particular order.
+
+    This is the one pass the planner makes over a whole history, so it is done per class where
+    the class decides the kind (``list.index`` scans at C speed) and per message only otherwise.
+    """
+    types = list(map(type, messages))
+    out: list[int] = []
+    for cls in set(types):
+        if cls not in _class_kinds:
+            _class_kinds[cls] = _kind_of_class(cls)
+        kind = _class_kinds[cls]
+        if kind in _CONVERSATION:
+            continue
+        positions: list[int] = []
+        i = -1
+        try:
+            while True:
+                i = types.index(cls, i + 1)
+                positions.append(i)
+        except ValueError:
+            pass
+        if kind is None:
+            positions = [i for i in positions if _is_pinned_kind(messages[i])]
+        out += positions
+    return out

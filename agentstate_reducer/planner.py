@@ -1,205 +1,203 @@
-"""The pure planner: which indices of a message list survive. No I/O, no mutation, O(n).
+"""The pure planner: which indices of a message list survive. No I/O, no mutation.
 
-One algorithm serves both modes: messages are grouped into *units*, each unit has a cost (count
-mode: its number of messages; token mode: its tokens), and the newest whole units that fit the
-budget are kept, cut at a turn boundary. The contract (README, "The pruning contract"):
+One algorithm serves both modes: messages form *units*, each unit has a cost (count mode: its
+number of messages; token mode: its tokens), and the newest whole units that fit the budget are
+kept, cut at a turn boundary. The contract (README, "The pruning contract"):
 
 1. A tool group (an AI message with tool calls plus every tool result answering one of its call
-   ids) is one unit; every other message is a unit of its own. Groups are never split.
-2. Pinned units are never pruned: index 0 when ``preserve_first``, system messages, messages
-   of unknown role, and the indices the caller passes in ``pinned`` (the injected summary
-   message). They cost nothing in count mode and are counted in token mode.
-3. Orphan tool results (their call is not before them) and dangling calls (an AI message whose
-   calls are not all answered, anywhere but at the end) are pruned whenever a reduction runs:
-   providers reject both.
+   ids) is one unit; every other message is a unit of its own. Groups are never split. A result
+   belongs to the nearest AI message before it that made the call.
+2. Pinned messages are never pruned: index 0 when ``preserve_first`` (with its tool results),
+   system messages, and messages of unknown role. They cost nothing in count mode and are counted
+   in token mode.
+3. Orphan tool results (no call before them) and dangling calls (an AI message whose calls are not
+   all answered, anywhere but at the end) are pruned whenever a reduction runs: providers reject
+   both.
 4. The newest units that fit are kept; with ``start_on_human`` the kept history starts at a human
    message. The live turn (the newest human message and what follows) is never dropped whole:
    when it alone is over the budget, its human message and its newest units that fit are kept,
    at least the newest unit, and the plan says it is over the target.
+
+Cost: the planner walks backwards from the newest message and stops once the budget is spent and
+the live turn's human message is found, so its Python-level work grows with what is *kept*. The
+only full pass over the list is the search for pinned messages, which runs at C speed for
+LangChain message classes (``pinned_indices``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from .messages import MessageInfo
-
-_PINNED_KINDS = frozenset({"system", "unknown", "remove"})
-
-
-@dataclass(frozen=True, slots=True)
-class Unit:
-    indices: tuple[int, ...]
-    pinned: bool
-    droppable: bool  # orphan tool result or dangling call: pruned whenever a reduction runs
-    is_human: bool
+from .messages import MessageInfo, pinned_indices, read_message
 
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The planner's decision. ``keep[i]`` says whether message ``i`` survives."""
+    """The planner's decision: ``kept`` holds the surviving indices in ascending order."""
 
-    keep: tuple[bool, ...]
+    kept: tuple[int, ...]
     triggered: bool
     over_target: bool
     cost_before: int
     cost_after: int
 
-
-class _UnionFind:
-    def __init__(self) -> None:
-        self.parent: list[int] = []
-
-    def add(self) -> int:
-        self.parent.append(len(self.parent))
-        return len(self.parent) - 1
-
-    def find(self, x: int) -> int:
-        parent = self.parent
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(self, a: int, b: int) -> int:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            # keep the older unit as root so a group is identified by its first message
-            ra, rb = min(ra, rb), max(ra, rb)
-            self.parent[rb] = ra
-        return ra
+    def split(self, messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+        """``(surviving, pruned)``, each in input order; built from slices, not per-item checks."""
+        if not self.triggered:
+            return list(messages), []
+        surviving = [messages[i] for i in self.kept]
+        pruned: list[Any] = []
+        prev = 0
+        for i in self.kept:
+            pruned += messages[prev:i]
+            prev = i + 1
+        pruned += messages[prev:]
+        return surviving, pruned
 
 
-def build_units(
-    infos: Sequence[MessageInfo], *, preserve_first: bool, pinned: Collection[int] = ()
-) -> list[Unit]:
-    """Group messages into units in one pass through a call-id -> unit map. Units come out in
-    order of their first message. ``pinned``: indices the caller pins besides the kinds above."""
-    uf = _UnionFind()
-    unit_of: list[int] = []
-    call_owner: dict[str, int] = {}
-    calls_of: dict[int, set[str]] = {}
-    answered: set[str] = set()
-    orphan: set[int] = set()
-    for info in infos:
-        u = uf.add()
-        unit_of.append(u)
-        if info.kind == "ai" and info.call_ids:
-            calls_of[u] = set(info.call_ids)
-            for cid in info.call_ids:
-                owner = call_owner.get(cid)
-                if owner is not None:  # duplicate call id: never separate the two messages
-                    u = uf.union(owner, u)
-                call_owner[cid] = u
-        elif info.kind == "tool":
-            owners = [call_owner[r] for r in info.result_ids if r in call_owner]
-            if not owners:
-                orphan.add(u)
-                continue
-            for owner in owners:
-                uf.union(owner, u)
-            answered.update(r for r in info.result_ids if r in call_owner)
-
-    members: dict[int, list[int]] = {}
-    for i, u in enumerate(unit_of):
-        members.setdefault(uf.find(u), []).append(i)
-    incomplete: set[int] = set()
-    for u, calls in calls_of.items():
-        if not calls <= answered:
-            incomplete.add(uf.find(u))
-
-    roots = sorted(members)  # roots are the oldest unit of each group, so this is message order
-    last_conversation = max(
-        (r for r in roots if r not in orphan and not _pinned(members[r], infos, preserve_first, pinned)),
-        default=None,
-    )
-    units: list[Unit] = []
-    for r in roots:
-        idx = members[r]
-        first = infos[idx[0]]
-        # a dangling call anywhere but at the end (the pending call of the live turn) is pruned
-        dangling = r in incomplete and r != last_conversation
-        droppable = r in orphan or dangling
-        is_pinned = not droppable and _pinned(idx, infos, preserve_first, pinned)
-        units.append(Unit(tuple(idx), is_pinned, droppable, is_human=first.kind == "human" and len(idx) == 1))
-    return units
+def keep_all(n: int, cost: int) -> Plan:
+    return Plan(tuple(range(n)), False, False, cost, cost)
 
 
-def _pinned(
-    indices: list[int], infos: Sequence[MessageInfo], preserve_first: bool, pinned: Collection[int]
-) -> bool:
-    return (
-        (preserve_first and indices[0] == 0)
-        or any(infos[i].kind in _PINNED_KINDS for i in indices)
-        or any(i in pinned for i in indices)
-    )
+@dataclass(slots=True)
+class _Unit:
+    first: int
+    members: list[int]
+    cost: int
+    is_human: bool
+
+
+class _Reader:
+    """Reads messages on demand, each at most once."""
+
+    __slots__ = ("cache", "messages")
+
+    def __init__(self, messages: Sequence[Any]) -> None:
+        self.messages = messages
+        self.cache: dict[int, MessageInfo] = {}
+
+    def __call__(self, i: int) -> MessageInfo:
+        info = self.cache.get(i)
+        if info is None:
+            info = self.cache[i] = read_message(self.messages[i])
+        return info
 
 
 def plan(
-    infos: Sequence[MessageInfo],
-    costs: Sequence[int],
+    messages: Sequence[Any],
+    cost_of: Callable[[int], int],
     *,
     trigger_cost: int,
-    triggered: bool,
     budget: int,
     count_mode: bool,
     preserve_first: bool,
     start_on_human: bool,
-    pinned: Collection[int] = (),
 ) -> Plan:
-    """Decide what survives.
+    """Decide what survives a triggered reduction.
 
-    ``costs[i]`` is message ``i``'s cost (tokens, or 1 in count mode); ``budget`` is the target
-    (``min_messages`` or ``target_tokens``). In count mode pinned messages cost nothing against the
-    budget; in token mode they are counted in it. ``pinned``: extra indices to pin (the reducer
-    pins its injected summary message this way, so the planner stays unaware of summaries).
+    ``cost_of(i)`` is message ``i``'s cost (tokens, or 1 in count mode); ``budget`` is the target
+    (``min_messages`` or ``target_tokens``).
     """
-    n = len(infos)
-    if not triggered:
-        return Plan((True,) * n, False, False, trigger_cost, trigger_cost)
+    n = len(messages)
+    read = _Reader(messages)
+    pinned = set(pinned_indices(messages))
+    if preserve_first and n:
+        pinned.update(_first_unit(read, n))
+    room = budget - (0 if count_mode else sum(cost_of(i) for i in pinned))
 
-    units = build_units(infos, preserve_first=preserve_first, pinned=pinned)
-    pinned_cost = 0 if count_mode else sum(costs[i] for u in units if u.pinned for i in u.indices)
-    room = budget - pinned_cost
-    cands = [u for u in units if not u.pinned and not u.droppable]
-    ucost = [sum(costs[i] for i in u.indices) for u in cands]
-
-    start = _fitting_suffix(ucost, 0, room)
-    live = max((j for j, u in enumerate(cands) if u.is_human), default=None)
-    kept: list[int]
-    if live is not None and start > live:
-        # the live turn alone is over the budget: its human message plus its newest units that fit
-        tail_start = _fitting_suffix(ucost, live + 1, room - ucost[live])
-        tail_start = min(tail_start, len(cands) - 1) if len(cands) > live + 1 else len(cands)
-        kept = [live, *range(tail_start, len(cands))]
-    else:
-        if live is not None and start_on_human:
-            start = next(j for j in range(start, len(cands)) if cands[j].is_human)
-        elif start >= len(cands) and cands:
-            start = len(cands) - 1  # never drop everything: keep at least the newest unit
-        kept = list(range(start, len(cands)))
-
-    keep = [False] * n
-    for u in units:
-        if u.pinned:
-            for i in u.indices:
-                keep[i] = True
-    for j in kept:
-        for i in cands[j].indices:
-            keep[i] = True
-    kept_cost = sum(ucost[j] for j in kept)
-    after = sum(costs[i] for i in range(n) if keep[i])
-    return Plan(tuple(keep), True, kept_cost > room, trigger_cost, after)
-
-
-def _fitting_suffix(costs: Sequence[int], lo: int, room: int) -> int:
-    """First index of the longest suffix of ``costs[lo:]`` whose sum fits ``room``."""
-    acc = 0
-    start = len(costs)
-    for j in range(len(costs) - 1, lo - 1, -1):
-        acc += costs[j]
-        if acc > room:
+    # Walk back over units, newest first. A tool result joins the unit of the nearest AI message
+    # before it that made its call, when the walk reaches that message; results never claimed are
+    # orphans, and an AI message whose calls are not all answered is dangling unless it is the
+    # newest unit (the pending call of the live turn).
+    accepted: list[_Unit] = []  # the newest units that fit, newest first
+    spent = 0
+    stopped = False
+    newest: _Unit | None = None
+    live: _Unit | None = None  # the newest human message, looked for past the stop point if need be
+    open_results: dict[str, list[int]] = {}
+    claimed: set[int] = set()
+    i = n
+    while i > 0:
+        i -= 1
+        if i in pinned:
+            continue
+        info = read(i)
+        if info.kind == "tool":
+            for r in info.result_ids:
+                open_results.setdefault(r, []).append(i)
+            continue
+        if info.kind == "ai" and info.call_ids:
+            members = [i]
+            complete = True
+            for cid in info.call_ids:
+                got = [j for j in open_results.pop(cid, ()) if j not in claimed]
+                complete = complete and bool(got)
+                claimed.update(got)
+                members += got
+            if not complete and newest is not None:
+                continue  # dangling: pruned, with whatever results it has
+            unit = _Unit(i, sorted(set(members)), 0, False)
+            unit.cost = sum(cost_of(m) for m in unit.members)
+        else:
+            unit = _Unit(i, [i], cost_of(i), info.kind == "human")
+        if newest is None:
+            newest = unit
+        if not stopped:
+            if spent + unit.cost <= room:
+                accepted.append(unit)
+                spent += unit.cost
+            else:
+                stopped = True
+        if unit.is_human and live is None:
+            live = unit
+        if stopped and live is not None:
             break
-        start = j
-    return start
+
+    kept_units = _select(accepted, newest, live, room, start_on_human)
+    kept = sorted(pinned.union(m for u in kept_units for m in u.members))
+    over = sum(u.cost for u in kept_units) > room
+    return Plan(tuple(kept), True, over, trigger_cost, sum(cost_of(k) for k in kept))
+
+
+def _first_unit(read: _Reader, n: int) -> list[int]:
+    """What ``preserve_first`` pins: index 0, with its tool results when it is a tool call.
+
+    An orphan tool result at index 0, or a call whose results are not all there, is not pinned:
+    providers reject both. Finding the results of a call at index 0 takes a full scan.
+    """
+    first = read(0)
+    if first.kind == "tool":
+        return []
+    if first.kind != "ai" or not first.call_ids:
+        return [0]
+    wanted = set(first.call_ids)
+    results = [j for j in range(1, n) if read(j).kind == "tool" and wanted.intersection(read(j).result_ids)]
+    answered = {r for j in results for r in read(j).result_ids}
+    return [0, *results] if wanted <= answered else []
+
+
+def _select(
+    accepted: list[_Unit], newest: _Unit | None, live: _Unit | None, room: int, start_on_human: bool
+) -> list[_Unit]:
+    """From the newest units that fit (newest first), the ones to keep."""
+    if live is not None and all(u is not live for u in accepted):
+        # The live turn alone is over the budget: keep its human message and its newest units
+        # that fit next to it, at least the newest unit. Every accepted unit is newer than it.
+        tail: list[_Unit] = []
+        spent = live.cost
+        for u in accepted:
+            if spent + u.cost > room:
+                break
+            tail.append(u)
+            spent += u.cost
+        if not tail and newest is not None and newest is not live:
+            tail = [newest]
+        return [live, *tail]
+    if not accepted:
+        return [newest] if newest is not None else []  # never drop everything
+    if live is not None and start_on_human:
+        oldest_human = max(j for j, u in enumerate(accepted) if u.is_human)
+        return accepted[: oldest_human + 1]
+    return accepted

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .config import ReducerConfig
-from .messages import MessageInfo, is_message_like, read_message
-from .planner import Plan, plan
+from .messages import is_message_like
+from .planner import Plan, keep_all, plan
 from .tokens import resolve_token_counter
 
 logger = logging.getLogger("agentstate_reducer")
@@ -46,6 +46,10 @@ class ReducerResult:
     stats: ReducerStats = field(
         default_factory=lambda: ReducerStats("off", False, 0, 0, 0), compare=False, repr=False
     )
+
+
+def _one(i: int) -> int:
+    return 1
 
 
 def as_message_list(value: Any) -> list[Any]:
@@ -130,27 +134,36 @@ class MessageReducer:
             out.append(n)
         return out
 
-    def plan(self, messages: list[Any], infos: list[MessageInfo] | None = None) -> tuple[Plan, Mode]:
+    def plan(self, messages: list[Any]) -> tuple[Plan, Mode]:
         """The pure decision for ``messages`` (already merged), without applying it."""
         c = self._config
-        infos = infos if infos is not None else [read_message(m) for m in messages]
         if c.max_tokens is not None:
             costs = self.count_tokens(messages)
             total = sum(costs)
             budget = c.effective_target_tokens
             assert budget is not None
-            return (
-                plan(infos, costs, trigger_cost=total, triggered=total > c.max_tokens, budget=budget,
-                     count_mode=False, preserve_first=c.preserve_first, start_on_human=c.start_on_human),
-                "tokens",
-            )
+            if total <= c.max_tokens:
+                return keep_all(len(messages), total), "tokens"
+            return self._plan(messages, costs.__getitem__, total, budget, count_mode=False), "tokens"
         n = len(messages)
         if c.max_messages is None:
-            return Plan((True,) * n, False, False, n, n), "off"
-        return (
-            plan(infos, [1] * n, trigger_cost=n, triggered=n > c.max_messages, budget=c.min_messages,
-                 count_mode=True, preserve_first=c.preserve_first, start_on_human=c.start_on_human),
-            "messages",
+            return keep_all(n, n), "off"
+        if n <= c.max_messages:
+            return keep_all(n, n), "messages"
+        return self._plan(messages, _one, n, c.min_messages, count_mode=True), "messages"
+
+    def _plan(
+        self, messages: list[Any], cost_of: Callable[[int], int], total: int, budget: int, *, count_mode: bool
+    ) -> Plan:
+        c = self._config
+        return plan(
+            messages,
+            cost_of,
+            trigger_cost=total,
+            budget=budget,
+            count_mode=count_mode,
+            preserve_first=c.preserve_first,
+            start_on_human=c.start_on_human,
         )
 
     # -- applying ---------------------------------------------------------------------------
@@ -162,47 +175,46 @@ class MessageReducer:
         """
         messages = as_message_list(existing) + as_message_list(new)
         the_plan, mode = self.plan(messages)
-        pruned = [m for m, k in zip(messages, the_plan.keep, strict=True) if not k]
+        surviving, pruned = the_plan.split(messages)
         summary, error = None, None
         if pruned and self._config.summarize_fn is not None:
             try:
                 summary = self._config.summarize_fn(pruned)
             except Exception as exc:
                 error = exc
-        return self._finish(messages, the_plan, mode, summary, error, namespace)
+        return self._finish(messages, the_plan, mode, (surviving, pruned), summary, error, namespace)
 
     async def areduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
         """``reduce`` for async callers: a sync ``summarize_fn`` runs off the event loop."""
         messages = as_message_list(existing) + as_message_list(new)
         the_plan, mode = self.plan(messages)
-        pruned = [m for m, k in zip(messages, the_plan.keep, strict=True) if not k]
+        surviving, pruned = the_plan.split(messages)
         summary, error = None, None
         if pruned and self._config.summarize_fn is not None:
             try:
                 summary = await asyncio.to_thread(self._config.summarize_fn, pruned)
             except Exception as exc:
                 error = exc
-        return self._finish(messages, the_plan, mode, summary, error, namespace)
+        return self._finish(messages, the_plan, mode, (surviving, pruned), summary, error, namespace)
 
     def _finish(
         self,
         messages: list[Any],
         the_plan: Plan,
         mode: Mode,
+        split: tuple[list[Any], list[Any]],
         summary: str | None,
         error: Exception | None,
         namespace: Any,
     ) -> ReducerResult:
         """Apply a plan: slice, keep everything when the summarizer failed (policy "keep"), run hooks."""
-        keep = the_plan.keep
+        surviving, pruned = split
+        cost_after = the_plan.cost_after
         if error is not None:
             logger.error("summarize_fn failed; policy %r", self._config.on_summary_error, exc_info=error)
             if self._config.on_summary_error == "keep":
-                keep = (True,) * len(messages)
-        surviving = [m for m, k in zip(messages, keep, strict=True) if k]
-        pruned = [m for m, k in zip(messages, keep, strict=True) if not k]
+                surviving, pruned, cost_after = list(messages), [], the_plan.cost_before
         tokens = mode == "tokens"
-        cost_after = the_plan.cost_after if keep is the_plan.keep else the_plan.cost_before
         stats = ReducerStats(
             mode=mode,
             triggered=the_plan.triggered,

@@ -1,0 +1,97 @@
+"""Count-mode ``reduce`` vs ``trim_messages`` and a plain list copy, at 100, 1k and 10k messages.
+
+Every time is the median of several runs in this process; the table reports ratios, so the
+numbers compare like with like on whatever machine runs it. Targets (issue 2): at 10k messages
+``reduce`` at least 2x faster than ``trim_messages(token_counter=len, strategy="last",
+start_on="human", include_system=True)``, and time(10k) / time(1k) <= 12 (linear planning).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from agentstate_reducer import MessageReducer
+
+
+def conversation(n: int) -> list[Any]:
+    """A system prompt, then turns of human / AI tool call with two parallel results / AI answer."""
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+    msgs: list[Any] = [SystemMessage("You are a helpful agent.", id="sys")]
+    t = 0
+    while len(msgs) < n:
+        calls = [
+            {"name": "search", "args": {"q": f"q{t}"}, "id": f"c{t}a"},
+            {"name": "calc", "args": {}, "id": f"c{t}b"},
+        ]
+        msgs += [
+            HumanMessage(f"question {t} " * 8, id=f"h{t}"),
+            AIMessage("", tool_calls=calls, id=f"a{t}"),
+            ToolMessage(f"result {t}a " * 10, tool_call_id=f"c{t}a", id=f"t{t}a"),
+            ToolMessage(f"result {t}b " * 10, tool_call_id=f"c{t}b", id=f"t{t}b"),
+            AIMessage(f"answer {t} " * 12, id=f"f{t}"),
+        ]
+        t += 1
+    return msgs[:n]
+
+
+def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def run(quick: bool = False) -> list[dict[str, Any]]:
+    """Two windows: a realistic one (keep 40 of 60, what a chat agent keeps) and half the history."""
+    from langchain_core.messages import trim_messages
+
+    rows: list[dict[str, Any]] = []
+    for window in ("keep 40", "keep half"):
+        per_size: dict[int, float] = {}
+        for n in (100, 1_000, 10_000):
+            msgs = conversation(n)
+            keep = 40 if window == "keep 40" else n // 2
+            reducer = MessageReducer(min_messages=keep, max_messages=keep + 20)
+            repeat = 3 if quick else (9 if n == 10_000 else 21)
+
+            def trim(msgs: list[Any] = msgs, keep: int = keep) -> Any:
+                return trim_messages(
+                    msgs,
+                    max_tokens=keep,
+                    token_counter=len,
+                    strategy="last",
+                    start_on="human",
+                    include_system=True,
+                )
+
+            t_reduce = median_seconds(lambda: reducer.reduce(msgs), repeat)  # noqa: B023
+            t_trim = median_seconds(trim, repeat)
+            t_copy = median_seconds(lambda: list(msgs), repeat)  # noqa: B023
+            per_size[n] = t_reduce
+            rows.append(
+                {
+                    "benchmark": f"count mode, {window}, {n} msgs",
+                    "reduce_ms": round(t_reduce * 1e3, 3),
+                    "trim_messages_ms": round(t_trim * 1e3, 3),
+                    "list_copy_ms": round(t_copy * 1e3, 4),
+                    "ratio": f"trim/reduce = {t_trim / t_reduce:.2f}x",
+                }
+            )
+        rows.append(
+            {
+                "benchmark": f"count mode, {window}, scaling",
+                "ratio": f"time(10k)/time(1k) = {per_size[10_000] / per_size[1_000]:.2f} (target <= 12)",
+            }
+        )
+    return rows
+
+
+if __name__ == "__main__":
+    for row in run():
+        print(row)
