@@ -19,11 +19,15 @@ sizes message texts, ``approve_tools`` makes the tools node ``interrupt()`` for 
 node ``agent_loop`` of a parent graph that shares the messages key.
 
 ``contract_violations(messages, max_len=...)`` lists what breaks the pruning contract.
+``open_saver(kind, ...)`` / ``aopen_saver(kind, ...)`` open a real, set-up LangGraph saver
+(``SYNC_SAVERS`` / ``ASYNC_SAVERS``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
@@ -44,12 +48,16 @@ from langgraph.types import interrupt
 from agentstate_reducer import read_message
 
 __all__ = [
+    "ASYNC_SAVERS",
+    "SYNC_SAVERS",
     "SYSTEM_ID",
     "ScriptedToolModel",
+    "aopen_saver",
     "arun_turns",
     "build_graph",
     "contract_violations",
     "human_message",
+    "open_saver",
     "run_turns",
     "system_message",
     "thread_config",
@@ -173,6 +181,7 @@ def build_graph(
     checkpointer: Any,
     *,
     state_reducer: Any = None,
+    state_schema: Any = None,
     tool_rounds: int = 1,
     calls_per_round: int = 1,
     content_chars: int = 60,
@@ -182,11 +191,14 @@ def build_graph(
     """Compile the agent graph with ``checkpointer``.
 
     ``state_reducer``: a ``MessageReducer`` whose ``as_langgraph_reducer()`` replaces
-    ``add_messages`` on the messages key (bounds the in-run state too).
+    ``add_messages`` on the messages key (bounds the in-run state too). ``state_schema``: use this
+    state TypedDict instead (it must have a ``messages`` key).
     """
+    if state_reducer is not None and state_schema is not None:
+        raise ValueError("pass state_reducer or state_schema, not both")
     model = ScriptedToolModel(tool_rounds=tool_rounds, calls_per_round=calls_per_round,
                               content_chars=content_chars)
-    state_type = _state_type(state_reducer)
+    state_type = state_schema if state_schema is not None else _state_type(state_reducer)
     loop = _agent_loop(state_type, model, approve_tools=approve_tools, content_chars=content_chars)
     if not as_subgraph:
         return loop.compile(checkpointer=checkpointer)
@@ -271,3 +283,65 @@ def contract_violations(messages: Sequence[Any], *, max_len: int | None = None) 
     if len(set(ids)) != len(ids):
         problems.append("duplicate message ids")
     return problems
+
+
+SYNC_SAVERS = ("memory", "sqlite", "postgres")
+ASYNC_SAVERS = ("memory", "aiosqlite", "apostgres")
+
+
+@contextmanager
+def open_saver(kind: str, *, path: Path | None = None, pg_url: str | None = None) -> Iterator[Any]:
+    """A set-up sync saver: ``memory`` (InMemorySaver), ``sqlite`` (SqliteSaver on the file
+    ``path``) or ``postgres`` (PostgresSaver on ``pg_url``)."""
+    if kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield InMemorySaver()
+    elif kind == "sqlite":
+        from langgraph.checkpoint.sqlite import SqliteSaver
+
+        if path is None:
+            raise ValueError("sqlite needs path= (a file: the point is a real on-disk database)")
+        with SqliteSaver.from_conn_string(str(path)) as saver:
+            saver.setup()
+            yield saver
+    elif kind == "postgres":
+        from langgraph.checkpoint.postgres import PostgresSaver
+
+        if pg_url is None:
+            raise ValueError("postgres needs pg_url=")
+        with PostgresSaver.from_conn_string(pg_url) as saver:
+            saver.setup()
+            yield saver
+    else:
+        raise ValueError(f"unknown sync saver {kind!r}; one of {SYNC_SAVERS}")
+
+
+@asynccontextmanager
+async def aopen_saver(
+    kind: str, *, path: Path | None = None, pg_url: str | None = None
+) -> AsyncIterator[Any]:
+    """A set-up async saver: ``memory``, ``aiosqlite`` (AsyncSqliteSaver on ``path``) or
+    ``apostgres`` (AsyncPostgresSaver on ``pg_url``)."""
+    if kind == "memory":
+        from langgraph.checkpoint.memory import InMemorySaver
+
+        yield InMemorySaver()
+    elif kind == "aiosqlite":
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+        if path is None:
+            raise ValueError("aiosqlite needs path=")
+        async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+            await saver.setup()
+            yield saver
+    elif kind == "apostgres":
+        from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+
+        if pg_url is None:
+            raise ValueError("apostgres needs pg_url=")
+        async with AsyncPostgresSaver.from_conn_string(pg_url) as saver:
+            await saver.setup()
+            yield saver
+    else:
+        raise ValueError(f"unknown async saver {kind!r}; one of {ASYNC_SAVERS}")
