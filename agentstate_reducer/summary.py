@@ -1,0 +1,303 @@
+"""The running summary: one marked message that replaces the history the reducer pruned.
+
+With ``ReducerConfig(inject_summary=True, summarize_fn=...)`` a reduction that prunes puts ONE
+summary message into ``surviving``, right after the leading pinned messages (the system prompt,
+index 0 with ``preserve_first``). It carries the stable id ``SUMMARY_ID`` and a marker
+(``SUMMARY_MARKER``, holding how many conversation messages it covers), so the next reduction
+recognises it:
+
+* the planner pins it (it is never pruned as an ordinary message; like every pinned message it is
+  counted in the trigger, and in token mode also in ``target_tokens``);
+* when the next reduction prunes, the summarizer receives ``[previous summary, *newly pruned]`` in
+  order, so the new summary rolls the old one forward; the new message replaces the old one, and the
+  old one is reported in ``pruned``. Summaries never accumulate, whatever role the factory gives them.
+
+``surviving`` and ``pruned`` then partition *the input plus the injected summary*. An empty summary
+is not injected (the previous one, if any, stays).
+
+The default message is a user turn, ``"Summary of the earlier conversation (N messages):\\n..."``,
+in the shape of the input: a LangChain ``HumanMessage`` for LangChain objects, ``{"role": "user"}``
+for OpenAI-style dicts (``{"role": "human"}`` when the dicts use LangChain role names),
+``{"type": "human"}`` for LangChain-style dicts, and the serialized forms for serialized input.
+Why a user turn: every major provider (OpenAI, Anthropic, Gemini, Bedrock, Mistral) accepts a user
+message right after the system prompt, while a second system message mid-conversation is rejected by
+Anthropic and Gemini, and an assistant message first is rejected by Anthropic. The kept history
+after it starts with a human message too (``start_on_human``), so the request has two user
+messages in a row: OpenAI, Anthropic and Gemini accept that (Anthropic merges consecutive user
+turns); for an API that demands strict alternation pass a ``summary_message_factory``.
+
+This module is pure: no I/O, no state. The reducer calls it between planning and applying.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from .messages import MessageInfo, read_message
+
+if TYPE_CHECKING:
+    from .config import ReducerConfig
+
+#: The id every injected summary message carries (LangGraph's ``add_messages`` replaces by id).
+SUMMARY_ID: Final = "agentstate-summary"
+#: Marker key: in ``additional_kwargs`` for LangChain messages and LangChain-style dicts, a
+#: top-level key for OpenAI-style dicts (``add_messages`` moves unknown keys into
+#: ``additional_kwargs``, where it is found again). Its value is ``{"count": N}``.
+SUMMARY_MARKER: Final = "agentstate_summary"
+#: The default message's prefix; the text after it is the summarizer's output.
+SUMMARY_PREFIX: Final = "Summary of the earlier conversation"
+
+# Kinds the planner pins; leading messages of these kinds stay in front of the summary.
+_LEADING_PINNED_KINDS: Final = frozenset({"system", "unknown"})
+_LANGCHAIN_ROLE_NAMES: Final = frozenset({"human", "ai", "system", "tool"})
+
+
+# -- recognising ---------------------------------------------------------------------------------
+
+
+def _marker(msg: Any) -> Any:
+    """The marker value of ``msg`` (None when absent), in any supported shape."""
+    try:
+        if isinstance(msg, Mapping):
+            if SUMMARY_MARKER in msg:
+                return msg[SUMMARY_MARKER]
+            body = msg
+            for wrapper in ("data", "kwargs"):  # messages_to_dict / dumpd forms
+                if isinstance(msg.get(wrapper), Mapping):
+                    body = msg[wrapper]
+            extra = body.get("additional_kwargs")
+        else:
+            extra = getattr(msg, "additional_kwargs", None)
+        if isinstance(extra, Mapping):
+            return extra.get(SUMMARY_MARKER)
+    except Exception:  # a hostile __getattr__ must not break a reduction (as in read_message)
+        return None
+    return None
+
+
+def is_summary_message(msg: Any, info: MessageInfo | None = None) -> bool:
+    """True for a summary message injected by this package (marker or the reserved id)."""
+    if _marker(msg) is not None:
+        return True
+    info = info if info is not None else read_message(msg)
+    return info.id == SUMMARY_ID
+
+
+def summary_count(msg: Any) -> int:
+    """How many conversation messages a summary message covers (0 when it does not say)."""
+    marker = _marker(msg)
+    count = marker.get("count") if isinstance(marker, Mapping) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) and count >= 0 else 0
+
+
+# -- building ------------------------------------------------------------------------------------
+
+
+def summary_content(text: str, count: int) -> str:
+    return f"{SUMMARY_PREFIX} ({count} messages):\n{text}"
+
+
+def default_summary_message(text: str, count: int, *, like: Any = None) -> Any:
+    """The default summary message (a user turn), in the shape of the message ``like``."""
+    content = summary_content(text, count)
+    marker = {SUMMARY_MARKER: {"count": count}}
+    if like is not None and not isinstance(like, Mapping):
+        try:
+            from langchain_core.messages import BaseMessage, HumanMessage
+        except ImportError:  # pragma: no cover - objects without langchain_core: fall back to a dict
+            pass
+        else:
+            if isinstance(like, BaseMessage):
+                return HumanMessage(content=content, id=SUMMARY_ID, additional_kwargs=marker)
+    if isinstance(like, Mapping):
+        body = {"content": content, "id": SUMMARY_ID, "additional_kwargs": marker}
+        if like.get("type") == "constructor" and isinstance(like.get("kwargs"), Mapping):
+            return {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "HumanMessage"],
+                    "kwargs": {"type": "human", **body}}
+        if "role" not in like and isinstance(like.get("data"), Mapping):
+            return {"type": "human", "data": {"type": "human", **body}}
+        if "role" not in like and isinstance(like.get("type"), str):
+            return {"type": "human", **body}
+        role = like.get("role")
+        user = "human" if isinstance(role, str) and role.lower() in _LANGCHAIN_ROLE_NAMES else "user"
+        return {"role": user, "content": content, "id": SUMMARY_ID, **marker}
+    # OpenAI SDK objects and other duck-typed messages: an OpenAI-style dict
+    return {"role": "user", "content": content, "id": SUMMARY_ID, **marker}
+
+
+def _stamp(msg: Any, count: int) -> Any:
+    """A copy of a factory's message carrying ``SUMMARY_ID`` and the marker (never mutates it)."""
+    marker = {"count": count}
+    if isinstance(msg, Mapping):
+        if "role" in msg or "type" not in msg:  # OpenAI-style dict: a top-level marker
+            return {**msg, "id": SUMMARY_ID, SUMMARY_MARKER: marker}
+        wrapper = next((k for k in ("data", "kwargs") if isinstance(msg.get(k), Mapping)), None)
+        body = msg[wrapper] if wrapper is not None else msg
+        extra = body.get("additional_kwargs")
+        extra = extra if isinstance(extra, Mapping) else {}
+        body = {**body, "id": SUMMARY_ID, "additional_kwargs": {**extra, SUMMARY_MARKER: marker}}
+        return {**msg, wrapper: body} if wrapper is not None else body
+    copy = getattr(msg, "model_copy", None)
+    extra = getattr(msg, "additional_kwargs", None)
+    if callable(copy) and isinstance(extra, Mapping):  # LangChain messages (pydantic models)
+        return copy(update={"id": SUMMARY_ID, "additional_kwargs": {**extra, SUMMARY_MARKER: marker}})
+    raise TypeError(
+        f"summary_message_factory returned a {type(msg).__name__}; return one message: a dict or a "
+        "LangChain message (the reducer adds the summary id and marker to a copy of it)"
+    )
+
+
+def build_summary_message(
+    text: str, count: int, *, like: Any, factory: Callable[[str, int], Any] | None
+) -> Any:
+    """The summary message to inject: ``factory(text, count)`` (stamped) or the default."""
+    if factory is None:
+        return default_summary_message(text, count, like=like)
+    msg = factory(text, count)
+    if isinstance(msg, list | tuple):
+        raise TypeError(
+            "summary_message_factory must return ONE message, got a "
+            f"{type(msg).__name__} of {len(msg)}; one summary message replaces the previous one"
+        )
+    return _stamp(msg, count)
+
+
+def shape_template(messages: Sequence[Any]) -> Any:
+    """The message whose shape the default summary copies: the first human message, else the first
+    message (summaries skipped). Reads only up to the first human message."""
+    first = None
+    for m in messages:
+        info = read_message(m)
+        if is_summary_message(m, info):
+            continue
+        if info.kind == "human":
+            return m
+        if first is None:
+            first = m
+    return first
+
+
+def _front(messages: Sequence[Any], preserve_first: bool) -> Iterator[tuple[int, bool]]:
+    """``(index, is_summary)`` for each message of the leading block: index 0 with ``preserve_first``
+    (and the tool results of its calls), system and unknown-role messages, summary messages. Stops at
+    the first other message, so it reads a handful of messages, not the history."""
+    first_calls: frozenset[str] = frozenset()
+    for i, m in enumerate(messages):
+        info = read_message(m)
+        if is_summary_message(m, info):
+            yield i, True
+        elif i == 0 and preserve_first:
+            first_calls = frozenset(info.call_ids)
+            yield i, False
+        elif info.kind in _LEADING_PINNED_KINDS or (
+            info.kind == "tool" and not first_calls.isdisjoint(info.result_ids)
+        ):
+            yield i, False  # never put the summary between a pinned call and its results
+        else:
+            return
+
+
+def leading_summaries(messages: Sequence[Any], *, preserve_first: bool) -> tuple[int, ...]:
+    """Indices of the summary messages in the leading block (where the reducer puts its summary)."""
+    return tuple(i for i, is_summary in _front(messages, preserve_first) if is_summary)
+
+
+def insert_position(messages: Sequence[Any], *, preserve_first: bool) -> int:
+    """Where the summary goes in ``messages`` (a list without summaries): after the leading block."""
+    pos = 0
+    for i, _ in _front(messages, preserve_first):
+        pos = i + 1
+    return pos
+
+
+def without(items: Sequence[Any], indices: Sequence[int]) -> list[Any]:
+    """``items`` minus the (ascending) ``indices``, built from slices."""
+    out: list[Any] = []
+    prev = 0
+    for i in indices:
+        out += items[prev:i]
+        prev = i + 1
+    out += items[prev:]
+    return out
+
+
+def with_summary(messages: Sequence[Any], summary: Any, *, preserve_first: bool) -> list[Any]:
+    """``messages`` without their leading summaries, with ``summary`` after the leading block."""
+    rest = without(messages, leading_summaries(messages, preserve_first=preserve_first))
+    pos = insert_position(rest, preserve_first=preserve_first)
+    return [*rest[:pos], summary, *rest[pos:]]
+
+
+# -- calling the summarizer ----------------------------------------------------------------------
+
+
+def _checked(text: Any) -> str:
+    if not isinstance(text, str):
+        raise TypeError(f"the summarizer must return a str, got {type(text).__name__}")
+    return text
+
+
+def _in_thread(fn: Callable[[], Any], timeout: float | None, what: str) -> Any:
+    """Run ``fn`` in a daemon thread and wait at most ``timeout`` s. A sync call cannot be
+    interrupted: on timeout it keeps running, and its result is discarded."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name="agentstate-summarizer", daemon=True)
+    worker.start()
+    worker.join(timeout)
+    if worker.is_alive():
+        raise TimeoutError(f"{what} did not return within {timeout} s (summary_timeout)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def summarize(config: ReducerConfig, messages: list[Any]) -> str:
+    """Call the summarizer from sync code, honouring ``summary_timeout``.
+
+    With only ``asummarize_fn`` set, the coroutine runs on a private event loop in a worker thread
+    (the caller may itself be inside a running loop)."""
+    timeout = config.summary_timeout
+    if config.summarize_fn is not None:
+        fn = config.summarize_fn
+        if timeout is None:
+            return _checked(fn(messages))
+        return _checked(_in_thread(lambda: fn(messages), timeout, "summarize_fn"))
+    afn = config.asummarize_fn
+    assert afn is not None
+
+    async def call() -> Any:
+        if timeout is None:
+            return await afn(messages)
+        try:
+            return await asyncio.wait_for(afn(messages), timeout)
+        except asyncio.TimeoutError:  # a distinct class before Python 3.11
+            raise TimeoutError(f"asummarize_fn did not return within {timeout} s (summary_timeout)") from None
+
+    return _checked(_in_thread(lambda: asyncio.run(call()), None, "asummarize_fn"))
+
+
+async def asummarize(config: ReducerConfig, messages: list[Any]) -> str:
+    """Call the summarizer from async code: ``asummarize_fn`` if set, else ``summarize_fn`` off the
+    event loop; ``summary_timeout`` applies to both (a timed-out sync call keeps its thread)."""
+    timeout = config.summary_timeout
+    if config.asummarize_fn is not None:
+        pending = config.asummarize_fn(messages)
+    else:
+        assert config.summarize_fn is not None
+        pending = asyncio.to_thread(config.summarize_fn, messages)
+    if timeout is None:
+        return _checked(await pending)
+    try:
+        return _checked(await asyncio.wait_for(pending, timeout))
+    except asyncio.TimeoutError:
+        raise TimeoutError(f"the summarizer did not return within {timeout} s (summary_timeout)") from None
