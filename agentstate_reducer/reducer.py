@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from . import summary as _summary
 from .config import ReducerConfig
 from .messages import is_message_like
 from .planner import Plan, keep_all, plan
@@ -32,13 +33,18 @@ class ReducerStats:
     tokens_after: int | None = None
     #: the kept history is over the target because one unit, or the live turn, is bigger than it
     over_target: bool = False
-    #: the summarizer raised: ``repr`` of the error (see ``ReducerConfig.on_summary_error``)
+    #: the summarizer raised or timed out: ``repr`` of the error (see ``ReducerConfig.on_summary_error``)
     summary_error: str | None = None
 
 
 @dataclass(frozen=True)
 class ReducerResult:
-    """``surviving`` and ``pruned`` partition the input, each in original order."""
+    """``surviving`` and ``pruned`` partition the input, each in original order.
+
+    With ``inject_summary``, they partition the input *plus the injected summary message*: the new
+    summary is in ``surviving`` (after the leading pinned messages) and the summary it replaces is
+    at the front of ``pruned``.
+    """
 
     surviving: list[Any]
     pruned: list[Any]
@@ -50,6 +56,37 @@ class ReducerResult:
 
 def _one(i: int) -> int:
     return 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """A planned reduction before the summarizer runs: what reduce and areduce share."""
+
+    messages: list[Any]
+    plan: Plan
+    mode: Mode
+    surviving: list[Any]
+    pruned: list[Any]
+    #: the previous summary messages (inject_summary): pinned, replaced when a new summary comes
+    held: list[Any]
+
+    @property
+    def to_summarize(self) -> list[Any]:
+        """What the summarizer gets: the previous summary first, then the newly pruned messages."""
+        return [*self.held, *self.pruned] if self.pruned else []
+
+
+def _with_held(p: Plan, held: tuple[int, ...], held_cost: int) -> Plan:
+    """Map a plan made without the ``held`` indices back to the full list, ``held`` kept."""
+    if not p.triggered:
+        return p
+    kept = []
+    for k in p.kept:
+        for h in held:  # held is a few leading indices: shift past each one at or before k
+            if h <= k:
+                k += 1
+        kept.append(k)
+    return Plan(tuple(sorted([*kept, *held])), True, p.over_target, p.cost_before, p.cost_after + held_cost)
 
 
 def as_message_list(value: Any) -> list[Any]:
@@ -136,7 +173,19 @@ class MessageReducer:
 
     def plan(self, messages: list[Any]) -> tuple[Plan, Mode]:
         """The pure decision for ``messages`` (already merged), without applying it."""
+        return self._plan_with(messages, self._held(messages))
+
+    def _held(self, messages: list[Any]) -> tuple[int, ...]:
+        """Indices of the injected summary, which stays pinned (only when ``inject_summary``)."""
+        if not self._config.inject_summary:
+            return ()
+        return _summary.leading_summaries(messages, preserve_first=self._config.preserve_first)
+
+    def _plan_with(self, messages: list[Any], held: tuple[int, ...]) -> tuple[Plan, Mode]:
+        # The held summary is planned around, not through the planner: it counts in the trigger,
+        # and in token mode its tokens come off the target, like any pinned message.
         c = self._config
+        rest = _summary.without(messages, held) if held else messages
         if c.max_tokens is not None:
             costs = self.count_tokens(messages)
             total = sum(costs)
@@ -144,13 +193,17 @@ class MessageReducer:
             assert budget is not None
             if total <= c.max_tokens:
                 return keep_all(len(messages), total), "tokens"
-            return self._plan(messages, costs.__getitem__, total, budget, count_mode=False), "tokens"
+            held_cost = sum(costs[i] for i in held)
+            rest_costs = _summary.without(costs, held) if held else costs
+            p = self._plan(rest, rest_costs.__getitem__, total, budget - held_cost, count_mode=False)
+            return _with_held(p, held, held_cost), "tokens"
         n = len(messages)
         if c.max_messages is None:
             return keep_all(n, n), "off"
         if n <= c.max_messages:
             return keep_all(n, n), "messages"
-        return self._plan(messages, _one, n, c.min_messages, count_mode=True), "messages"
+        p = self._plan(rest, _one, n, c.min_messages, count_mode=True)
+        return _with_held(p, held, len(held)), "messages"
 
     def _plan(
         self, messages: list[Any], cost_of: Callable[[int], int], total: int, budget: int, *, count_mode: bool
@@ -171,70 +224,114 @@ class MessageReducer:
     def reduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
         """Concatenate ``existing`` and ``new`` (each a list, one message, or None) and prune.
 
-        Never mutates the inputs and returns the caller's own message objects.
+        Never mutates the inputs and returns the caller's own message objects (plus, with
+        ``inject_summary``, one new summary message).
         """
-        messages = as_message_list(existing) + as_message_list(new)
-        the_plan, mode = self.plan(messages)
-        surviving, pruned = the_plan.split(messages)
-        summary, error = None, None
-        if pruned and self._config.summarize_fn is not None:
+        step = self._begin(existing, new)
+        text, message, error = None, None, None
+        if step.to_summarize and self._summarizes:
             try:
-                summary = self._config.summarize_fn(pruned)
+                text = _summary.summarize(self._config, step.to_summarize)
+                message = self._summary_message(step, text)
             except Exception as exc:
                 error = exc
-        return self._finish(messages, the_plan, mode, (surviving, pruned), summary, error, namespace)
+        result = self._finish(step, text, message, error)
+        if result.pruned:
+            self._run_hooks(result.pruned, namespace)
+        return result
 
     async def areduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
-        """``reduce`` for async callers: a sync ``summarize_fn`` runs off the event loop."""
-        messages = as_message_list(existing) + as_message_list(new)
-        the_plan, mode = self.plan(messages)
-        surviving, pruned = the_plan.split(messages)
-        summary, error = None, None
-        if pruned and self._config.summarize_fn is not None:
+        """``reduce`` for async callers: ``asummarize_fn`` is awaited, a sync ``summarize_fn`` and
+        sync hooks run off the event loop, hooks with an async ``acall`` are awaited."""
+        step = self._begin(existing, new)
+        text, message, error = None, None, None
+        if step.to_summarize and self._summarizes:
             try:
-                summary = await asyncio.to_thread(self._config.summarize_fn, pruned)
+                text = await _summary.asummarize(self._config, step.to_summarize)
+                message = self._summary_message(step, text)
             except Exception as exc:
                 error = exc
-        return self._finish(messages, the_plan, mode, (surviving, pruned), summary, error, namespace)
+        result = self._finish(step, text, message, error)
+        if result.pruned:
+            await self._arun_hooks(result.pruned, namespace)
+        return result
 
-    def _finish(
-        self,
-        messages: list[Any],
-        the_plan: Plan,
-        mode: Mode,
-        split: tuple[list[Any], list[Any]],
-        summary: str | None,
-        error: Exception | None,
-        namespace: Any,
-    ) -> ReducerResult:
-        """Apply a plan: slice, keep everything when the summarizer failed (policy "keep"), run hooks."""
-        surviving, pruned = split
+    @property
+    def _summarizes(self) -> bool:
+        return self._config.summarize_fn is not None or self._config.asummarize_fn is not None
+
+    def _begin(self, existing: Any, new: Any) -> _Step:
+        messages = as_message_list(existing) + as_message_list(new)
+        held = self._held(messages)
+        the_plan, mode = self._plan_with(messages, held)
+        surviving, pruned = the_plan.split(messages)
+        return _Step(messages, the_plan, mode, surviving, pruned, [messages[i] for i in held])
+
+    def _summary_message(self, step: _Step, text: str) -> Any:
+        """The message to inject for ``text``, or None (not injecting, or an empty summary)."""
+        c = self._config
+        if not c.inject_summary or not text.strip():
+            return None
+        count = sum(_summary.summary_count(m) for m in step.held) + len(step.pruned)
+        return _summary.build_summary_message(
+            text, count, like=_summary.shape_template(step.messages), factory=c.summary_message_factory
+        )
+
+    def _finish(self, step: _Step, text: str | None, message: Any, error: Exception | None) -> ReducerResult:
+        """Apply a plan: slice; inject the summary, which replaces the held one; keep everything
+        when the summarizer failed (policy "keep")."""
+        c = self._config
+        the_plan, messages = step.plan, step.messages
+        surviving, pruned = step.surviving, step.pruned
+        tokens = step.mode == "tokens"
         cost_after = the_plan.cost_after
         if error is not None:
-            logger.error("summarize_fn failed; policy %r", self._config.on_summary_error, exc_info=error)
-            if self._config.on_summary_error == "keep":
+            logger.error("summarize_fn failed; policy %r", c.on_summary_error, exc_info=error)
+            text = None
+            if c.on_summary_error == "keep":
                 surviving, pruned, cost_after = list(messages), [], the_plan.cost_before
-        tokens = mode == "tokens"
+        elif message is not None:
+            surviving = _summary.with_summary(surviving, message, preserve_first=c.preserve_first)
+            pruned = [*step.held, *pruned]
+            if tokens:
+                cost_after += self.count_tokens([message])[0] - sum(self.count_tokens(step.held))
+        target = c.effective_target_tokens
+        over = the_plan.over_target or (tokens and target is not None and cost_after > target)
         stats = ReducerStats(
-            mode=mode,
+            mode=step.mode,
             triggered=the_plan.triggered,
             messages_before=len(messages),
             messages_after=len(surviving),
             pruned_count=len(pruned),
             tokens_before=the_plan.cost_before if tokens else None,
             tokens_after=cost_after if tokens else None,
-            over_target=the_plan.over_target,
+            over_target=over,
             summary_error=repr(error) if error is not None else None,
         )
         if pruned:
-            self._run_hooks(pruned, namespace)
-            logger.debug("pruned %d of %d messages (%s mode)", len(pruned), len(messages), mode)
-        return ReducerResult(surviving, pruned, summary, stats)
+            logger.debug("pruned %d of %d messages (%s mode)", len(pruned), len(messages), step.mode)
+        return ReducerResult(surviving, pruned, text, stats)
 
     def _run_hooks(self, pruned: list[Any], namespace: Any) -> None:
         for hook in self._config.on_prune:
             try:
-                hook(list(pruned), namespace)
+                out = hook(list(pruned), namespace)
+                if asyncio.iscoroutine(out):
+                    out.close()
+                    raise TypeError(f"{hook!r} is async: use areduce/aput, or give it a sync __call__")
+            except Exception:
+                logger.exception("on_prune hook %r failed; the reduction goes on", hook)
+
+    async def _arun_hooks(self, pruned: list[Any], namespace: Any) -> None:
+        for hook in self._config.on_prune:
+            try:
+                acall = getattr(hook, "acall", None)
+                if callable(acall):  # e.g. checkpointers.archive.StoreArchive: the store's async API
+                    await acall(list(pruned), namespace)
+                elif asyncio.iscoroutinefunction(hook):
+                    await hook(list(pruned), namespace)
+                else:  # a sync hook may do I/O: keep it off the event loop
+                    await asyncio.to_thread(hook, list(pruned), namespace)
             except Exception:
                 logger.exception("on_prune hook %r failed; the reduction goes on", hook)
 
