@@ -11,7 +11,7 @@ called on prepared input, so the two differ only where ``add_messages`` would fa
   is already gone, which is what the caller asked for;
 * ``RemoveMessage(id=REMOVE_ALL_MESSAGES)`` clears everything before it and the updates after it
   are merged onto the empty list (``add_messages`` returns them verbatim, so a ``RemoveMessage``
-  after the marker would stay in the state as a message).
+  or a repeated id after the marker would stay in the state).
 
 Without langgraph installed the merge works on plain data with the same rules: a string becomes
 ``{"role": "user", "content": ...}``, a ``(role, content)`` tuple ``{"role": role, "content":

@@ -137,12 +137,9 @@ class AgentState(TypedDict):
 def _state_type(state_reducer: Any) -> Any:
     if state_reducer is None:
         return AgentState
-    merge = state_reducer.as_langgraph_reducer()
-
-    class ReducedState(TypedDict):
-        messages: Annotated[list, merge]
-
-    return ReducedState
+    # functional form: a class body's annotations would be strings here (postponed evaluation)
+    # that LangGraph could not resolve against this function's locals
+    return TypedDict("ReducedState", {"messages": Annotated[list, state_reducer.as_langgraph_reducer()]})
 
 
 def _agent_loop(state_type: Any, model: ScriptedToolModel, *, approve_tools: bool, content_chars: int) -> Any:
