@@ -16,18 +16,28 @@
 * a ``DeltaChannel`` messages channel (its value is absent, or a ``_DeltaSnapshot``) is left as it
   is, with one warning per process: its state is rebuilt by replaying writes onto the snapshot,
   and the writes may remove or edit ids a reduced snapshot no longer has. Use ``Annotated[list,
-  reducer.as_langgraph_reducer()]`` for such graphs.
+  reducer.as_langgraph_reducer()]`` for such graphs;
+* with a summarizer, pass a ``SummaryMemo`` (one per saver): within one run the graph keeps its
+  full list, so every put would prune, and summarize, the same messages again. The memo remembers,
+  per (thread, checkpoint_ns), which message ids the running summary already covers and which
+  summary message stands for them, and hands the reducer the list as the stored checkpoint has it
+  (covered messages out, that summary in). The summarizer then sees each pruned message once, and
+  ``on_prune`` hooks get each once per run.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats
+from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message
+from agentstate_reducer.summary import is_summary_message, leading_summaries, with_summary, without
+
+__all__ = ["OnReduce", "PutReduction", "SummaryMemo", "areduce_checkpoint", "reduce_checkpoint"]
 
 logger = logging.getLogger("agentstate_reducer.checkpointers")
 
@@ -144,13 +154,16 @@ def reduce_checkpoint(
     *,
     messages_key: str = "messages",
     on_reduce: OnReduce | None = None,
+    summary_memo: SummaryMemo | None = None,
 ) -> tuple[Any, PutReduction]:
     """Return ``(checkpoint to store, report)``; the input checkpoint is never changed."""
     new_version = messages_key in new_versions
     messages = _messages_or_skip(checkpoint, messages_key)
     if isinstance(messages, str):
         return checkpoint, _report(config, checkpoint, messages_key, new_version, messages, None, on_reduce)
-    result = reducer.reduce(messages, namespace=_namespace(config))
+    memo = _MemoUse(summary_memo, reducer, config, messages)
+    result = reducer.reduce(memo.messages, namespace=_namespace(config))
+    memo.record(result)
     out = _apply(checkpoint, messages_key, messages, result)
     return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
@@ -163,13 +176,16 @@ async def areduce_checkpoint(
     *,
     messages_key: str = "messages",
     on_reduce: OnReduce | None = None,
+    summary_memo: SummaryMemo | None = None,
 ) -> tuple[Any, PutReduction]:
     """``reduce_checkpoint`` for ``aput``: the summarizer, if any, runs off the event loop."""
     new_version = messages_key in new_versions
     messages = _messages_or_skip(checkpoint, messages_key)
     if isinstance(messages, str):
         return checkpoint, _report(config, checkpoint, messages_key, new_version, messages, None, on_reduce)
-    result = await reducer.areduce(messages, namespace=_namespace(config))
+    memo = _MemoUse(summary_memo, reducer, config, messages)
+    result = await reducer.areduce(memo.messages, namespace=_namespace(config))
+    memo.record(result)
     out = _apply(checkpoint, messages_key, messages, result)
     return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
@@ -181,3 +197,111 @@ def _namespace(config: Mapping[str, Any]) -> Any:
     if ns is not None:
         return ns
     return ("memories", conf.get("thread_id"))
+
+
+# -- summarizer dedupe ------------------------------------------------------------------------------
+
+
+def _message_id(msg: Any) -> str | None:
+    mid = msg.get("id") if isinstance(msg, Mapping) else getattr(msg, "id", None)
+    if isinstance(mid, str) and mid:
+        return mid
+    return read_message(msg).id  # serialized dict forms keep the id one level down
+
+
+@dataclass(frozen=True, slots=True)
+class _Chain:
+    """What a thread's running summary covers since the list the run started from."""
+
+    #: content of the summary message in that starting list (None: it had none)
+    base: Any
+    #: ids of the messages pruned since then
+    covered: frozenset[str]
+    #: the summary message now standing for them (None without ``inject_summary``)
+    summary: Any
+
+
+class SummaryMemo:
+    """Remembers, per (thread, checkpoint_ns), what the running summary already covers, so a
+    summarizer is called once per pruned message although a run re-puts its full list.
+
+    One per saver (``ReducingCheckpointSaver`` and ``CosmosDBSaver`` each hold one); bounded to the
+    ``max_threads`` most recently reduced threads. It is only a cache: it applies when the list
+    still starts from the summary it recorded and holds every covered id (the same run, a retried
+    put), and is ignored otherwise (a new run starts from the stored, already reduced list; a fork
+    or replay starts from another one). Messages need ids (LangGraph gives every message one); a
+    batch with an id-less message is not remembered. Thread-safe.
+    """
+
+    def __init__(self, max_threads: int = 1024) -> None:
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+            raise ValueError(f"max_threads must be an int >= 1, got {max_threads!r}")
+        self.max_threads = max_threads
+        self._chains: OrderedDict[tuple[Any, Any], _Chain] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._chains)
+
+    def _get(self, key: tuple[Any, Any]) -> _Chain | None:
+        with self._lock:
+            chain = self._chains.get(key)
+            if chain is not None:
+                self._chains.move_to_end(key)
+            return chain
+
+    def _set(self, key: tuple[Any, Any], chain: _Chain | None) -> None:
+        with self._lock:
+            if chain is None:
+                self._chains.pop(key, None)
+                return
+            self._chains[key] = chain
+            self._chains.move_to_end(key)
+            while len(self._chains) > self.max_threads:
+                self._chains.popitem(last=False)
+
+
+class _MemoUse:
+    """One reduction's use of a ``SummaryMemo``: the list to reduce, then recording the result."""
+
+    def __init__(
+        self,
+        memo: SummaryMemo | None,
+        reducer: MessageReducer,
+        config: Mapping[str, Any],
+        messages: list[Any],
+    ) -> None:
+        c = reducer.config
+        self.memo = memo if c.summarize_fn is not None or c.asummarize_fn is not None else None
+        self.messages = messages
+        if self.memo is None:
+            return
+        conf = config.get("configurable") or {}
+        self.key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
+        self.preserve_first = c.preserve_first
+        held = leading_summaries(messages, preserve_first=self.preserve_first)
+        current = read_message(messages[held[0]]).content if held else None
+        chain = self.memo._get(self.key)
+        self.base, self.covered = current, frozenset[str]()
+        if chain is None or chain.base != current or not chain.covered:
+            return
+        if not chain.covered <= {_message_id(m) for m in messages}:
+            return  # not the list the chain was recorded on (a fork, a replay, another run)
+        self.base, self.covered = chain.base, chain.covered
+        if chain.summary is None:  # no injection: only drop what was pruned
+            self.messages = [m for m in messages if _message_id(m) not in chain.covered]
+            return
+        rest = [m for m in without(messages, held) if _message_id(m) not in chain.covered]
+        self.messages = with_summary(rest, chain.summary, preserve_first=self.preserve_first)
+
+    def record(self, result: ReducerResult) -> None:
+        if self.memo is None or not result.pruned:
+            return
+        ids = [_message_id(m) for m in result.pruned if not is_summary_message(m)]
+        if any(i is None for i in ids):
+            self.memo._set(self.key, None)
+            return
+        held = leading_summaries(result.surviving, preserve_first=self.preserve_first)
+        summary = result.surviving[held[0]] if held else None
+        covered = self.covered.union(i for i in ids if i is not None)
+        self.memo._set(self.key, _Chain(self.base, covered, summary))
