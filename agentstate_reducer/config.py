@@ -41,8 +41,9 @@ class ReducerConfig:
     # --- beyond the seed ---------------------------------------------------------------------
     #: Cut the kept history at a turn boundary, so it starts with a human message.
     start_on_human: bool = True
-    #: tiktoken encoding used when ``token_counter`` is None ("o200k_base" for newer OpenAI models).
-    encoding: str = "cl100k_base"
+    #: tiktoken encoding used when ``token_counter`` is None: a name ("o200k_base" for newer OpenAI
+    #: models) or a ready ``tiktoken.Encoding`` (e.g. built from a local file).
+    encoding: Any = "cl100k_base"
     #: ``"keep"``: when the summarizer raises or times out, prune nothing this time (nothing is
     #: lost; the messages are summarized at the next reduction); ``"prune"``: prune anyway, with no
     #: new summary.
@@ -98,8 +99,14 @@ class ReducerConfig:
             raise ValueError(f"summary_timeout must be a number of seconds > 0 or None, got {timeout!r}")
         if self.on_summary_error not in ("keep", "prune"):
             raise ValueError(f"on_summary_error must be 'keep' or 'prune', got {self.on_summary_error!r}")
-        if not isinstance(self.encoding, str) or not self.encoding:
-            raise TypeError(f"encoding must be a tiktoken encoding name, got {self.encoding!r}")
+        if isinstance(self.encoding, str):
+            if not self.encoding:
+                raise ValueError("encoding must be a tiktoken encoding name such as 'cl100k_base', got ''")
+        elif not callable(getattr(self.encoding, "encode_ordinary", None)):
+            raise TypeError(
+                "encoding must be a tiktoken encoding name or a tiktoken.Encoding, "
+                f"got {type(self.encoding).__name__}"
+            )
         hooks = self.on_prune
         if callable(hooks):
             hooks = (hooks,)  # a single hook is accepted for convenience
