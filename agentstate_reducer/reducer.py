@@ -12,7 +12,7 @@ from . import summary as _summary
 from .config import ReducerConfig
 from .messages import is_message_like
 from .planner import Plan, keep_all, plan
-from .tokens import resolve_token_counter
+from .tokens import count_messages, resolve_token_counter
 
 logger = logging.getLogger("agentstate_reducer")
 
@@ -158,18 +158,9 @@ class MessageReducer:
     # -- planning ---------------------------------------------------------------------------
 
     def count_tokens(self, messages: list[Any]) -> list[int]:
-        """Per-message token counts; a counter result that is not a non-negative int is an error."""
-        counter = self.token_counter
-        out: list[int] = []
-        for i, msg in enumerate(messages):
-            n = counter(msg)
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-                raise ValueError(
-                    f"token_counter returned {n!r} for message {i} ({type(msg).__name__}); "
-                    "it must return a non-negative int"
-                )
-            out.append(n)
-        return out
+        """Per-message token counts (cached by the built-in counters); a counter that raises or
+        returns anything but a non-negative int raises ``TokenCountError`` naming the message."""
+        return count_messages(self.token_counter, messages)
 
     def plan(self, messages: list[Any]) -> tuple[Plan, Mode]:
         """The pure decision for ``messages`` (already merged), without applying it."""
