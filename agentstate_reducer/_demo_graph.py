@@ -13,6 +13,7 @@ command that needs it (``agentstate_reducer`` itself has no dependencies).
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -22,14 +23,6 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 CITIES = ("Lisbon", "Oslo", "Nairobi", "Lima", "Osaka", "Quebec", "Perth", "Tunis", "Hanoi", "Bergen")
-
-# Padding that makes each tool result look like a real API payload (~300 characters): storage
-# growth is about bytes, and two-word messages would hide it.
-_REPORT_TAIL = (
-    "Hourly outlook: light wind from the west, humidity between 55 and 70 percent, visibility "
-    "good, UV index moderate around noon, no warnings in effect. Source: scripted demo station, "
-    "values are deterministic and not real weather data."
-)
 
 
 def turn_input(turn: int) -> dict[str, list[BaseMessage]]:
@@ -54,10 +47,16 @@ def _turn_of(messages: list[BaseMessage]) -> tuple[int, str]:
 
 
 @tool
-def weather(city: str) -> str:
-    """Today's weather for a city (scripted, deterministic)."""
-    degrees = 8 + sum(map(ord, city)) % 20
-    return f"{city}: {degrees} C, partly cloudy. {_REPORT_TAIL}"
+def weather(city: str, day: int) -> str:
+    """The hourly weather for a city on a given day (scripted, deterministic)."""
+    # About 500 characters of varied numbers, like a real API payload: storage growth is about
+    # bytes, and repeated text would let PostgreSQL's TOAST compression hide most of it.
+    rng = random.Random(f"{city}/{day}")
+    hours = ", ".join(
+        f"{h:02d}h {rng.uniform(-5, 35):.1f}C wind {rng.uniform(0, 20):.1f} hum {rng.randint(20, 99)}%"
+        for h in range(0, 24, 2)
+    )
+    return f"{city}, day {day}: {hours}. Source: scripted demo station, not real data."
 
 
 class ScriptedToolModel(BaseChatModel):
@@ -77,8 +76,9 @@ class ScriptedToolModel(BaseChatModel):
         turn, city = _turn_of(messages)
         last = messages[-1] if messages else None
         if isinstance(last, ToolMessage):
+            first_hour = str(last.content).split(": ", 1)[-1].split(", ", 1)[0]
             reply = AIMessage(
-                f"Turn {turn}: {last.content.split('.', 1)[0] if isinstance(last.content, str) else ''}. "
+                f"Turn {turn}: here is today's forecast for {city}, starting at {first_hour}. "
                 "Take a light jacket if you go out this evening.",
                 id=f"turn-{turn}-answer",
             )
@@ -87,14 +87,20 @@ class ScriptedToolModel(BaseChatModel):
                 "",
                 id=f"turn-{turn}-call",
                 tool_calls=[
-                    {"name": "weather", "args": {"city": city}, "id": f"call-{turn}", "type": "tool_call"}
+                    {
+                        "name": "weather",
+                        "args": {"city": city, "day": turn},
+                        "id": f"call-{turn}",
+                        "type": "tool_call",
+                    }
                 ],
             )
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def build_demo_graph(checkpointer: Any) -> Any:
-    """Compile the demo agent with ``checkpointer`` (any ``BaseCheckpointSaver``)."""
+def build_demo_graph(checkpointer: Any, **compile_kwargs: Any) -> Any:
+    """Compile the demo agent with ``checkpointer`` (any ``BaseCheckpointSaver``); other keyword
+    arguments go to ``StateGraph.compile`` (e.g. ``interrupt_before=["tools"]``)."""
     model = ScriptedToolModel()
 
     def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
@@ -126,4 +132,4 @@ def build_demo_graph(checkpointer: Any) -> Any:
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route, ["tools", END])
     builder.add_edge("tools", "agent")
-    return builder.compile(checkpointer=checkpointer)
+    return builder.compile(checkpointer=checkpointer, **compile_kwargs)

@@ -144,7 +144,8 @@ def _demo_run(
     inner = type(store.saver).__name__
     return DemoRun(
         name=name,
-        saver=inner if saver is store.saver else f"{type(saver).__name__}({inner})",
+        # The wrapper's class carries its mirrored capabilities in its name ("...[prune]").
+        saver=inner if saver is store.saver else f"{type(saver).__name__.split('[')[0]}({inner})",
         thread_id=thread_id,
         turns=turns,
         messages=len(messages),
