@@ -481,3 +481,18 @@ def test_installed_console_script(tmp_path: Path) -> None:
     )  # fmt: skip
     assert inspected.returncode == 0, inspected.stderr
     assert json.loads(inspected.stdout)["threads"][0]["messages"] == 24
+
+
+# --- python -m benchmarks --------------------------------------------------------------------
+
+
+def test_benchmarks_runner_reports_a_missing_module_and_formats_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1]))  # `benchmarks` is not installed
+    from benchmarks.__main__ import run_module, to_row
+
+    assert run_module("bench_does_not_exist", quick=True, debug=False) == (
+        None,
+        "bench_does_not_exist: not present (benchmarks/bench_does_not_exist.py does not exist yet), skipped",
+    )
+    row = to_row("bench_x", {"benchmark": "b", "ratio": 2.5, "met": True, "bare_ms": 1234.5, "n": 10_000})
+    assert row == ["bench_x", "b", "", "2.5", "", "yes", "bare_ms=1,234 n=10,000"]
