@@ -1,0 +1,498 @@
+"""An archive for pruned messages: the hot checkpoint stays small, the full transcript survives.
+
+``StoreArchive(store)`` is an ``on_prune`` hook (``fn(pruned, namespace)``) that writes every pruned
+message to a LangGraph ``BaseStore`` (InMemoryStore, SqliteStore, PostgresStore, their async forms):
+
+>>> from langgraph.store.memory import InMemoryStore
+>>> from agentstate_reducer import MessageReducer, ReducerConfig
+>>> archive = StoreArchive(InMemoryStore())
+>>> reducer = MessageReducer(config=ReducerConfig(min_messages=2, max_messages=4, on_prune=[archive]))
+>>> roles = ["user", "assistant"] * 3
+>>> msgs = [{"role": r, "content": str(i), "id": f"m{i}"} for i, r in enumerate(roles)]
+>>> [m["id"] for m in reducer.reduce(msgs, namespace=("memories", "t1")).surviving]
+['m0', 'm4', 'm5']
+>>> [m["id"] for m in archive.messages(("memories", "t1"))]
+['m1', 'm2', 'm3']
+
+Used through a checkpoint saver (``ReducingCheckpointSaver``, ``CosmosDBSaver(reducer=...)``), the
+namespace comes from the run config: ``configurable.memory_namespace``, else
+``("memories", thread_id)``. ``read_transcript(store, checkpointer, config)`` (and
+``aread_transcript``) returns the thread's whole conversation: archive + live checkpoint, in order,
+without duplicates.
+
+Guarantees and limits:
+
+* Exactly once: one item per message, keyed by message id inside the namespace (so by thread and
+  message id with the default namespace). Before writing, the archive reads which keys exist and
+  writes only the missing ones, so a message pruned again (a retried put, a restarted process
+  re-pruning a history it loaded) keeps its first item and its place. Messages without an id are
+  keyed by a hash of their content: identical id-less messages share one item.
+* Order: every item stores ``order = [stamp, position]``: a per-process monotonic nanosecond clock
+  taken when the batch is handed to the archive (not when it is written, so background delivery
+  cannot reorder), and the message's position in the batch. Across processes the stamp is wall
+  clock time; a thread run alternately by machines with skewed clocks within milliseconds could
+  interleave.
+* What is archived: conversation messages. Injected summary messages (``agentstate_reducer.summary``)
+  are derived data and are skipped. LangChain messages are stored as ``message_to_dict`` output and
+  come back as the same classes; dicts are stored as dicts (non-JSON values via ``str``).
+* Items are written with ``index=False`` (no embedding of transcripts) and the ``ttl`` you give
+  (default: none).
+* A write that fails is retried ``retries`` times with a short backoff, then logged with traceback
+  and counted in ``failed``; the reduction is never broken by the archive.
+* Store namespaces cannot contain ``"."``: labels are escaped (``"."`` -> ``"%2E"``, ``"%"`` ->
+  ``"%25"``), so a thread id ``"a.b"`` is stored under ``("memories", "a%2Eb")``.
+* A ``memory_namespace`` shared by several threads holds all of their pruned messages in one log;
+  ``read_transcript`` then returns that log followed by the given thread's live messages.
+
+Background delivery (``background=True``): batches go to a bounded queue (``max_pending`` batches)
+drained by one daemon thread, so a put never waits for the store. When the queue is full,
+``when_full="inline"`` (the default) writes that batch in the caller's thread: nothing is dropped,
+the put is slowed by one store round trip; ``when_full="drop"`` drops it, counts the messages in
+``dropped`` and logs a warning. Call ``flush()`` to wait for the queue, ``close()`` (or use the
+archive as a context manager) before the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import queue
+import threading
+import time
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Final, Literal
+
+from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchOp
+
+from agentstate_reducer.messages import read_message
+from agentstate_reducer.summary import insert_position, is_summary_message
+
+from .reduction import _namespace
+
+__all__ = ["ArchiveStats", "StoreArchive", "archive_namespace", "aread_transcript", "read_transcript"]
+
+logger = logging.getLogger("agentstate_reducer.checkpointers")
+
+#: ``value["kind"]`` of every archived item; reads filter on it.
+ITEM_KIND: Final = "agentstate.message"
+_PAGE: Final = 10_000
+
+Flow = Generator[list[Op], list[Result], Any]
+
+
+# -- pure parts: namespaces, items, ordering -----------------------------------------------------
+
+
+def archive_namespace(namespace: Any) -> tuple[str, ...]:
+    """The store namespace for a hook namespace (a tuple, list or str), labels escaped for BaseStore."""
+    if namespace is None:
+        raise ValueError(
+            "StoreArchive needs a namespace: use it through a checkpoint saver (namespace from the run "
+            "config) or call reduce(..., namespace=('memories', thread_id))"
+        )
+    labels = (namespace,) if isinstance(namespace, str) else tuple(namespace)
+    if not labels:
+        raise ValueError("the archive namespace is empty; set configurable.memory_namespace or thread_id")
+    out = []
+    for label in labels:
+        if label is None or label == "":
+            raise ValueError(
+                f"archive namespace {labels!r} has an empty label: the run config has no thread_id "
+                "(set configurable.thread_id or configurable.memory_namespace)"
+            )
+        out.append(str(label).replace("%", "%25").replace(".", "%2E"))
+    return tuple(out)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+def _serialize(msg: Any) -> tuple[str, Any]:
+    """``(format, JSON value)`` for one message."""
+    try:
+        from langchain_core.messages import BaseMessage, message_to_dict
+    except ImportError:  # pragma: no cover - langgraph always brings langchain_core
+        pass
+    else:
+        if isinstance(msg, BaseMessage):
+            return "langchain", _jsonable(message_to_dict(msg))
+    if isinstance(msg, Mapping):
+        return "dict", _jsonable(dict(msg))
+    dump = getattr(msg, "model_dump", None)
+    if callable(dump):  # OpenAI SDK objects and other pydantic models
+        return "dict", _jsonable(dump())
+    info = read_message(msg)
+    return "dict", _jsonable({"role": info.role, "content": info.content, "id": info.id})
+
+
+def _deserialize(value: Mapping[str, Any]) -> Any:
+    if value.get("format") == "langchain":
+        from langchain_core.messages import messages_from_dict
+
+        return messages_from_dict([value["message"]])[0]
+    return value["message"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    key: str
+    value: dict[str, Any]
+
+
+def _entries(pruned: Sequence[Any], stamp: int) -> list[_Entry]:
+    """The items for one pruned batch: summaries skipped, one item per key (first wins)."""
+    out: dict[str, _Entry] = {}
+    for pos, msg in enumerate(pruned):
+        info = read_message(msg)
+        if is_summary_message(msg, info):
+            continue
+        fmt, body = _serialize(msg)
+        key = info.id or "sha256-" + hashlib.sha256(
+            json.dumps(body, sort_keys=True).encode()).hexdigest()
+        if key not in out:
+            out[key] = _Entry(key, {"kind": ITEM_KIND, "order": [stamp, pos], "message_id": info.id,
+                                    "format": fmt, "message": body})
+    return list(out.values())
+
+
+def _write_flow(ns: tuple[str, ...], entries: list[_Entry], ttl: float | None) -> Flow:
+    """Write the entries whose keys are not in the store yet. Returns ``(written, existing)``."""
+    found = yield [GetOp(ns, e.key, refresh_ttl=False) for e in entries]
+    missing = [e for e, item in zip(entries, found, strict=True) if item is None]
+    if missing:
+        yield [PutOp(ns, e.key, e.value, index=False, ttl=ttl) for e in missing]
+    return len(missing), len(entries) - len(missing)
+
+
+def _read_flow(ns: tuple[str, ...]) -> Flow:
+    """Every archived item of ``ns`` (exactly that namespace), sorted by order."""
+    items: dict[str, Item] = {}
+    offset = 0
+    while True:
+        results = yield [SearchOp(ns, filter={"kind": ITEM_KIND}, limit=_PAGE, offset=offset,
+                                  refresh_ttl=False)]
+        page: list[Item] = results[0]  # type: ignore[assignment]  # a SearchOp's result is list[SearchItem]
+        for item in page:
+            if tuple(item.namespace) == ns:
+                items.setdefault(item.key, item)
+        if len(page) < _PAGE:
+            break
+        offset += _PAGE
+    return sorted(items.values(), key=lambda it: (*it.value["order"], it.key))
+
+
+def _drive(flow: Flow, batch: Callable[[list[Op]], list[Result]]) -> Any:
+    try:
+        ops = next(flow)
+        while True:
+            ops = flow.send(batch(ops))
+    except StopIteration as done:
+        return done.value
+
+
+async def _adrive(flow: Flow, abatch: Callable[[list[Op]], Awaitable[list[Result]]]) -> Any:
+    try:
+        ops = next(flow)
+        while True:
+            ops = flow.send(await abatch(ops))
+    except StopIteration as done:
+        return done.value
+
+
+def _abatch_of(store: BaseStore) -> Callable[[list[Op]], Awaitable[list[Result]]]:
+    """The store's ``abatch``, or its sync ``batch`` off the event loop (SqliteStore has no async)."""
+
+    async def run(ops: list[Op]) -> list[Result]:
+        try:
+            return await store.abatch(ops)
+        except NotImplementedError:
+            return await asyncio.to_thread(store.batch, ops)
+
+    return run
+
+
+def merge_transcript(
+    archived: Sequence[Any],
+    live: Sequence[Any],
+    *,
+    preserve_first: bool = True,
+    include_summary: bool = False,
+) -> list[Any]:
+    """Archive + live, in order, without duplicates: the live messages in front of the summary
+    (system prompt, index 0 with ``preserve_first``) come first, then the archive, then the rest of
+    the live list; live messages already in the archive (same id) are skipped."""
+    archived_ids = {read_message(m).id for m in archived} - {None}
+    kept = []
+    for m in live:
+        info = read_message(m)
+        if info.id is not None and info.id in archived_ids:
+            continue
+        if not include_summary and is_summary_message(m, info):
+            continue
+        kept.append(m)
+    plain = [m for m in kept if not is_summary_message(m)]
+    head = insert_position(plain, preserve_first=preserve_first)
+    head_ids = {id(m) for m in plain[:head]}
+    front = [m for m in kept if id(m) in head_ids]
+    rest = [m for m in kept if id(m) not in head_ids]
+    return [*front, *archived, *rest]
+
+
+def _live_messages(tup: Any, key: str) -> list[Any]:
+    if tup is None:
+        return []
+    value = (tup.checkpoint.get("channel_values") or {}).get(key)
+    return list(value) if isinstance(value, list) else []
+
+
+# -- the archive ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ArchiveStats:
+    """Message counts since the archive was made."""
+
+    written: int
+    already_archived: int
+    dropped: int
+    failed: int
+    pending_batches: int
+
+
+class StoreArchive:
+    """An ``on_prune`` hook writing pruned messages to a LangGraph ``BaseStore``, exactly once each.
+
+    Args:
+        store: any ``BaseStore``. The archive never calls ``setup()``; set the store up first.
+        background: deliver from a daemon thread through a bounded queue instead of in the put.
+        max_pending: queue size in batches (one batch per reduction that pruned).
+        when_full: ``"inline"`` writes a batch in the caller's thread when the queue is full (nothing
+            lost); ``"drop"`` drops it (counted in ``dropped``, logged).
+        ttl: store TTL in minutes for archived items; None keeps them.
+        retries: extra attempts for a failed write, with 0.05 s, 0.1 s, ... backoff.
+    """
+
+    def __init__(
+        self,
+        store: BaseStore,
+        *,
+        background: bool = False,
+        max_pending: int = 1000,
+        when_full: Literal["inline", "drop"] = "inline",
+        ttl: float | None = None,
+        retries: int = 2,
+    ) -> None:
+        if not isinstance(store, BaseStore):
+            raise TypeError(f"store must be a langgraph BaseStore (InMemoryStore, PostgresStore, ...), "
+                            f"got {type(store).__name__}")
+        if when_full not in ("inline", "drop"):
+            raise ValueError(f"when_full must be 'inline' or 'drop', got {when_full!r}")
+        if isinstance(max_pending, bool) or not isinstance(max_pending, int) or max_pending < 1:
+            raise ValueError(f"max_pending must be an int >= 1, got {max_pending!r}")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+        self.store = store
+        self.background = background
+        self.when_full = when_full
+        self.ttl = ttl
+        self.retries = retries
+        self._lock = threading.Lock()
+        self._last_stamp = 0
+        self._counts = {"written": 0, "already_archived": 0, "dropped": 0, "failed": 0}
+        self._queue: queue.Queue[tuple[tuple[str, ...], list[_Entry]] | None] = queue.Queue(max_pending)
+        self._worker: threading.Thread | None = None
+        self._closed = False
+
+    def __repr__(self) -> str:
+        mode = "background" if self.background else "inline"
+        return f"StoreArchive({type(self.store).__name__}, {mode})"
+
+    # -- the hook ---------------------------------------------------------------------------------
+
+    def __call__(self, pruned: list[Any], namespace: Any) -> None:
+        """The ``on_prune`` hook: archive ``pruned`` under ``namespace`` (in the put, or queued)."""
+        batch = self._batch(pruned, namespace)
+        if batch is not None and not self._enqueue(batch):
+            self._deliver(*batch)
+
+    async def acall(self, pruned: list[Any], namespace: Any) -> None:
+        """The hook for async reductions (``areduce``/``aput``): the store's async API is used."""
+        batch = self._batch(pruned, namespace)
+        if batch is not None and not self._enqueue(batch):
+            await self._adeliver(*batch)
+
+    def _batch(self, pruned: Sequence[Any], namespace: Any) -> tuple[tuple[str, ...], list[_Entry]] | None:
+        ns = archive_namespace(namespace)
+        entries = _entries(pruned, self._stamp())
+        return (ns, entries) if entries else None
+
+    def _stamp(self) -> int:
+        # monotonic within the process even if the wall clock steps back
+        with self._lock:
+            self._last_stamp = max(time.time_ns(), self._last_stamp + 1)
+            return self._last_stamp
+
+    # -- delivery ---------------------------------------------------------------------------------
+
+    def _count(self, **deltas: int) -> None:
+        with self._lock:
+            for name, n in deltas.items():
+                self._counts[name] += n
+
+    def _deliver(self, ns: tuple[str, ...], entries: list[_Entry]) -> None:
+        for attempt in range(self.retries + 1):
+            try:
+                written, existing = _drive(_write_flow(ns, entries, self.ttl), self.store.batch)
+            except Exception:
+                if attempt < self.retries:
+                    time.sleep(0.05 * 2**attempt)
+                    continue
+                self._failed(ns, entries)
+                return
+            self._count(written=written, already_archived=existing)
+            return
+
+    async def _adeliver(self, ns: tuple[str, ...], entries: list[_Entry]) -> None:
+        abatch = _abatch_of(self.store)
+        for attempt in range(self.retries + 1):
+            try:
+                written, existing = await _adrive(_write_flow(ns, entries, self.ttl), abatch)
+            except Exception:
+                if attempt < self.retries:
+                    await asyncio.sleep(0.05 * 2**attempt)
+                    continue
+                self._failed(ns, entries)
+                return
+            self._count(written=written, already_archived=existing)
+            return
+
+    def _failed(self, ns: tuple[str, ...], entries: list[_Entry]) -> None:
+        self._count(failed=len(entries))
+        logger.exception(
+            "archiving %d pruned messages to %r failed after %d attempts; they are not in the archive "
+            "(first key %r)", len(entries), ns, self.retries + 1, entries[0].key,
+        )
+
+    def _enqueue(self, batch: tuple[tuple[str, ...], list[_Entry]]) -> bool:
+        """Queue ``batch`` for the worker; False when the caller must deliver it itself."""
+        if not self.background or self._closed:
+            return False
+        self._ensure_worker()
+        try:
+            self._queue.put_nowait(batch)
+            return True
+        except queue.Full:
+            if self.when_full == "inline":
+                return False
+            self._count(dropped=len(batch[1]))
+            logger.warning(
+                "archive queue full (%d batches): dropped %d pruned messages for %r (when_full='drop')",
+                self._queue.maxsize, len(batch[1]), batch[0],
+            )
+            return True
+
+    def _ensure_worker(self) -> None:
+        with self._lock:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._work, name="agentstate-archive", daemon=True)
+                self._worker.start()
+
+    def _work(self) -> None:
+        while True:
+            batch = self._queue.get()
+            try:
+                if batch is None:
+                    return
+                self._deliver(*batch)
+            except Exception:  # _deliver logs its own failures; this guards the worker itself
+                logger.exception("archive worker: unexpected error")
+            finally:
+                self._queue.task_done()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every queued batch is written (or failed); False if ``timeout`` s passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(remaining)
+        return True
+
+    def close(self, timeout: float | None = None) -> None:
+        """Deliver what is queued and stop the worker. Later batches are written in the caller."""
+        self._closed = True
+        worker = self._worker
+        if worker is not None and worker.is_alive():
+            self._queue.put(None)
+            worker.join(timeout)
+
+    def __enter__(self) -> StoreArchive:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def stats(self) -> ArchiveStats:
+        with self._lock:
+            c = dict(self._counts)
+        return ArchiveStats(c["written"], c["already_archived"], c["dropped"], c["failed"],
+                            self._queue.unfinished_tasks)
+
+    # -- reading ----------------------------------------------------------------------------------
+
+    def messages(self, namespace: Any) -> list[Any]:
+        """The archived messages of ``namespace`` (a hook namespace, as given to the hook), in order."""
+        items = _drive(_read_flow(archive_namespace(namespace)), self.store.batch)
+        return [_deserialize(it.value) for it in items]
+
+    async def amessages(self, namespace: Any) -> list[Any]:
+        items = await _adrive(_read_flow(archive_namespace(namespace)), _abatch_of(self.store))
+        return [_deserialize(it.value) for it in items]
+
+
+def read_transcript(
+    store: BaseStore,
+    checkpointer: Any,
+    config: Mapping[str, Any],
+    *,
+    messages_key: str = "messages",
+    preserve_first: bool = True,
+    include_summary: bool = False,
+) -> list[Any]:
+    """A thread's full conversation: archived messages + the live checkpoint, in order, no duplicates.
+
+    ``config`` is the run config (``{"configurable": {"thread_id": ...}}``, optionally with
+    ``memory_namespace`` and a ``checkpoint_id``). ``preserve_first`` must match the reducer's (it
+    says whether index 0 of the live list stays in front of the archive). The injected summary
+    message is left out unless ``include_summary``.
+    """
+    items = _drive(_read_flow(archive_namespace(_namespace(config))), store.batch)
+    live = _live_messages(checkpointer.get_tuple(config), messages_key)
+    return merge_transcript([_deserialize(it.value) for it in items], live,
+                            preserve_first=preserve_first, include_summary=include_summary)
+
+
+async def aread_transcript(
+    store: BaseStore,
+    checkpointer: Any,
+    config: Mapping[str, Any],
+    *,
+    messages_key: str = "messages",
+    preserve_first: bool = True,
+    include_summary: bool = False,
+) -> list[Any]:
+    """``read_transcript`` with the store's and the checkpointer's async APIs."""
+    items = await _adrive(_read_flow(archive_namespace(_namespace(config))), _abatch_of(store))
+    live = _live_messages(await checkpointer.aget_tuple(config), messages_key)
+    return merge_transcript([_deserialize(it.value) for it in items], live,
+                            preserve_first=preserve_first, include_summary=include_summary)
