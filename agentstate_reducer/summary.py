@@ -1,30 +1,37 @@
 """The running summary: one marked message that replaces the history the reducer pruned.
 
 With ``ReducerConfig(inject_summary=True, summarize_fn=...)`` a reduction that prunes puts ONE
-summary message into ``surviving``, right after the leading pinned messages (the system prompt,
-index 0 with ``preserve_first``). It carries the stable id ``SUMMARY_ID`` and a marker
-(``SUMMARY_MARKER``, holding how many conversation messages it covers), so the next reduction
-recognises it:
+summary message into ``surviving``, right after the leading block: the system prompt (and any
+system or unknown-role messages at the start), index 0 with ``preserve_first`` (with the tool
+results of its calls, so a tool group is never split). It carries the stable id ``SUMMARY_ID`` and
+a marker (``SUMMARY_MARKER``, holding how many conversation messages it covers), so the next
+reduction recognises it in that place:
 
-* the planner pins it (it is never pruned as an ordinary message; like every pinned message it is
-  counted in the trigger, and in token mode also in ``target_tokens``);
-* when the next reduction prunes, the summarizer receives ``[previous summary, *newly pruned]`` in
-  order, so the new summary rolls the old one forward; the new message replaces the old one, and the
-  old one is reported in ``pruned``. Summaries never accumulate, whatever role the factory gives them.
+* it stays (it is planned around: never pruned as an ordinary message). Like every pinned message
+  it counts in the trigger (``max_messages`` / ``max_tokens``), and in token mode its tokens come
+  off ``target_tokens``; in count mode it takes none of the ``min_messages`` slots. The first
+  summary is added after planning, so it can push ``tokens_after`` over the target once
+  (``stats.over_target`` says so); from then on its size is reserved;
+* when the next reduction prunes, the summarizer receives ``[previous summary, *newly pruned]``, so
+  the new summary rolls the old one forward; the new message replaces the old one, which is
+  reported first in ``pruned``. Summaries never accumulate, whatever role the factory gives them.
 
 ``surviving`` and ``pruned`` then partition *the input plus the injected summary*. An empty summary
-is not injected (the previous one, if any, stays).
+is not injected (the previous one, if any, stays). Without ``inject_summary`` nothing here applies:
+the summary is only returned on the result (as in 0.2).
 
-The default message is a user turn, ``"Summary of the earlier conversation (N messages):\\n..."``,
+The default message is a user turn, ``"Summary of the earlier conversation (N messages):\n..."``,
 in the shape of the input: a LangChain ``HumanMessage`` for LangChain objects, ``{"role": "user"}``
-for OpenAI-style dicts (``{"role": "human"}`` when the dicts use LangChain role names),
+for OpenAI/Anthropic-style dicts (``{"role": "human"}`` when the dicts use LangChain role names),
 ``{"type": "human"}`` for LangChain-style dicts, and the serialized forms for serialized input.
-Why a user turn: every major provider (OpenAI, Anthropic, Gemini, Bedrock, Mistral) accepts a user
-message right after the system prompt, while a second system message mid-conversation is rejected by
-Anthropic and Gemini, and an assistant message first is rejected by Anthropic. The kept history
-after it starts with a human message too (``start_on_human``), so the request has two user
-messages in a row: OpenAI, Anthropic and Gemini accept that (Anthropic merges consecutive user
-turns); for an API that demands strict alternation pass a ``summary_message_factory``.
+Why a user turn: it is valid right after a system prompt for every major chat API, and also when
+there is no system prompt; a system message anywhere but at the start is rejected by Anthropic
+(whose raw message list has no system role at all) and by LangChain's Anthropic integration, and
+an assistant message first is rejected by APIs that require the conversation to open with a user
+turn. The kept history after the summary starts with a human message (``start_on_human``), so the
+request carries two user messages in a row: OpenAI accepts that and Anthropic combines
+consecutive user turns into one. For an API or chat template that demands strict user/assistant
+alternation, merge consecutive user messages before the call or pass a ``summary_message_factory``.
 
 This module is pure: no I/O, no state. The reducer calls it between planning and applying.
 """
