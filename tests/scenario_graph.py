@@ -16,7 +16,8 @@ Usage::
 Options of ``build_graph``: ``tool_rounds`` / ``calls_per_round`` shape a turn, ``content_chars``
 sizes message texts, ``approve_tools`` makes the tools node ``interrupt()`` for approval
 (resume with ``Command(resume=True)``), ``as_subgraph`` runs the agent loop as a compiled subgraph
-node ``agent_loop`` of a parent graph that shares the messages key.
+node ``agent_loop`` of a parent graph that shares the messages key, ``bookkeeping`` ends each turn
+with a node that writes only the ``turns`` key (a step that leaves the messages version unchanged).
 
 ``contract_violations(messages, max_len=...)`` lists what breaks the pruning contract.
 ``open_saver(kind, ...)`` / ``aopen_saver(kind, ...)`` open a real, set-up LangGraph saver
@@ -130,8 +131,9 @@ class ScriptedToolModel(BaseChatModel):
         return AIMessage(_filler(f"answer {turn}", self.content_chars), id=f"ai{turn}-final")
 
 
-class AgentState(TypedDict):
+class AgentState(TypedDict, total=False):
     messages: Annotated[list[AnyMessage], add_messages]
+    turns: int  # written by the optional bookkeeping node only
 
 
 def _state_type(state_reducer: Any) -> Any:
@@ -139,10 +141,13 @@ def _state_type(state_reducer: Any) -> Any:
         return AgentState
     # functional form: a class body's annotations would be strings here (postponed evaluation)
     # that LangGraph could not resolve against this function's locals
-    return TypedDict("ReducedState", {"messages": Annotated[list, state_reducer.as_langgraph_reducer()]})
+    fields = {"messages": Annotated[list, state_reducer.as_langgraph_reducer()], "turns": int}
+    return TypedDict("ReducedState", fields, total=False)
 
 
-def _agent_loop(state_type: Any, model: ScriptedToolModel, *, approve_tools: bool, content_chars: int) -> Any:
+def _agent_loop(
+    state_type: Any, model: ScriptedToolModel, *, approve_tools: bool, content_chars: int, bookkeeping: bool
+) -> Any:
     def agent(state: dict[str, Any]) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
 
@@ -161,16 +166,25 @@ def _agent_loop(state_type: Any, model: ScriptedToolModel, *, approve_tools: boo
             for c in last.tool_calls
         ]}
 
+    def count_turn(state: dict[str, Any]) -> dict[str, Any]:
+        # writes another key only: the step after it checkpoints an unchanged messages version
+        return {"turns": state.get("turns", 0) + 1}
+
+    done = "bookkeeping" if bookkeeping else END
+
     def route(state: dict[str, Any]) -> str:
         last = state["messages"][-1]
-        return "tools" if getattr(last, "tool_calls", None) else END
+        return "tools" if getattr(last, "tool_calls", None) else done
 
     builder = StateGraph(state_type)
     builder.add_node("agent", agent)
     builder.add_node("tools", tools)
     builder.add_edge(START, "agent")
-    builder.add_conditional_edges("agent", route, ["tools", END])
+    builder.add_conditional_edges("agent", route, ["tools", done])
     builder.add_edge("tools", "agent")
+    if bookkeeping:
+        builder.add_node("bookkeeping", count_turn)
+        builder.add_edge("bookkeeping", END)
     return builder
 
 
@@ -184,6 +198,7 @@ def build_graph(
     content_chars: int = 60,
     approve_tools: bool = False,
     as_subgraph: bool = False,
+    bookkeeping: bool = False,
 ) -> Any:
     """Compile the agent graph with ``checkpointer``.
 
@@ -196,7 +211,8 @@ def build_graph(
     model = ScriptedToolModel(tool_rounds=tool_rounds, calls_per_round=calls_per_round,
                               content_chars=content_chars)
     state_type = state_schema if state_schema is not None else _state_type(state_reducer)
-    loop = _agent_loop(state_type, model, approve_tools=approve_tools, content_chars=content_chars)
+    loop = _agent_loop(state_type, model, approve_tools=approve_tools, content_chars=content_chars,
+                       bookkeeping=bookkeeping)
     if not as_subgraph:
         return loop.compile(checkpointer=checkpointer)
     parent = StateGraph(state_type)
@@ -210,9 +226,9 @@ def thread_config(thread_id: str) -> dict[str, Any]:
     return {"configurable": {"thread_id": thread_id}}
 
 
-def _turn_input(turn: int, content_chars: int) -> dict[str, Any]:
+def _turn_input(turn: int, content_chars: int, with_system: bool) -> dict[str, Any]:
     msgs: list[Any] = [human_message(turn, content_chars)]
-    if turn == 0:
+    if with_system:
         msgs.insert(0, system_message(content_chars))
     return {"messages": msgs}
 
@@ -224,13 +240,18 @@ def run_turns(
     thread_id: str = "thread-1",
     start: int = 0,
     content_chars: int = 60,
+    with_system: bool | None = None,
     after_turn: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Invoke turns ``start .. start+n-1`` on one thread; return the last invoke's output.
-    ``after_turn(turn, output)`` is called after each invoke (e.g. to check persisted state)."""
+    The first turn also sends the system prompt when ``with_system`` (default: when ``start`` is
+    0, i.e. a new thread). ``after_turn(turn, output)`` is called after each invoke (e.g. to
+    check persisted state)."""
+    first = start == 0 if with_system is None else with_system
     out: dict[str, Any] = {}
     for turn in range(start, start + n):
-        out = graph.invoke(_turn_input(turn, content_chars), thread_config(thread_id))
+        turn_input = _turn_input(turn, content_chars, first and turn == start)
+        out = graph.invoke(turn_input, thread_config(thread_id))
         if after_turn is not None:
             after_turn(turn, out)
     return out
@@ -243,11 +264,14 @@ async def arun_turns(
     thread_id: str = "thread-1",
     start: int = 0,
     content_chars: int = 60,
+    with_system: bool | None = None,
 ) -> dict[str, Any]:
     """``run_turns`` with ``ainvoke``."""
+    first = start == 0 if with_system is None else with_system
     out: dict[str, Any] = {}
     for turn in range(start, start + n):
-        out = await graph.ainvoke(_turn_input(turn, content_chars), thread_config(thread_id))
+        turn_input = _turn_input(turn, content_chars, first and turn == start)
+        out = await graph.ainvoke(turn_input, thread_config(thread_id))
     return out
 
 
