@@ -171,7 +171,12 @@ def message_parts(message: Any, info: MessageInfo | None = None) -> tuple[list[s
 _OBJECT_FIELDS: Final = (
     "type", "role", "id", "name", "content", "tool_calls", "tool_call_id", "additional_kwargs"
 )
-_class_fields: dict[type, tuple[str, ...]] = {}  # class -> the _OBJECT_FIELDS it serves itself
+_ATOMIC: Final = frozenset({str, int, float, bool, type(None)})
+_NO_ATTRS: Final[dict[str, Any]] = {}
+_UNKNOWN: Final = object()
+# class -> None for a Mapping class (copied whole), else the _OBJECT_FIELDS the class itself
+# serves (properties, slots), read with getattr; the others come from the instance __dict__.
+_shapes: dict[type, tuple[str, ...] | None] = {}
 
 
 class _Uncacheable:
@@ -190,15 +195,41 @@ def _copy(value: Any) -> Any:
     1 MB base64 image costs no more than checking one with a short text.
     """
     t = type(value)
-    if t is str or value is None or t is int or t is bool or t is float:
-        return value
-    if t is dict or isinstance(value, Mapping):
-        return {k: v if type(v) is str else _copy(v) for k, v in value.items()}
-    if t is list or (isinstance(value, list)):
-        return [v if type(v) is str else _copy(v) for v in value]
+    if t is dict:
+        return {k: v if type(v) in _ATOMIC else _copy(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _ATOMIC else _copy(v) for v in value]
     if t is tuple:
-        return tuple([v if type(v) is str else _copy(v) for v in value])
+        return tuple([v if type(v) in _ATOMIC else _copy(v) for v in value])
+    if t in _ATOMIC:
+        return value
+    if isinstance(value, Mapping):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
     return value  # other objects: compared with ==, so a change inside them is not seen
+
+
+def _shape(cls: type) -> tuple[str, ...] | None:
+    shape = _shapes.get(cls, _UNKNOWN)
+    if shape is _UNKNOWN:
+        if issubclass(cls, Mapping):
+            shape = None
+        else:
+            shape = tuple(f for f in _OBJECT_FIELDS if hasattr(cls, f))
+        _shapes[cls] = shape
+    return shape  # type: ignore[return-value]
+
+
+def _live_fields(message: Any, cls: type, shape: tuple[str, ...]) -> tuple[Any, ...]:
+    """``(cls, *fields)`` of an object message as they are now; shared, not copied."""
+    attrs = getattr(message, "__dict__", None)
+    if type(attrs) is not dict:
+        attrs = _NO_ATTRS
+    if not shape:  # the common case (pydantic models, plain objects): C-speed lookups
+        # a missing field must not go through a slow __getattr__ (pydantic), hence attrs.get
+        return (cls, *map(attrs.get, _OBJECT_FIELDS))
+    return (cls, *[getattr(message, f, None) if f in shape else attrs.get(f) for f in _OBJECT_FIELDS])
 
 
 def snapshot(message: Any) -> Any:
@@ -212,46 +243,38 @@ def snapshot(message: Any) -> Any:
     in place is seen. Attributes served only by ``__getattr__`` (pydantic "extra" fields) are not
     watched.
     """
+    cls = type(message)
     try:
-        if type(message) is dict or isinstance(message, Mapping):
-            return _copy(message)
-        return tuple([v if type(v) is str else _copy(v) for v in _live_fields(message)])
+        shape = _shape(cls)
+        if shape is None:
+            return {k: v if type(v) in _ATOMIC else _copy(v) for k, v in message.items()}
+        live = _live_fields(message, cls, shape)
+        return (cls, *[v if type(v) in _ATOMIC else _copy(v) for v in live[1:]])
     except Exception:  # a reference cycle, a hostile property: never cache, always recount
         return _Uncacheable()
 
 
-def _live_fields(message: Any) -> tuple[Any, ...]:
-    """``(type(message), *fields)`` as they are now; shared, not copied."""
-    cls = type(message)
-    on_class = _class_fields.get(cls)
-    if on_class is None:
-        on_class = _class_fields[cls] = tuple(f for f in _OBJECT_FIELDS if hasattr(cls, f))
-    attrs = getattr(message, "__dict__", None)
-    if type(attrs) is not dict:
-        attrs = {}
-    if not on_class:  # the common case (pydantic models, plain objects): C-speed lookups
-        # a missing field must not go through a slow __getattr__ (pydantic), hence attrs.get
-        return (cls, *map(attrs.get, _OBJECT_FIELDS))
-    return (cls, *[getattr(message, f, None) if f in on_class else attrs.get(f) for f in _OBJECT_FIELDS])
-
-
 def unchanged(snap: Any, message: Any) -> bool:
     """``snapshot(message) == snap``, without copying the message (the warm path)."""
+    cls = type(message)
     try:
-        if type(message) is dict or isinstance(message, Mapping):
+        if cls is dict:
             return bool(snap == message)
-        return bool(snap == _live_fields(message))
+        shape = _shape(cls)
+        if shape is None:
+            return bool(snap == message)
+        return bool(snap == _live_fields(message, cls, shape))
     except Exception:  # an object whose == does not return a bool (numpy arrays)
         return False
 
 
 class _Entry:
-    __slots__ = ("count", "message", "msg_id", "snap")
+    __slots__ = ("count", "info", "message", "snap")
 
-    def __init__(self, message: Any, snap: Any, msg_id: str | None, count: int) -> None:
+    def __init__(self, message: Any, snap: Any, info: MessageInfo, count: int) -> None:
         self.message = message  # holding it keeps id(message) from being reused while cached
         self.snap = snap
-        self.msg_id = msg_id
+        self.info = info
         self.count = count
 
 
@@ -296,9 +319,14 @@ class TokenCounter:
         if info is None:
             info = read_message(message)
         content = info.content
-        if type(content) is str and info.kind != "ai" and not info.result_ids and not info.name:
-            # the common case, a plain text message: the general rule below gives the same number
-            return MESSAGE_OVERHEAD + (self.measure(content) if content else 0)
+        if type(content) is str and info.kind != "ai" and not info.name:
+            # the common cases, a text message or a tool result with text: the general rule below
+            # gives the same number
+            measure = self.measure
+            n = MESSAGE_OVERHEAD + (measure(content) if content else 0)
+            for result_id in info.result_ids:
+                n += measure(result_id)
+            return n
         texts, media = message_parts(message, info)
         measure = self.measure
         return MESSAGE_OVERHEAD + media * self.image_tokens + sum(measure(t) for t in texts if t)
@@ -308,9 +336,17 @@ class TokenCounter:
 
     def count_messages(self, messages: Sequence[Any]) -> list[int]:
         """The token count of each of ``messages``, from the cache where it is still right."""
+        return self.read_and_count(messages)[0]
+
+    def read_and_count(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo]]:
+        """``(counts, infos)``: each message's token count and its ``read_message`` reading, from
+        the cache where it is still right (the planner then needs not read kept messages again)."""
         if self.cache_size <= 0:
-            return [self.count_uncached(m) for m in messages]
-        counts = [0] * len(messages)
+            read = [read_message(m) for m in messages]
+            return [self.count_uncached(m, info) for m, info in zip(messages, read, strict=True)], read
+        n = len(messages)
+        counts = [0] * n
+        infos: list[MessageInfo] = [None] * n  # type: ignore[list-item]
         missed: list[int] = []
         cache = self._cache
         with self._lock:
@@ -320,11 +356,12 @@ class TokenCounter:
                 if entry is not None and entry.message is msg and unchanged(entry.snap, msg):
                     cache.move_to_end(key)
                     counts[i] = entry.count
+                    infos[i] = entry.info
                 else:
                     missed.append(i)
-            self.hits += len(messages) - len(missed)
+            self.hits += n - len(missed)
         if not missed:
-            return counts
+            return counts, infos
         # Count outside the lock: tiktoken releases the GIL, other threads may use the cache.
         fresh: list[_Entry] = []
         for i in missed:
@@ -337,20 +374,23 @@ class TokenCounter:
             else:
                 count = self.count_uncached(msg, info)
             counts[i] = count
-            fresh.append(_Entry(msg, snap, info.id, count))
+            infos[i] = info
+            fresh.append(_Entry(msg, snap, info, count))
         with self._lock:
             self.misses += len(missed)
             for entry in fresh:
                 key = id(entry.message)
                 cache[key] = entry
                 cache.move_to_end(key)
-                if entry.msg_id is not None:
-                    self._by_msg_id[entry.msg_id] = entry
+                msg_id = entry.info.id
+                if msg_id is not None:
+                    self._by_msg_id[msg_id] = entry
             while len(cache) > self.cache_size:
                 _, old = cache.popitem(last=False)
-                if old.msg_id is not None and self._by_msg_id.get(old.msg_id) is old:
-                    del self._by_msg_id[old.msg_id]
-        return counts
+                msg_id = old.info.id
+                if msg_id is not None and self._by_msg_id.get(msg_id) is old:
+                    del self._by_msg_id[msg_id]
+        return counts, infos
 
     def clear_cache(self) -> None:
         with self._lock:
@@ -389,6 +429,16 @@ def count_messages(counter: TokenCounterFn, messages: Sequence[Any]) -> list[int
             )
         counts.append(n)
     return counts
+
+
+def read_and_count(
+    counter: TokenCounterFn, messages: Sequence[Any]
+) -> tuple[list[int], list[MessageInfo] | None]:
+    """``count_messages``, plus each message's reading when the counter has it (a
+    ``TokenCounter``), else None: a user callable never makes the reducer read twice either."""
+    if isinstance(counter, TokenCounter):
+        return counter.read_and_count(messages)
+    return count_messages(counter, messages), None
 
 
 def _describe(msg: Any) -> str:
