@@ -73,13 +73,16 @@ class _Unit:
 class _Reader:
     """Reads messages on demand, each at most once."""
 
-    __slots__ = ("cache", "messages")
+    __slots__ = ("cache", "infos", "messages")
 
-    def __init__(self, messages: Sequence[Any]) -> None:
+    def __init__(self, messages: Sequence[Any], infos: Sequence[MessageInfo] | None = None) -> None:
         self.messages = messages
+        self.infos = infos
         self.cache: dict[int, MessageInfo] = {}
 
     def __call__(self, i: int) -> MessageInfo:
+        if self.infos is not None:
+            return self.infos[i]
         info = self.cache.get(i)
         if info is None:
             info = self.cache[i] = read_message(self.messages[i])
@@ -96,15 +99,18 @@ def plan(
     preserve_first: bool,
     start_on_human: bool,
     pinned: Collection[int] = (),
+    infos: Sequence[MessageInfo] | None = None,
 ) -> Plan:
     """Decide what survives a triggered reduction.
 
     ``cost_of(i)`` is message ``i``'s cost (tokens, or 1 in count mode); ``budget`` is the target
     (``min_messages`` or ``target_tokens``); ``pinned`` are indices the caller pins besides the
-    kinds above (the injected summary message).
+    kinds above (the injected summary message); ``infos`` are ``read_message`` of each message
+    when the caller has them already (token mode: the count cache keeps them), so kept messages
+    are not read twice.
     """
     n = len(messages)
-    read = _Reader(messages)
+    read = _Reader(messages, infos)
     pinned = set(pinned).union(pinned_indices(messages))
     if preserve_first and n:
         pinned.update(_first_unit(read, n))
