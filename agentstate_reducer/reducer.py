@@ -10,9 +10,9 @@ from typing import Any, Literal
 
 from . import summary as _summary
 from .config import ReducerConfig
-from .messages import is_message_like
+from .messages import MessageInfo, is_message_like
 from .planner import Plan, keep_all, plan
-from .tokens import count_messages, resolve_token_counter
+from .tokens import count_messages, read_and_count, resolve_token_counter
 
 logger = logging.getLogger("agentstate_reducer")
 
@@ -178,7 +178,8 @@ class MessageReducer:
         c = self._config
         rest = _summary.without(messages, held) if held else messages
         if c.max_tokens is not None:
-            costs = self.count_tokens(messages)
+            # the built-in counters hand back their cached readings: the planner reads nothing twice
+            costs, infos = read_and_count(self.token_counter, messages)
             total = sum(costs)
             budget = c.effective_target_tokens
             assert budget is not None
@@ -186,7 +187,11 @@ class MessageReducer:
                 return keep_all(len(messages), total), "tokens"
             held_cost = sum(costs[i] for i in held)
             rest_costs = _summary.without(costs, held) if held else costs
-            p = self._plan(rest, rest_costs.__getitem__, total, budget - held_cost, count_mode=False)
+            if held and infos is not None:
+                infos = _summary.without(infos, held)
+            p = self._plan(
+                rest, rest_costs.__getitem__, total, budget - held_cost, count_mode=False, infos=infos
+            )
             return _with_held(p, held, held_cost), "tokens"
         n = len(messages)
         if c.max_messages is None:
@@ -197,7 +202,14 @@ class MessageReducer:
         return _with_held(p, held, len(held)), "messages"
 
     def _plan(
-        self, messages: list[Any], cost_of: Callable[[int], int], total: int, budget: int, *, count_mode: bool
+        self,
+        messages: list[Any],
+        cost_of: Callable[[int], int],
+        total: int,
+        budget: int,
+        *,
+        count_mode: bool,
+        infos: list[MessageInfo] | None = None,
     ) -> Plan:
         c = self._config
         return plan(
@@ -208,6 +220,7 @@ class MessageReducer:
             count_mode=count_mode,
             preserve_first=c.preserve_first,
             start_on_human=c.start_on_human,
+            infos=infos,
         )
 
     # -- applying ---------------------------------------------------------------------------
