@@ -289,12 +289,16 @@ async def _run(
             graph = _chat_graph(ReducingCheckpointSaver(inner, _reducer(archive)))
             for t in turns:
                 graph.invoke(_turn(t, t == 0), cfg)
+            live = inner.get_tuple(cfg).checkpoint["channel_values"]["messages"]
+            assert [is_summary_message(m) for m in live].count(True) == 1 and is_summary_message(live[1])
             return read_transcript(store, inner, cfg), archive, archive.messages(ns)
     async with _async_backend(kind, where) as (inner, store):
         archive = StoreArchive(store)
         graph = _chat_graph(ReducingCheckpointSaver(inner, _reducer(archive)))
         for t in turns:
             await graph.ainvoke(_turn(t, t == 0), cfg)
+        live = (await inner.aget_tuple(cfg)).checkpoint["channel_values"]["messages"]
+        assert [is_summary_message(m) for m in live].count(True) == 1 and is_summary_message(live[1])
         return await aread_transcript(store, inner, cfg), archive, await archive.amessages(ns)
 
 

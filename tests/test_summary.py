@@ -544,3 +544,20 @@ def test_memo_ignores_a_list_it_did_not_record() -> None:
     assert ids(model.calls[-1]) == ["h0", "c0", "t0", "a0", "h5", "c5", "t5", "a5"]
     with pytest.raises(ValueError, match="max_threads"):
         SummaryMemo(max_threads=0)
+
+
+def test_memo_without_injection_summarizes_only_new_messages() -> None:
+    model = FakeModel()
+    reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, summarize_fn=model))
+    memo = SummaryMemo()
+    config = {"configurable": {"thread_id": "t"}}
+    full = BUILDERS["openai_dict"]([("system", "s"), *turn(0), *turn(1), *turn(2)])
+    def put(msgs: list[Any]) -> Any:
+        checkpoint = {"channel_values": {"messages": msgs}}
+        return reduce_checkpoint(reducer, config, checkpoint, {}, summary_memo=memo)
+
+    out, report = put(full)
+    assert report.summary == "h0 c0 t0 a0 h1 c1 t1 a1"
+    out, report = put([*full, *BUILDERS["openai_dict"]([*turn(3), *turn(4)])])
+    assert ids(out["channel_values"]["messages"]) == ["s", "h4", "c4", "t4", "a4"]
+    assert report.summary == "h2 c2 t2 a2 h3 c3 t3 a3"  # not h0..a1 again
