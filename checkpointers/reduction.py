@@ -35,7 +35,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message
-from agentstate_reducer.summary import is_summary_message, leading_summaries, with_summary, without
+from agentstate_reducer.summary import (
+    insert_position,
+    is_summary_message,
+    leading_summaries,
+    with_summary,
+    without,
+)
 
 __all__ = ["OnReduce", "PutReduction", "SummaryMemo", "areduce_checkpoint", "reduce_checkpoint"]
 
@@ -219,6 +225,9 @@ class _Chain:
     covered: frozenset[str]
     #: the summary message now standing for them (None without ``inject_summary``)
     summary: Any
+    #: ``(start, end, first, last)``: the covered messages were ``run_list[start:end]``, ``first``
+    #: and ``last`` the objects at its ends; None when they were not one contiguous slice
+    span: tuple[int, int, Any, Any] | None = None
 
 
 class SummaryMemo:
@@ -273,7 +282,7 @@ class _MemoUse:
     ) -> None:
         c = reducer.config
         self.memo = memo if c.summarize_fn is not None or c.asummarize_fn is not None else None
-        self.messages = messages
+        self.messages = self.original = messages
         if self.memo is None:
             return
         conf = config.get("configurable") or {}
@@ -285,14 +294,36 @@ class _MemoUse:
         self.base, self.covered = current, frozenset[str]()
         if chain is None or chain.base != current or not chain.covered:
             return
-        if not chain.covered <= {_message_id(m) for m in messages}:
+        span = chain.span
+        fast = span is not None and self._same_run(messages, span)
+        if not fast and not chain.covered <= {_message_id(m) for m in messages}:
             return  # not the list the chain was recorded on (a fork, a replay, another run)
         self.base, self.covered = chain.base, chain.covered
+        if fast:
+            # The run's list grows at the end and keeps its objects: the covered messages are the
+            # slice they were, so the list is cut there without reading its messages.
+            assert span is not None
+            head, tail = messages[: span[0]], messages[span[1] :]
+            if chain.summary is None:
+                self.messages = head + tail
+            else:
+                self.messages = with_summary(without(head, held) + tail, chain.summary,
+                                             preserve_first=self.preserve_first)
+            return
         if chain.summary is None:  # no injection: only drop what was pruned
             self.messages = [m for m in messages if _message_id(m) not in chain.covered]
             return
         rest = [m for m in without(messages, held) if _message_id(m) not in chain.covered]
         self.messages = with_summary(rest, chain.summary, preserve_first=self.preserve_first)
+
+    def _same_run(self, messages: list[Any], span: tuple[int, int, Any, Any]) -> bool:
+        start, end, first, last = span
+        return (
+            end <= len(messages)
+            and messages[start] is first
+            and messages[end - 1] is last
+            and insert_position(messages, preserve_first=self.preserve_first) == start
+        )
 
     def record(self, result: ReducerResult) -> None:
         if self.memo is None or not result.pruned:
@@ -304,4 +335,16 @@ class _MemoUse:
         held = leading_summaries(result.surviving, preserve_first=self.preserve_first)
         summary = result.surviving[held[0]] if held else None
         covered = self.covered.union(i for i in ids if i is not None)
-        self.memo._set(self.key, _Chain(self.base, covered, summary))
+        self.memo._set(self.key, _Chain(self.base, covered, summary, self._span(covered)))
+
+    def _span(self, covered: frozenset[str]) -> tuple[int, int, Any, Any] | None:
+        """Where the covered messages sit in the run's list: right after its leading block (the
+        oldest messages are pruned first). Walks the covered messages once, when a batch is pruned."""
+        run = self.original
+        start = insert_position(run, preserve_first=self.preserve_first)
+        end = start
+        while end < len(run) and _message_id(run[end]) in covered:
+            end += 1
+        if end - start != len(covered):
+            return None
+        return start, end, run[start], run[end - 1]
