@@ -213,7 +213,8 @@ def leading_summaries(messages: Sequence[Any], *, preserve_first: bool) -> tuple
 
 
 def insert_position(messages: Sequence[Any], *, preserve_first: bool) -> int:
-    """Where the summary goes in ``messages`` (a list without summaries): after the leading block."""
+    """The index just past the leading block of ``messages`` (summaries in it included): where the
+    summary goes in a list without one."""
     pos = 0
     for i, _ in _front(messages, preserve_first):
         pos = i + 1

@@ -513,6 +513,9 @@ async def test_retried_put_and_same_state_do_not_call_the_model_again(mode: str)
         return (await areduce_checkpoint(reducer, config, cp, {"messages": 1}, summary_memo=memo))[0]
 
     stored = [await put(checkpoint) for _ in range(3)]  # a put retried twice
+    # the same state again, as copies (read back from storage): found by ids, not by identity
+    copies = {**checkpoint, "channel_values": {"messages": copy.deepcopy(full)}}
+    stored.append(await put(copies))
     assert len(model.calls) == 1
     for s in stored:
         assert ids(s["channel_values"]["messages"]) == ["s", SUMMARY_ID, "h2", "c2", "t2", "a2"]
