@@ -71,16 +71,37 @@ class CosmosServer:
         return self.pid is not None
 
     def client(self, **kwargs: Any) -> Any:
-        """A new sync ``azure.cosmos.CosmosClient`` for this endpoint (close it, or use ``with``)."""
+        """A new sync ``azure.cosmos.CosmosClient`` for this endpoint (close it, or use ``with``).
+
+        Prefer this to building one in tests: it waits for the client's start-up health check (see
+        ``_settle``), so that closing the client soon after cannot make a background thread fail.
+        """
         from azure.cosmos import CosmosClient
 
-        return CosmosClient(self.endpoint, self.key, **{**self.client_kwargs, **kwargs})
+        client = CosmosClient(self.endpoint, self.key, **{**self.client_kwargs, **kwargs})
+        _settle(client)
+        return client
 
     def async_client(self, **kwargs: Any) -> Any:
         """A new ``azure.cosmos.aio.CosmosClient`` (use ``async with``)."""
         from azure.cosmos.aio import CosmosClient
 
         return CosmosClient(self.endpoint, self.key, **{**self.client_kwargs, **kwargs})
+
+
+def _settle(client: Any) -> None:
+    """Wait for the endpoint health check that a new sync CosmosClient runs in a background thread.
+
+    If the client is closed first, that thread fails ("HTTP transport has already been closed") and
+    logs a traceback; formatting it calls ``ast.parse``, which on CPython 3.11.7 races with pytest's
+    own ``ast.parse`` in the main thread (CPython gh-106905) and rarely crashes the session with
+    "SystemError: AST constructor recursion depth mismatch". The attribute names are internal to
+    azure-cosmos 4.x; if they change, this is a no-op.
+    """
+    manager = getattr(getattr(client, "client_connection", None), "_global_endpoint_manager", None)
+    thread = getattr(manager, "_refresh_thread", None)
+    if thread is not None:
+        thread.join(timeout=30)
 
 
 def _log_tail(log_path: Path, limit: int = 2000) -> str:
