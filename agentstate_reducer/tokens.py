@@ -489,6 +489,8 @@ def load_encoding(name: str, timeout: float | None = None) -> Any:
         if load is None:
             load = _loads[name] = _Load(name)
             threading.Thread(target=load.run, name=f"tiktoken-load-{name}", daemon=True).start()
+        elif load.settled:
+            return load.result  # final: a load that failed or timed out is neither awaited nor retried
     load.done.wait(wait)
     with _loads_lock:
         if load.settled:
