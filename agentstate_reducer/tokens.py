@@ -249,7 +249,7 @@ def snapshot(message: Any) -> Any:
         if shape is None:
             return {k: v if type(v) in _ATOMIC else _copy(v) for k, v in message.items()}
         live = _live_fields(message, cls, shape)
-        return (cls, *[v if type(v) in _ATOMIC else _copy(v) for v in live[1:]])
+        return tuple([v if type(v) in _ATOMIC or v is cls else _copy(v) for v in live])
     except Exception:  # a reference cycle, a hostile property: never cache, always recount
         return _Uncacheable()
 
@@ -268,14 +268,9 @@ def unchanged(snap: Any, message: Any) -> bool:
         return False
 
 
-class _Entry:
-    __slots__ = ("count", "info", "message", "snap")
-
-    def __init__(self, message: Any, snap: Any, info: MessageInfo, count: int) -> None:
-        self.message = message  # holding it keeps id(message) from being reused while cached
-        self.snap = snap
-        self.info = info
-        self.count = count
+# A cache entry: (message, snapshot, info, count). The message is held so that its id() is not
+# reused while cached; a tuple, because creating one is the cheapest thing per counted message.
+_Entry = tuple[Any, Any, MessageInfo, int]
 
 
 class TokenCounter:
@@ -319,16 +314,20 @@ class TokenCounter:
         if info is None:
             info = read_message(message)
         content = info.content
-        if type(content) is str and info.kind != "ai" and not info.name:
-            # the common cases, a text message or a tool result with text: the general rule below
-            # gives the same number
-            measure = self.measure
-            n = MESSAGE_OVERHEAD + (measure(content) if content else 0)
+        measure = self.measure
+        if type(content) is str:
+            # the common case, text content (no blocks, so nothing to de-duplicate): the general
+            # rule below gives the same number, without collecting the pieces first
+            n = MESSAGE_OVERHEAD + measure(content)
+            if info.name:
+                n += measure(info.name)
+            if info.kind == "ai":
+                for call in tool_call_payloads(message):
+                    n += sum(measure(piece) for piece in call)
             for result_id in info.result_ids:
                 n += measure(result_id)
             return n
         texts, media = message_parts(message, info)
-        measure = self.measure
         return MESSAGE_OVERHEAD + media * self.image_tokens + sum(measure(t) for t in texts if t)
 
     def __call__(self, message: Any) -> int:
@@ -353,10 +352,10 @@ class TokenCounter:
             for i, msg in enumerate(messages):
                 key = id(msg)
                 entry = cache.get(key)
-                if entry is not None and entry.message is msg and unchanged(entry.snap, msg):
+                if entry is not None and entry[0] is msg and unchanged(entry[1], msg):
                     cache.move_to_end(key)
-                    counts[i] = entry.count
-                    infos[i] = entry.info
+                    infos[i] = entry[2]
+                    counts[i] = entry[3]
                 else:
                     missed.append(i)
             self.hits += n - len(missed)
@@ -364,32 +363,36 @@ class TokenCounter:
             return counts, infos
         # Count outside the lock: tiktoken releases the GIL, other threads may use the cache.
         fresh: list[_Entry] = []
+        by_msg_id = self._by_msg_id
         for i in missed:
             msg = messages[i]
             snap = snapshot(msg)
             info = read_message(msg)
-            known = self._by_msg_id.get(info.id) if info.id is not None else None
-            if known is not None and unchanged(known.snap, msg):
-                count = known.count  # an equal copy of a counted message, e.g. reloaded from a checkpoint
+            known = by_msg_id.get(info.id) if info.id is not None else None
+            if known is not None and unchanged(known[1], msg):
+                count = known[3]  # an equal copy of a counted message, e.g. reloaded from a checkpoint
             else:
                 count = self.count_uncached(msg, info)
-            counts[i] = count
             infos[i] = info
-            fresh.append(_Entry(msg, snap, info, count))
+            counts[i] = count
+            fresh.append((msg, snap, info, count))
         with self._lock:
             self.misses += len(missed)
             for entry in fresh:
-                key = id(entry.message)
+                key = id(entry[0])
+                replaced = cache.get(key)
+                if replaced is not None:  # a message changed in place: drop what pointed at its old entry
+                    cache.move_to_end(key)
+                    if replaced[2].id is not None and by_msg_id.get(replaced[2].id) is replaced:
+                        del by_msg_id[replaced[2].id]
                 cache[key] = entry
-                cache.move_to_end(key)
-                msg_id = entry.info.id
-                if msg_id is not None:
-                    self._by_msg_id[msg_id] = entry
+                if entry[2].id is not None:
+                    by_msg_id[entry[2].id] = entry
             while len(cache) > self.cache_size:
                 _, old = cache.popitem(last=False)
-                msg_id = old.info.id
-                if msg_id is not None and self._by_msg_id.get(msg_id) is old:
-                    del self._by_msg_id[msg_id]
+                msg_id = old[2].id
+                if msg_id is not None and by_msg_id.get(msg_id) is old:
+                    del by_msg_id[msg_id]
         return counts, infos
 
     def clear_cache(self) -> None:
