@@ -143,10 +143,11 @@ def _report(
     return report
 
 
-def _apply(checkpoint: Any, key: str, messages: list[Any], result: ReducerResult) -> Any:
-    # Nothing pruned means surviving is the input, message for message (a summary is only
-    # injected when something is pruned): hand on the very same checkpoint, O(1) on the hot path.
-    if not result.pruned and len(result.surviving) == len(messages):
+def _apply(checkpoint: Any, key: str, messages: list[Any], reduced: list[Any], result: ReducerResult) -> Any:
+    # The reducer got the checkpoint's own list (no SummaryMemo cut) and pruned nothing: surviving
+    # is that list, message for message (a summary is only injected when something is pruned), so
+    # the very same checkpoint is handed on, O(1) on the hot path.
+    if reduced is messages and not result.pruned and len(result.surviving) == len(messages):
         return checkpoint
     return _with_messages(checkpoint, key, result.surviving)
 
@@ -169,7 +170,7 @@ def reduce_checkpoint(
     memo = _MemoUse(summary_memo, reducer, config, messages)
     result = reducer.reduce(memo.messages, namespace=_namespace(config))
     memo.record(result)
-    out = _apply(checkpoint, messages_key, messages, result)
+    out = _apply(checkpoint, messages_key, messages, memo.messages, result)
     return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
 
@@ -191,7 +192,7 @@ async def areduce_checkpoint(
     memo = _MemoUse(summary_memo, reducer, config, messages)
     result = await reducer.areduce(memo.messages, namespace=_namespace(config))
     memo.record(result)
-    out = _apply(checkpoint, messages_key, messages, result)
+    out = _apply(checkpoint, messages_key, messages, memo.messages, result)
     return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
 
