@@ -69,7 +69,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from agentstate_reducer import MessageReducer
 
-from .reduction import OnReduce, areduce_checkpoint, reduce_checkpoint
+from .reduction import OnReduce, SummaryMemo, areduce_checkpoint, reduce_checkpoint
 
 __all__ = ["ReducingCheckpointSaver"]
 
@@ -142,6 +142,8 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         self._on_reduce = on_reduce
         #: True when the inner saver applies the reducer itself: puts pass through unchanged.
         self._passthrough = _adopt(inner, reducer, messages_key, on_reduce)
+        # a run re-puts its full list: the memo lets a summarizer see each pruned message once
+        self._summary_memo = SummaryMemo()
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -208,7 +210,9 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         inner = self._inner.with_allowlist(extra_allowlist)
         if inner is self._inner:
             return self
-        return type(self)(inner, self._reducer, messages_key=self._messages_key, on_reduce=self._on_reduce)
+        clone = type(self)(inner, self._reducer, messages_key=self._messages_key, on_reduce=self._on_reduce)
+        clone._summary_memo = self._summary_memo  # same storage, same threads
+        return clone
 
     # -- context-manager use ------------------------------------------------------------------
 
@@ -248,7 +252,7 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         if not self._passthrough:
             checkpoint, _ = reduce_checkpoint(
                 self._reducer, config, checkpoint, new_versions,
-                messages_key=self._messages_key, on_reduce=self._on_reduce,
+                messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
             )
         return self._inner.put(config, checkpoint, metadata, new_versions)
 
@@ -262,7 +266,7 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         if not self._passthrough:
             checkpoint, _ = await areduce_checkpoint(
                 self._reducer, config, checkpoint, new_versions,
-                messages_key=self._messages_key, on_reduce=self._on_reduce,
+                messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
             )
         return await self._inner.aput(config, checkpoint, metadata, new_versions)
 

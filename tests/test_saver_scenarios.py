@@ -36,7 +36,7 @@ from scenario_graph import (
 )
 
 import checkpointers.reduction as reduction
-from agentstate_reducer import MessageReducer, read_message
+from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from checkpointers import PutReduction, ReducingCheckpointSaver
 
 MAX = 16
@@ -151,6 +151,31 @@ def test_larger_tool_groups(kind: str, tmp_path: Path) -> None:
             msgs = tup.checkpoint["channel_values"].get("messages")
             if msgs:
                 assert contract_violations(msgs, max_len=20) == []
+
+
+def test_summarizer_sees_each_pruned_batch_once(inner: Any) -> None:
+    """A turn's last step re-puts the run's full list (bookkeeping node): the wrapper's SummaryMemo
+    keeps the summarizer from summarizing the same pruned messages again."""
+    calls: list[list[str | None]] = []
+
+    def summarize(pruned: list[Any]) -> str:
+        calls.append(ids(pruned))
+        return f"summary of {len(pruned)} messages"
+
+    config = ReducerConfig(min_messages=8, max_messages=MAX, summarize_fn=summarize, inject_summary=True)
+    saver = ReducingCheckpointSaver(inner, MessageReducer(config=config))
+    graph = build_graph(saver, bookkeeping=True)
+    thread = new_thread("summary")
+    run_turns(graph, 8, thread_id=thread)
+    assert calls == [
+        [*turn_ids(0), *turn_ids(1)],
+        ["agentstate-summary", *turn_ids(2), *turn_ids(3)],
+        ["agentstate-summary", *turn_ids(4), *turn_ids(5)],
+    ]
+    stored = graph.get_state(thread_config(thread)).values["messages"]
+    assert ids(stored) == ["sys", "agentstate-summary", *turn_ids(6), *turn_ids(7)]
+    assert stored[1].content.endswith("summary of 9 messages")
+    assert assert_every_checkpoint_obeys_the_contract(saver, thread) == 8 * 6 - 1
 
 
 # -- interrupt and resume --------------------------------------------------------------------------
