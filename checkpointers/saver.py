@@ -26,14 +26,19 @@ What users must know:
 * Subgraph checkpoints (``checkpoint_ns`` ``"node:<task id>"``) are reduced like the root's.
 * A ``DeltaChannel`` messages channel is left unreduced, with one warning per process (see
   ``checkpointers.reduction``).
-* Replays and forks start from the reduced history; a client that resends its whole history each
-  turn defeats any reducer that merges by id (pruned ids come back, appended after newer ones).
+* ``interrupt()``/resume, replays (``invoke(None, config_of_an_old_checkpoint)``) and forks run
+  on the stored, reduced history: the resumed node re-runs on the reduced list.
+* A client that resends its whole history each turn defeats any reducer behind ``add_messages``:
+  pruned ids come back, appended after newer ones. Send only the new messages.
+* With a ``summarize_fn``, the wrapper's ``SummaryMemo`` makes the summarizer see each pruned
+  message once, although a run re-puts its full in-run list on every step.
 
-Observability: every put that carries ``messages_key`` produces a ``PutReduction`` (thread,
-namespace, checkpoint id, why it was skipped, or ``ReducerStats``: messages and tokens before and
-after, pruned count). Pass ``on_reduce=callback`` to receive it; a failing callback is logged and
-never blocks the write. Reductions that pruned are logged at INFO on the logger
-``"agentstate_reducer.checkpointers"``.
+Observability: every put produces a ``PutReduction`` (thread, namespace, checkpoint id, why it
+was skipped, or ``ReducerStats``: messages and tokens before and after, pruned count; and
+``new_version``, False when an unchanged channel version was reduced again, so count pruning over
+``new_version`` reports only). Pass ``on_reduce=callback`` to receive it; a failing callback is
+logged and never blocks the write. Reductions of a new version that pruned are logged at INFO on
+the logger ``"agentstate_reducer.checkpointers"`` (repeats at DEBUG).
 
 Capabilities: ``delete_for_runs``, ``copy_thread`` and ``prune`` (and their async forms) exist on
 the wrapper exactly when the inner saver's class implements them, because LangGraph's conformance
