@@ -676,3 +676,33 @@ def test_cached_counts_always_equal_fresh_counts(ops: list[tuple[str, int, str]]
         else:
             msg["name"] = text
         assert counter.count_messages(msgs) == [heuristic_counter(cache_size=0)(m) for m in msgs]
+
+
+class _NoBoolEquality:
+    """A content value whose == answers something that refuses to be a bool (like numpy arrays)."""
+
+    def __eq__(self, other: object) -> Any:
+        return self
+
+    def __bool__(self) -> bool:
+        raise ValueError("truth value is ambiguous")
+
+    __hash__ = object.__hash__
+
+    def __str__(self) -> str:
+        return "odd"
+
+
+@pytest.mark.parametrize("shape", ["dict", "object"])
+def test_a_value_whose_equality_is_not_a_bool_never_breaks_counting(shape: str) -> None:
+    counter = heuristic_counter()
+    content = [{"type": "text", "text": "abcd"}, _NoBoolEquality()]
+    msg: Any = {"role": "user", "content": content} if shape == "dict" else HumanMessage(content="x")
+    if shape == "object":
+        msg.content = content
+    expected = MESSAGE_OVERHEAD + 1 + h("odd")
+    assert counter(msg) == expected
+    assert counter(msg) == expected  # the same object inside: found equal by identity
+    content[1] = _NoBoolEquality()  # a new one: its == cannot answer, so the message is recounted
+    assert counter(msg) == expected
+    assert counter.misses == 2 and counter.hits == 1
