@@ -473,7 +473,7 @@ def test_a_hanging_download_is_given_up_after_the_timeout_and_never_awaited_agai
     assert len(out["warnings"]) == 1 and "no answer within 1 s" in out["warnings"][0]
     assert firewall.connections == 1
     first, *later = out["elapsed"]
-    assert 1.0 <= first < 60  # waited for the load once, bounded: the request did not hang
+    assert 0.9 <= first < 60  # waited for the load once, bounded: the request did not hang
     assert all(e < 1.0 for e in later)  # the outcome is final: no second wait, no retry
 
 
