@@ -1,11 +1,18 @@
 """LangGraph checkpoint savers that keep the messages channel bounded where state is persisted.
 
 ``ReducingCheckpointSaver`` wraps any saver; ``PutReduction`` is what its ``on_reduce`` callback
-receives for every put; ``reduce_checkpoint`` / ``areduce_checkpoint`` are the one reduction path
-every saver here uses (for authors of savers that reduce by themselves).
+receives for every put; ``SummaryMemo`` keeps a summarizer from re-summarizing within a run;
+``reduce_checkpoint`` / ``areduce_checkpoint`` are the one reduction path every saver here uses
+(for authors of savers that reduce by themselves).
 """
 
-from .reduction import PutReduction, areduce_checkpoint, reduce_checkpoint
+from .reduction import PutReduction, SummaryMemo, areduce_checkpoint, reduce_checkpoint
 from .saver import ReducingCheckpointSaver
 
-__all__ = ["PutReduction", "ReducingCheckpointSaver", "areduce_checkpoint", "reduce_checkpoint"]
+__all__ = [
+    "PutReduction",
+    "ReducingCheckpointSaver",
+    "SummaryMemo",
+    "areduce_checkpoint",
+    "reduce_checkpoint",
+]

@@ -30,8 +30,9 @@ What users must know:
   on the stored, reduced history: the resumed node re-runs on the reduced list.
 * A client that resends its whole history each turn defeats any reducer behind ``add_messages``:
   pruned ids come back, appended after newer ones. Send only the new messages.
-* With a ``summarize_fn``, the wrapper's ``SummaryMemo`` makes the summarizer see each pruned
-  message once, although a run re-puts its full in-run list on every step.
+* With a ``summarize_fn``, pass ``summary_memo=SummaryMemo()``: a run re-puts its full in-run
+  list on every step, and the memo makes the summarizer (and ``on_prune`` hooks) see each pruned
+  message once instead of once per put.
 
 Observability: every put produces a ``PutReduction`` (thread, namespace, checkpoint id, why it
 was skipped, or ``ReducerStats``: messages and tokens before and after, pruned count; and
@@ -104,6 +105,8 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         messages_key: the channel holding the message list.
         on_reduce: called with a ``PutReduction`` for every put (also the skipped ones, with
             ``skipped`` saying why); runs on LangGraph's background writer, so keep it quick.
+        summary_memo: a ``checkpointers.reduction.SummaryMemo`` remembering per thread what the
+            running summary already covers, so a summarizer is called once per pruned batch.
 
     Raises:
         TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``.
@@ -124,6 +127,7 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         *,
         messages_key: str = "messages",
         on_reduce: OnReduce | None = None,
+        summary_memo: SummaryMemo | None = None,
     ) -> None:
         # No super().__init__(): it would set a serde of our own; ``serde`` is the inner saver's.
         if not isinstance(inner, BaseCheckpointSaver):
@@ -147,8 +151,9 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         self._on_reduce = on_reduce
         #: True when the inner saver applies the reducer itself: puts pass through unchanged.
         self._passthrough = _adopt(inner, reducer, messages_key, on_reduce)
-        # a run re-puts its full list: the memo lets a summarizer see each pruned message once
-        self._summary_memo = SummaryMemo()
+        if summary_memo is not None and not isinstance(summary_memo, SummaryMemo):
+            raise TypeError(f"summary_memo must be a SummaryMemo or None, got {type(summary_memo).__name__}")
+        self._summary_memo = summary_memo
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -215,9 +220,9 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         inner = self._inner.with_allowlist(extra_allowlist)
         if inner is self._inner:
             return self
-        clone = type(self)(inner, self._reducer, messages_key=self._messages_key, on_reduce=self._on_reduce)
-        clone._summary_memo = self._summary_memo  # same storage, same threads
-        return clone
+        # same storage, same threads: the clone shares the memo
+        return type(self)(inner, self._reducer, messages_key=self._messages_key, on_reduce=self._on_reduce,
+                          summary_memo=self._summary_memo)
 
     # -- context-manager use ------------------------------------------------------------------
 

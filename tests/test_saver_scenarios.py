@@ -38,6 +38,7 @@ from scenario_graph import (
 import checkpointers.reduction as reduction
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from checkpointers import PutReduction, ReducingCheckpointSaver
+from checkpointers.reduction import SummaryMemo
 
 MAX = 16
 
@@ -154,8 +155,8 @@ def test_larger_tool_groups(kind: str, tmp_path: Path) -> None:
 
 
 def test_summarizer_sees_each_pruned_batch_once(inner: Any) -> None:
-    """A turn's last step re-puts the run's full list (bookkeeping node): the wrapper's SummaryMemo
-    keeps the summarizer from summarizing the same pruned messages again."""
+    """A turn's last step re-puts the run's full list (bookkeeping node): the SummaryMemo keeps the
+    summarizer from summarizing the same pruned messages again (without it: once per put)."""
     calls: list[list[str | None]] = []
 
     def summarize(pruned: list[Any]) -> str:
@@ -163,7 +164,7 @@ def test_summarizer_sees_each_pruned_batch_once(inner: Any) -> None:
         return f"summary of {len(pruned)} messages"
 
     config = ReducerConfig(min_messages=8, max_messages=MAX, summarize_fn=summarize, inject_summary=True)
-    saver = ReducingCheckpointSaver(inner, MessageReducer(config=config))
+    saver = ReducingCheckpointSaver(inner, MessageReducer(config=config), summary_memo=SummaryMemo())
     graph = build_graph(saver, bookkeeping=True)
     thread = new_thread("summary")
     run_turns(graph, 8, thread_id=thread)
