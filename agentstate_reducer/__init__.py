@@ -7,7 +7,7 @@ turn boundaries and never drops the live turn. Zero runtime dependencies.
 from .config import ReducerConfig
 from .messages import MessageInfo, read_message
 from .reducer import MessageReducer, ReducerResult, ReducerStats
-from .tokens import TokenCounter, resolve_token_counter
+from .tokens import TokenCounter, TokenCountError, resolve_token_counter, tiktoken_counter
 
 __all__ = [
     "MessageInfo",
@@ -15,9 +15,11 @@ __all__ = [
     "ReducerConfig",
     "ReducerResult",
     "ReducerStats",
+    "TokenCountError",
     "TokenCounter",
     "read_message",
     "resolve_token_counter",
+    "tiktoken_counter",
 ]
 
 __version__ = "0.3.0"

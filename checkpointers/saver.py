@@ -30,8 +30,8 @@ What users must know:
   on the stored, reduced history: the resumed node re-runs on the reduced list.
 * A client that resends its whole history each turn defeats any reducer behind ``add_messages``:
   pruned ids come back, appended after newer ones. Send only the new messages.
-* With a ``summarize_fn``, pass ``summary_memo=SummaryMemo()``: a run re-puts its full in-run
-  list on every step, and the memo makes the summarizer (and ``on_prune`` hooks) see each pruned
+* With a ``summarize_fn``: a run re-puts its full in-run list on every step; the wrapper's
+  ``SummaryMemo`` (on by default) makes the summarizer (and ``on_prune`` hooks) see each pruned
   message once instead of once per put.
 
 Observability: every put produces a ``PutReduction`` (thread, namespace, checkpoint id, why it
@@ -79,6 +79,13 @@ from .reduction import OnReduce, SummaryMemo, areduce_checkpoint, reduce_checkpo
 
 __all__ = ["ReducingCheckpointSaver"]
 
+
+class _Default:
+    """The type of ``_DEFAULT``: "not given", where ``None`` means "off"."""
+
+
+_DEFAULT = _Default()
+
 logger = logging.getLogger("agentstate_reducer.checkpointers")
 
 #: Optional BaseCheckpointSaver methods; each is mirrored only when the inner saver's class has it.
@@ -105,8 +112,11 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         messages_key: the channel holding the message list.
         on_reduce: called with a ``PutReduction`` for every put (also the skipped ones, with
             ``skipped`` saying why); runs on LangGraph's background writer, so keep it quick.
-        summary_memo: a ``checkpointers.reduction.SummaryMemo`` remembering per thread what the
-            running summary already covers, so a summarizer is called once per pruned batch.
+        summary_memo: the ``checkpointers.reduction.SummaryMemo`` remembering per thread what the
+            running summary already covers, so a summarizer is called once per pruned batch
+            although LangGraph re-puts a run's full list on every step. Default: a new one per
+            wrapper; ``None`` turns it off (every put then prunes and summarizes the run's whole
+            list again). It only acts when the reducer has a summarizer.
 
     Raises:
         TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``.
@@ -127,7 +137,7 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         *,
         messages_key: str = "messages",
         on_reduce: OnReduce | None = None,
-        summary_memo: SummaryMemo | None = None,
+        summary_memo: SummaryMemo | _Default | None = _DEFAULT,
     ) -> None:
         # No super().__init__(): it would set a serde of our own; ``serde`` is the inner saver's.
         if not isinstance(inner, BaseCheckpointSaver):
@@ -151,6 +161,8 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         self._on_reduce = on_reduce
         #: True when the inner saver applies the reducer itself: puts pass through unchanged.
         self._passthrough = _adopt(inner, reducer, messages_key, on_reduce)
+        if isinstance(summary_memo, _Default):
+            summary_memo = SummaryMemo()
         if summary_memo is not None and not isinstance(summary_memo, SummaryMemo):
             raise TypeError(f"summary_memo must be a SummaryMemo or None, got {type(summary_memo).__name__}")
         self._summary_memo = summary_memo

@@ -29,6 +29,7 @@ from agentstate_reducer.summary import (
     summary_count,
 )
 from checkpointers.reduction import SummaryMemo, areduce_checkpoint, reduce_checkpoint
+from checkpointers.saver import ReducingCheckpointSaver
 
 FORMATS = list(BUILDERS)
 
@@ -404,21 +405,11 @@ def _graph(saver: Any) -> Any:
     return b.compile(checkpointer=saver)
 
 
-def _reducing(base: type, reducer: MessageReducer, memo: SummaryMemo | None) -> type:
-    """``base`` (a real saver class) reducing on put/aput through the one checkpoint-reduction path."""
-
-    class Reducing(base):  # type: ignore[misc]
-        def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-            checkpoint, _ = reduce_checkpoint(reducer, config, checkpoint, new_versions, summary_memo=memo)
-            return super().put(config, checkpoint, metadata, new_versions)
-
-        async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-            checkpoint, _ = await areduce_checkpoint(
-                reducer, config, checkpoint, new_versions, summary_memo=memo
-            )
-            return await super().aput(config, checkpoint, metadata, new_versions)
-
-    return Reducing
+def _reducing(inner: Any, reducer: MessageReducer, memo: SummaryMemo | None) -> ReducingCheckpointSaver:
+    """The wrapper with its default memo (``memo`` given) or with the memo turned off (None)."""
+    if memo is None:
+        return ReducingCheckpointSaver(inner, reducer, summary_memo=None)
+    return ReducingCheckpointSaver(inner, reducer)
 
 
 @contextmanager
@@ -427,11 +418,11 @@ def _sync_saver(kind: str, path: Path, reducer: MessageReducer, memo: SummaryMem
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     if kind == "memory":
-        yield _reducing(InMemorySaver, reducer, memo)()
+        yield _reducing(InMemorySaver(), reducer, memo)
         return
     conn = sqlite3.connect(path, check_same_thread=False)
     try:
-        yield _reducing(SqliteSaver, reducer, memo)(conn)
+        yield _reducing(SqliteSaver(conn), reducer, memo)
     finally:
         conn.close()
 
@@ -444,10 +435,10 @@ async def _async_saver(
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
     if kind == "memory":
-        yield _reducing(InMemorySaver, reducer, memo)()
+        yield _reducing(InMemorySaver(), reducer, memo)
         return
     async with AsyncSqliteSaver.from_conn_string(str(path)) as inner:
-        yield _reducing(AsyncSqliteSaver, reducer, memo)(inner.conn)
+        yield _reducing(inner, reducer, memo)
 
 
 async def _run_turns(
