@@ -1,0 +1,315 @@
+"""What ``CosmosDBSaver`` and ``AsyncCosmosDBSaver`` share besides the document mapping: settings,
+connection state, the reducer integration and the TTL refresh bookkeeping. No I/O here."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from agentstate_reducer import MessageReducer
+
+from ..reduction import OnReduce, SummaryMemo, areduce_checkpoint, reduce_checkpoint
+from ._mapping import PutPlan, Ttls, blob_item_id, next_version, parse_config, plan_put
+
+#: Largest ``ttl``: value items live 1.5x as long, and Cosmos DB TTLs are 32-bit signed seconds.
+MAX_TTL = (2**31 - 1) * 2 // 3
+
+ENDPOINT_ENV = "COSMOSDB_ENDPOINT"
+KEY_ENV = "COSMOSDB_KEY"
+
+
+class Secret:
+    """Holds a credential; its repr never shows it (so neither do reprs or logs of the saver)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "Secret(<hidden>)"
+
+
+class Link:
+    """The client and container of a saver; shared by its shallow copies (``with_allowlist``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.client: Any = None
+        self.database: Any = None
+        self.container: Any = None
+        #: the saver created the client (and credential) and must close them
+        self.owns_client = False
+        self.owned_credential: Any = None
+        #: connected and, with create_if_missing, set up
+        self.ready = False
+        #: AsyncCosmosDBSaver: its event loop and the lock that guards its first connection
+        self.loop: Any = None
+        self.alock: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    database_name: str | None
+    container_name: str | None
+    endpoint: str | None
+    credential: Secret | None
+    client_kwargs: Mapping[str, Any]
+    create_if_missing: bool
+    ttls: Ttls
+
+
+class WrittenValues:
+    """When this process last wrote each channel-value item (with ``ttl``): a value still read by
+    new checkpoints is rewritten once its last known write is ``refresh_after`` seconds old, so it
+    never expires before them (see ``Ttls``). Unknown items count as old. Bounded, thread-safe."""
+
+    def __init__(self, max_entries: int = 100_000) -> None:
+        self._max = max_entries
+        self._at: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def stale(self, pk: str, item_id: str, now: float, after: float) -> bool:
+        with self._lock:
+            at = self._at.get((pk, item_id))
+        return at is None or now - at >= after
+
+    def mark(self, pk: str, item_ids: Iterable[str], at: float) -> None:
+        with self._lock:
+            for item_id in item_ids:
+                self._at[(pk, item_id)] = at
+                self._at.move_to_end((pk, item_id))
+            while len(self._at) > self._max:
+                self._at.popitem(last=False)
+
+    def forget(self, pks: Iterable[str]) -> None:
+        drop = set(pks)
+        if not drop:
+            return
+        with self._lock:
+            for key in [k for k in self._at if k[0] in drop]:
+                del self._at[key]
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+class CosmosSaverBase(BaseCheckpointSaver[str]):
+    """Shared constructor and logic; see ``CosmosDBSaver`` for the documentation."""
+
+    def __init__(
+        self,
+        database_name: str | None = None,
+        container_name: str | None = "checkpoints",
+        *,
+        endpoint: str | None = None,
+        credential: Any = None,
+        client: Any = None,
+        container: Any = None,
+        serde: SerializerProtocol | None = None,
+        ttl: int | None = None,
+        create_if_missing: bool = True,
+        reducer: MessageReducer | None = None,
+        messages_key: str = "messages",
+        on_reduce: OnReduce | None = None,
+        summary_memo: SummaryMemo | None = None,
+        client_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= MAX_TTL):
+            raise ValueError(f"ttl must be None or an int number of seconds in 1..{MAX_TTL}, got {ttl!r}")
+        if not isinstance(create_if_missing, bool):
+            raise TypeError(f"create_if_missing must be a bool, got {type(create_if_missing).__name__}")
+        if client is not None and container is not None:
+            raise ValueError("pass client= or container=, not both")
+        own = client is None and container is None
+        if not own and (endpoint is not None or credential is not None or client_kwargs):
+            raise ValueError(
+                "endpoint=, credential= and client_kwargs= are for a client the saver creates; they cannot "
+                "be combined with client= or container="
+            )
+        if container is None:
+            for name, value in (("database_name", database_name), ("container_name", container_name)):
+                if not isinstance(value, str) or not value:
+                    raise ValueError(f"{name} must be a non-empty str (or pass container=), got {value!r}")
+        secret = None
+        if own:
+            # The documented constructor (the seed's example) reads these two variables; nothing else
+            # is read from the environment.
+            endpoint = endpoint or _env(ENDPOINT_ENV)
+            if not endpoint:
+                raise ValueError(
+                    f"no Cosmos DB endpoint: pass endpoint='https://<account>.documents.azure.com:443/', set "
+                    f"{ENDPOINT_ENV}, or pass client= / container="
+                )
+            if credential is None:
+                credential = _env(KEY_ENV)
+            secret = Secret(credential)  # None: DefaultAzureCredential, created on connect
+        self._settings = Settings(
+            database_name=database_name,
+            container_name=container_name,
+            endpoint=endpoint,
+            credential=secret,
+            client_kwargs=dict(client_kwargs or {}),
+            create_if_missing=create_if_missing,
+            ttls=Ttls(ttl),
+        )
+        self._link = Link()
+        if client is not None:
+            self._check_sdk_object(client, "client")
+            self._link.client = client
+            self._link.database = client.get_database_client(database_name)
+            self._link.container = self._link.database.get_container_client(container_name)
+        elif container is not None:
+            self._check_sdk_object(container, "container")
+            self._link.container = container
+        self._written = WrittenValues()
+        self.reducer = reducer
+        self.messages_key = messages_key
+        self.on_reduce = on_reduce
+        self.summary_memo = summary_memo
+
+    # -- subclass hooks ---------------------------------------------------------------------------
+
+    #: True for AsyncCosmosDBSaver (azure.cosmos.aio objects), False for CosmosDBSaver
+    _aio = False
+
+    def _check_sdk_object(self, obj: Any, what: str) -> None:
+        is_aio = type(obj).__module__.startswith("azure.cosmos.aio")
+        if is_aio != self._aio:
+            want = "azure.cosmos.aio" if self._aio else "azure.cosmos (sync)"
+            other = "CosmosDBSaver" if self._aio else "AsyncCosmosDBSaver"
+            raise TypeError(
+                f"{type(self).__name__} needs an {want} {what}, got "
+                f"{type(obj).__module__}.{type(obj).__name__}; use {other} for that one"
+            )
+
+    # -- reducer settings (the adoption rule of ReducingCheckpointSaver sets these) ------------------
+
+    @property
+    def reducer(self) -> MessageReducer | None:
+        """The ``MessageReducer`` applied to ``channel_values[messages_key]`` on every put, or None."""
+        return self._reducer
+
+    @reducer.setter
+    def reducer(self, value: MessageReducer | None) -> None:
+        if value is not None and not isinstance(value, MessageReducer):
+            raise TypeError(
+                f"reducer must be an agentstate_reducer.MessageReducer or None, got {type(value).__name__}"
+            )
+        self._reducer = value
+
+    @property
+    def messages_key(self) -> str:
+        return self._messages_key
+
+    @messages_key.setter
+    def messages_key(self, value: str) -> None:
+        if not isinstance(value, str) or not value:
+            raise TypeError(f"messages_key must be a non-empty str, got {value!r}")
+        self._messages_key = value
+
+    @property
+    def on_reduce(self) -> OnReduce | None:
+        return self._on_reduce
+
+    @on_reduce.setter
+    def on_reduce(self, value: OnReduce | None) -> None:
+        if value is not None and not callable(value):
+            raise TypeError(f"on_reduce must be callable(PutReduction) or None, got {type(value).__name__}")
+        self._on_reduce = value
+
+    @property
+    def summary_memo(self) -> SummaryMemo | None:
+        return self._summary_memo
+
+    @summary_memo.setter
+    def summary_memo(self, value: SummaryMemo | None) -> None:
+        if value is not None and not isinstance(value, SummaryMemo):
+            raise TypeError(f"summary_memo must be a SummaryMemo or None, got {type(value).__name__}")
+        self._summary_memo = value
+
+    @property
+    def ttl(self) -> int | None:
+        """Seconds a checkpoint lives after it is written (None: forever)."""
+        return self._settings.ttls.ttl
+
+    def __repr__(self) -> str:
+        s = self._settings
+        where = (
+            f"database_name={s.database_name!r}, container_name={s.container_name!r}"
+            if s.database_name is not None
+            else f"container={getattr(self._link.container, 'id', '?')!r}"
+        )
+        endpoint = f", endpoint={s.endpoint!r}" if s.endpoint else ""
+        return (
+            f"{type(self).__name__}({where}{endpoint}, ttl={s.ttls.ttl!r}, reducer={self._reducer!r}, "
+            f"messages_key={self._messages_key!r})"
+        )
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        return next_version(current)
+
+    # -- put: reduce (the one reduction path, as ReducingCheckpointSaver), then plan -----------------
+
+    def _reduce(
+        self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
+    ) -> Checkpoint:
+        if self._reducer is None:
+            return checkpoint
+        reduced, _ = reduce_checkpoint(
+            self._reducer, config, checkpoint, new_versions,
+            messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
+        )
+        return reduced
+
+    async def _areduce(
+        self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
+    ) -> Checkpoint:
+        if self._reducer is None:
+            return checkpoint
+        reduced, _ = await areduce_checkpoint(
+            self._reducer, config, checkpoint, new_versions,
+            messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
+        )
+        return reduced
+
+    def _plan_put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[PutPlan, float]:
+        """The put's items, and the time to record for the values it writes."""
+        started = time.monotonic()
+        ttls = self._settings.ttls
+        write_versions: dict[str, Any] = dict(new_versions)
+        after = ttls.refresh_after
+        if after is not None:
+            # With a TTL, an unchanged value still read by this checkpoint is rewritten when its
+            # last known write is old (see Ttls); else it could expire before this checkpoint.
+            target = parse_config(config)
+            ns = target.checkpoint_ns or ""
+            values = checkpoint["channel_values"]
+            for channel, version in checkpoint["channel_versions"].items():
+                if channel not in write_versions and channel in values and self._written.stale(
+                    target.pk, blob_item_id(ns, channel, version), started, after
+                ):
+                    write_versions[channel] = version
+        return plan_put(config, checkpoint, metadata, write_versions, self.serde, ttls), started
+
+    def _written_by(self, plan: PutPlan, started: float) -> None:
+        if self._settings.ttls.ttl is not None:
+            self._written.mark(plan.pk, plan.blob_ids, started)

@@ -1,0 +1,367 @@
+"""``AsyncCosmosDBSaver``: the async I/O half (``azure.cosmos.aio``), method for method like ``sync.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, TypeVar
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+
+from . import _mapping as m
+from ._base import CosmosSaverBase
+
+__all__ = ["AsyncCosmosDBSaver"]
+
+T = TypeVar("T")
+
+
+def _cosmos() -> Any:
+    try:
+        import azure.cosmos
+        import azure.cosmos.aio
+    except ImportError as exc:  # pragma: no cover - the [cosmosdb] extra is a test dependency
+        raise ImportError(
+            "AsyncCosmosDBSaver needs azure-cosmos and aiohttp: pip install 'agentstate-reducer[cosmosdb]'"
+        ) from exc
+    return azure.cosmos
+
+
+def _default_credential() -> Any:
+    try:
+        from azure.identity.aio import DefaultAzureCredential
+    except ImportError as exc:
+        raise ImportError(
+            "no Cosmos DB key was given (credential= or COSMOSDB_KEY), so Azure AD sign-in through "
+            "azure.identity.aio.DefaultAzureCredential is used, but azure-identity is not installed: "
+            "pip install azure-identity (or 'agentstate-reducer[cosmosdb]'), or pass a key"
+        ) from exc
+    return DefaultAzureCredential()
+
+
+class AsyncCosmosDBSaver(CosmosSaverBase):
+    """``CosmosDBSaver`` on ``azure.cosmos.aio``: the same constructor, data and behaviour.
+
+    ``client=`` / ``container=`` must be ``azure.cosmos.aio`` objects; the credential of a client the
+    saver creates is a key or an async TokenCredential (default:
+    ``azure.identity.aio.DefaultAzureCredential``). Close an owned client with ``await aclose()`` /
+    ``async with saver:``, or use ``AsyncCosmosDBSaver.from_conn_info(...)``.
+
+    The sync methods (``graph.invoke``) run the async ones on the saver's event loop from another
+    thread, like LangGraph's async savers; calling them on the loop's own thread is an error.
+    """
+
+    _aio = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _cosmos()
+        super().__init__(*args, **kwargs)
+        try:
+            self._link.loop = asyncio.get_running_loop()
+        except RuntimeError:
+            pass  # set by the first async call
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_info(
+        cls,
+        *,
+        endpoint: str | None = None,
+        credential: Any = None,
+        database_name: str,
+        container_name: str = "checkpoints",
+        **kwargs: Any,
+    ) -> AsyncIterator[AsyncCosmosDBSaver]:
+        """A saver owning its client, closed on exit. Same keywords as ``CosmosDBSaver.from_conn_info``."""
+        for bad in ("client", "container"):
+            if bad in kwargs:
+                raise TypeError(
+                    f"from_conn_info creates its own client; pass {bad}= to the constructor instead"
+                )
+        saver = cls(database_name, container_name, endpoint=endpoint, credential=credential, **kwargs)
+        try:
+            yield saver
+        finally:
+            await saver.aclose()
+
+    async def aclose(self) -> None:
+        """Close the client (and credential) if this saver created them; a given client stays open."""
+        link = self._link
+        if link.owns_client and link.client is not None:
+            await link.client.close()
+        if link.owned_credential is not None:
+            await link.owned_credential.close()
+        link.client = link.database = link.container = link.owned_credential = None
+        link.owns_client = link.ready = False
+
+    async def __aenter__(self) -> AsyncCosmosDBSaver:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # -- connection and setup ---------------------------------------------------------------------
+
+    def _connect_locked(self) -> None:
+        link, s = self._link, self._settings
+        if link.container is not None:
+            return
+        assert s.credential is not None
+        credential = s.credential.value
+        if credential is None:
+            credential = link.owned_credential = _default_credential()
+        _cosmos()
+        from azure.cosmos.aio import CosmosClient
+
+        assert s.endpoint is not None
+        link.client = CosmosClient(s.endpoint, credential, **s.client_kwargs)
+        link.owns_client = True
+        link.database = link.client.get_database_client(s.database_name)
+        link.container = link.database.get_container_client(s.container_name)
+
+    def _lock(self) -> asyncio.Lock:
+        link = self._link
+        if link.loop is None:
+            link.loop = asyncio.get_running_loop()
+        if link.alock is None:
+            link.alock = asyncio.Lock()
+        return link.alock
+
+    async def _container(self) -> Any:
+        link = self._link
+        if not link.ready:
+            async with self._lock():
+                if not link.ready:
+                    self._connect_locked()
+                    if self._settings.create_if_missing:
+                        await self._setup_locked()
+                    link.ready = True
+        return link.container
+
+    async def asetup(self) -> None:
+        """See ``CosmosDBSaver.setup``."""
+        async with self._lock():
+            self._connect_locked()
+            await self._setup_locked()
+            self._link.ready = True
+
+    async def _setup_locked(self) -> None:
+        cosmos = _cosmos()
+        link, s = self._link, self._settings
+        pk = cosmos.PartitionKey(path=m.PARTITION_KEY_PATH)
+        if link.database is not None:
+            try:
+                await link.client.create_database_if_not_exists(s.database_name)
+                link.container = await link.database.create_container_if_not_exists(
+                    id=s.container_name, partition_key=pk, indexing_policy=m.INDEXING_POLICY,
+                    default_ttl=-1 if s.ttls.ttl is not None else None,
+                )
+            except cosmos.exceptions.CosmosHttpResponseError as exc:
+                # Azure AD data-plane roles may not create databases or containers: use existing ones
+                if exc.status_code != 403:
+                    raise
+        try:
+            properties = await link.container.read()
+        except cosmos.exceptions.CosmosResourceNotFoundError:
+            raise ValueError(
+                f"Cosmos DB container {link.container.id!r} does not exist and could not be created with "
+                f"this credential; create it with partition key {m.PARTITION_KEY_PATH!r}"
+            ) from None
+        check = m.check_container(properties, link.container.id, s.ttls.ttl)
+        if check.enable_ttl:
+            if link.database is None:
+                raise ValueError(
+                    f"ttl is set but TTL is off in container {link.container.id!r}; switch it on "
+                    "(default_ttl=-1) or pass database_name=/client= so setup() can"
+                )
+            link.container = await link.database.replace_container(
+                link.container, partition_key=pk, indexing_policy=dict(check.indexing_policy), default_ttl=-1
+            )
+
+    # -- the one place ops meet the SDK -----------------------------------------------------------
+
+    async def _execute(self, op: m.Op) -> Any:
+        container = await self._container()
+        cosmos = _cosmos()
+        if isinstance(op, m.Read):
+            try:
+                return await container.read_item(op.id, partition_key=op.pk)
+            except cosmos.exceptions.CosmosResourceNotFoundError:
+                return None
+        if isinstance(op, m.Query):
+            rows = container.query_items(op.sql, parameters=op.parameters, **_scope(op.pk))
+            return [row async for row in rows]
+        if isinstance(op, m.Pages):
+            q = op.query
+            return container.query_items(
+                q.sql, parameters=q.parameters, max_item_count=op.page_size, **_scope(q.pk)
+            ).by_page()
+        if isinstance(op, m.NextPage):
+            try:
+                page = await op.pager.__anext__()
+            except StopAsyncIteration:
+                return None
+            return [row async for row in page]
+        if isinstance(op, m.Batch):
+            try:
+                await container.execute_item_batch(builtins.list(op.operations), partition_key=op.pk)
+            except cosmos.exceptions.CosmosBatchOperationError as exc:
+                if not (op.missing_ok and exc.status_code == 404):
+                    raise
+                for kind, args in op.operations:  # some items are gone already: one by one
+                    try:
+                        if kind == "delete":
+                            await container.delete_item(args[0], partition_key=op.pk)
+                        else:
+                            await container.patch_item(args[0], partition_key=op.pk, patch_operations=args[1])
+                    except cosmos.exceptions.CosmosResourceNotFoundError:
+                        pass
+            return None
+        raise TypeError(f"unknown operation {op!r}")
+
+    async def _run(self, flow: m.Flow[Any]) -> Any:
+        return await m.arun(flow, self._execute)
+
+    # -- BaseCheckpointSaver, async ---------------------------------------------------------------
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._run(m.get_tuple_flow(config, self.serde))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        async for item in m.aiterate(m.list_flow(config, filter, before, limit, self.serde), self._execute):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        checkpoint = await self._areduce(config, checkpoint, new_versions)
+        plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
+        result = await self._run(plan.flow())
+        self._written_by(plan, started)
+        return result
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._run(m.plan_writes(config, writes, task_id, task_path, self.serde, self._settings.ttls))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await self._run(m.delete_thread_flow(str(thread_id)))
+        self._written.forget([m.partition_key(str(thread_id))])
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._run(m.delete_for_runs_flow(run_ids))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._run(m.copy_thread_flow(source_thread_id, target_thread_id, self._settings.ttls))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await self._run(m.prune_flow(thread_ids, strategy))
+        self._written.forget(m.partition_key(str(t)) for t in thread_ids)
+
+    # -- sync: the async methods on the saver's loop, from another thread --------------------------
+
+    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
+        loop = self._link.loop
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if loop is None or (running is not None and running is loop):
+            coro.close()
+            if loop is None:
+                raise RuntimeError(
+                    "AsyncCosmosDBSaver's sync methods run on its event loop, which it does not know yet: "
+                    "create it inside the loop (async with AsyncCosmosDBSaver.from_conn_info(...)), or use "
+                    "CosmosDBSaver in sync code"
+                )
+            raise asyncio.InvalidStateError(
+                "synchronous calls to AsyncCosmosDBSaver are only allowed from a thread other than its event "
+                "loop's; in async code call the a* methods (graph.ainvoke, aget_tuple, ...)"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+    def setup(self) -> None:
+        self._sync(self.asetup())
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._sync(self.aget_tuple(config))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        items = self.alist(config, filter=filter, before=before, limit=limit)
+
+        async def step() -> tuple[bool, CheckpointTuple | None]:
+            try:
+                return True, await items.__anext__()
+            except StopAsyncIteration:
+                return False, None
+
+        while True:
+            more, item = self._sync(step())
+            if not more:
+                return
+            assert item is not None
+            yield item
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._sync(self.aput(config, checkpoint, metadata, new_versions))
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._sync(self.aput_writes(config, writes, task_id, task_path))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._sync(self.adelete_thread(thread_id))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._sync(self.adelete_for_runs(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._sync(self.acopy_thread(source_thread_id, target_thread_id))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._sync(self.aprune(thread_ids, strategy=strategy))
+
+
+def _scope(pk: str | None) -> dict[str, Any]:
+    # azure.cosmos.aio queries are cross-partition unless a partition key is given
+    return {} if pk is None else {"partition_key": pk}

@@ -1,0 +1,356 @@
+"""``CosmosDBSaver``: the sync I/O half (``azure.cosmos``); its async methods run it off the event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
+
+from . import _mapping as m
+from ._base import CosmosSaverBase
+
+__all__ = ["CosmosDBSaver"]
+
+_DONE = object()
+
+
+def _cosmos() -> Any:
+    try:
+        import azure.cosmos
+    except ImportError as exc:  # pragma: no cover - the [cosmosdb] extra is a test dependency
+        raise ImportError(
+            "CosmosDBSaver needs the azure-cosmos package: pip install 'agentstate-reducer[cosmosdb]'"
+        ) from exc
+    return azure.cosmos
+
+
+def _default_credential() -> Any:
+    try:
+        from azure.identity import DefaultAzureCredential
+    except ImportError as exc:
+        raise ImportError(
+            "no Cosmos DB key was given (credential= or COSMOSDB_KEY), so Azure AD sign-in through "
+            "azure.identity.DefaultAzureCredential is used, but azure-identity is not installed: "
+            "pip install azure-identity (or 'agentstate-reducer[cosmosdb]'), or pass a key"
+        ) from exc
+    return DefaultAzureCredential()
+
+
+def _close_client(client: Any) -> None:
+    # A new sync client checks the endpoint's health in a background thread; closing the client
+    # under it makes that thread fail noisily, so let it finish first (attribute names are internal
+    # to azure-cosmos 4.x; if they change this only skips the wait).
+    manager = getattr(getattr(client, "client_connection", None), "_global_endpoint_manager", None)
+    thread = getattr(manager, "_refresh_thread", None)
+    if thread is not None:
+        thread.join(timeout=30)
+    client.close()
+
+
+class CosmosDBSaver(CosmosSaverBase):
+    """A LangGraph checkpointer on Azure Cosmos DB (NoSQL API), with the message reducer built in.
+
+    >>> saver = CosmosDBSaver(database_name="mydb", container_name="checkpoints",   # doctest: +SKIP
+    ...                       reducer=reducer, messages_key="messages")
+    >>> graph = builder.compile(checkpointer=saver)                                   # doctest: +SKIP
+
+    Connection, in order: ``container=`` (a ready ``ContainerProxy``), ``client=`` (a
+    ``CosmosClient``; the saver opens ``database_name``/``container_name`` in it), else a client the
+    saver creates and owns from ``endpoint=`` (default: ``COSMOSDB_ENDPOINT``) and ``credential=``
+    (a key or a TokenCredential; default: ``COSMOSDB_KEY``, else
+    ``azure.identity.DefaultAzureCredential``); ``client_kwargs`` go to that client. Close an owned
+    client with ``close()`` / ``with saver:``, or use ``CosmosDBSaver.from_conn_info(...)``.
+
+    Args:
+        database_name, container_name: where checkpoints live (one container; partition key ``/pk``).
+        serde: the serializer (default LangGraph's JsonPlusSerializer).
+        ttl: seconds a checkpoint lives after it is written (Cosmos DB per-item TTL; None: forever).
+            setup() switches TTL on in the container (default_ttl=-1: only items with a ttl expire).
+        create_if_missing: the first operation runs ``setup()`` (create database and container if
+            missing); False: they must exist (``setup()`` still creates them when called).
+        reducer, messages_key, on_reduce, summary_memo: reduce ``channel_values[messages_key]`` on
+            every put exactly as ``ReducingCheckpointSaver`` does (the same function); wrapping this
+            saver in a ``ReducingCheckpointSaver`` never reduces twice (adoption rule).
+
+    ``aget_tuple``/``alist``/``aput``/... run the sync client in a worker thread
+    (``asyncio.to_thread``), so the saver also serves ``graph.ainvoke``; ``AsyncCosmosDBSaver`` uses
+    ``azure.cosmos.aio`` natively.
+    """
+
+    _aio = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        _cosmos()
+        super().__init__(*args, **kwargs)
+
+    @classmethod
+    @contextmanager
+    def from_conn_info(
+        cls,
+        *,
+        endpoint: str | None = None,
+        credential: Any = None,
+        database_name: str,
+        container_name: str = "checkpoints",
+        **kwargs: Any,
+    ) -> Iterator[CosmosDBSaver]:
+        """A saver owning its client, closed on exit. Same keywords as the constructor (without
+        ``client=``/``container=``) and as ``AsyncCosmosDBSaver.from_conn_info``."""
+        for bad in ("client", "container"):
+            if bad in kwargs:
+                raise TypeError(
+                    f"from_conn_info creates its own client; pass {bad}= to the constructor instead"
+                )
+        saver = cls(database_name, container_name, endpoint=endpoint, credential=credential, **kwargs)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    def close(self) -> None:
+        """Close the client (and credential) if this saver created them; a given client stays open."""
+        link = self._link
+        with link.lock:
+            if link.owns_client and link.client is not None:
+                _close_client(link.client)
+            if link.owned_credential is not None:
+                link.owned_credential.close()
+            link.client = link.database = link.container = link.owned_credential = None
+            link.owns_client = link.ready = False
+
+    def __enter__(self) -> CosmosDBSaver:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- connection and setup ---------------------------------------------------------------------
+
+    def _connect_locked(self) -> None:
+        link, s = self._link, self._settings
+        if link.container is not None:
+            return
+        assert s.credential is not None
+        credential = s.credential.value
+        if credential is None:
+            credential = link.owned_credential = _default_credential()
+        link.client = _cosmos().CosmosClient(s.endpoint, credential, **s.client_kwargs)
+        link.owns_client = True
+        link.database = link.client.get_database_client(s.database_name)
+        link.container = link.database.get_container_client(s.container_name)
+
+    def _container(self) -> Any:
+        link = self._link
+        if not link.ready:
+            with link.lock:
+                if not link.ready:
+                    self._connect_locked()
+                    if self._settings.create_if_missing:
+                        self._setup_locked()
+                    link.ready = True
+        return link.container
+
+    def setup(self) -> None:
+        """Create the database and container if missing (partition key ``/pk``, the indexing policy
+        of ``checkpointers.cosmosdb._mapping``), check an existing one, and switch TTL on when
+        ``ttl`` is used. Idempotent."""
+        with self._link.lock:
+            self._connect_locked()
+            self._setup_locked()
+            self._link.ready = True
+
+    def _setup_locked(self) -> None:
+        cosmos = _cosmos()
+        link, s = self._link, self._settings
+        pk = cosmos.PartitionKey(path=m.PARTITION_KEY_PATH)
+        if link.database is not None:
+            try:
+                link.client.create_database_if_not_exists(s.database_name)
+                link.container = link.database.create_container_if_not_exists(
+                    id=s.container_name, partition_key=pk, indexing_policy=m.INDEXING_POLICY,
+                    default_ttl=-1 if s.ttls.ttl is not None else None,
+                )
+            except cosmos.exceptions.CosmosHttpResponseError as exc:
+                # Azure AD data-plane roles may not create databases or containers: use existing ones
+                if exc.status_code != 403:
+                    raise
+        try:
+            properties = link.container.read()
+        except cosmos.exceptions.CosmosResourceNotFoundError:
+            raise ValueError(
+                f"Cosmos DB container {link.container.id!r} does not exist and could not be created with "
+                f"this credential; create it with partition key {m.PARTITION_KEY_PATH!r}"
+            ) from None
+        check = m.check_container(properties, link.container.id, s.ttls.ttl)
+        if check.enable_ttl:
+            if link.database is None:
+                raise ValueError(
+                    f"ttl is set but TTL is off in container {link.container.id!r}; switch it on "
+                    "(default_ttl=-1) or pass database_name=/client= so setup() can"
+                )
+            link.container = link.database.replace_container(
+                link.container, partition_key=pk, indexing_policy=dict(check.indexing_policy), default_ttl=-1
+            )
+
+    # -- the one place ops meet the SDK -----------------------------------------------------------
+
+    def _execute(self, op: m.Op) -> Any:
+        container = self._container()
+        cosmos = _cosmos()
+        if isinstance(op, m.Read):
+            try:
+                return container.read_item(op.id, partition_key=op.pk)
+            except cosmos.exceptions.CosmosResourceNotFoundError:
+                return None
+        if isinstance(op, m.Query):
+            return builtins.list(container.query_items(op.sql, parameters=op.parameters, **_scope(op.pk)))
+        if isinstance(op, m.Pages):
+            q = op.query
+            return container.query_items(
+                q.sql, parameters=q.parameters, max_item_count=op.page_size, **_scope(q.pk)
+            ).by_page()
+        if isinstance(op, m.NextPage):
+            page = next(op.pager, None)
+            return None if page is None else builtins.list(page)
+        if isinstance(op, m.Batch):
+            try:
+                container.execute_item_batch(builtins.list(op.operations), partition_key=op.pk)
+            except cosmos.exceptions.CosmosBatchOperationError as exc:
+                if not (op.missing_ok and exc.status_code == 404):
+                    raise
+                for kind, args in op.operations:  # some items are gone already: one by one
+                    try:
+                        if kind == "delete":
+                            container.delete_item(args[0], partition_key=op.pk)
+                        else:
+                            container.patch_item(args[0], partition_key=op.pk, patch_operations=args[1])
+                    except cosmos.exceptions.CosmosResourceNotFoundError:
+                        pass
+            return None
+        raise TypeError(f"unknown operation {op!r}")
+
+    def _run(self, flow: m.Flow[Any]) -> Any:
+        return m.run(flow, self._execute)
+
+    # -- BaseCheckpointSaver ----------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self._run(m.get_tuple_flow(config, self.serde))
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        return m.iterate(m.list_flow(config, filter, before, limit, self.serde), self._execute)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return self._store(config, self._reduce(config, checkpoint, new_versions), metadata, new_versions)
+
+    def _store(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
+        result = self._run(plan.flow())
+        self._written_by(plan, started)
+        return result
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._run(m.plan_writes(config, writes, task_id, task_path, self.serde, self._settings.ttls))
+
+    def delete_thread(self, thread_id: str) -> None:
+        self._run(m.delete_thread_flow(str(thread_id)))
+        self._written.forget([m.partition_key(str(thread_id))])
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._run(m.delete_for_runs_flow(run_ids))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._run(m.copy_thread_flow(source_thread_id, target_thread_id, self._settings.ttls))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._run(m.prune_flow(thread_ids, strategy))
+        self._written.forget(m.partition_key(str(t)) for t in thread_ids)
+
+    # -- async: the same methods in a worker thread -----------------------------------------------
+
+    async def asetup(self) -> None:
+        await asyncio.to_thread(self.setup)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await asyncio.to_thread(self.get_tuple, config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        items = self.list(config, filter=filter, before=before, limit=limit)
+        while (item := await asyncio.to_thread(next, items, _DONE)) is not _DONE:
+            yield item  # type: ignore[misc]
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        # the async reduction path (an async summarizer runs on the loop), then the sync store
+        checkpoint = await self._areduce(config, checkpoint, new_versions)
+        return await asyncio.to_thread(self._store, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+def _scope(pk: str | None) -> dict[str, Any]:
+    return {"enable_cross_partition_query": True} if pk is None else {"partition_key": pk}
