@@ -21,6 +21,8 @@ Supported shapes:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from itertools import compress, repeat
+from operator import and_, eq, is_, is_not, not_
 from typing import Any, Final, Literal, NamedTuple
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
@@ -298,4 +300,185 @@ def pinned_indices(messages: Sequence[Any]) -> list[int]:
         if kind is None:
             positions = [i for i in positions if _is_pinned_kind(messages[i])]
         out += positions
+    return out
+
+
+# --- the bulk reader for token counting ----------------------------------------------------------
+
+# Every field read_message may read from an object message. A class serving none of them at class
+# level (no property, slot or class attribute: LangChain's pydantic messages) keeps them in the
+# instance __dict__, so reading that dict gives what getattr gives.
+_READ_FIELDS: Final = (
+    "type", "role", "id", "name", "content", "tool_calls", "additional_kwargs", "tool_call_id"
+)
+_CHAT_TYPES: Final = frozenset({"chat", "ChatMessage", "ChatMessageChunk"})
+_NO_CALLS: Final = frozenset({list, tuple, type(None)})
+_column_classes: dict[type, bool] = {}
+
+
+def _columnar(cls: type) -> bool:
+    """True when the fields of ``cls``'s instances can be read from their ``__dict__``."""
+    ok = _column_classes.get(cls)
+    if ok is None:
+        try:
+            ok = (
+                not issubclass(cls, Mapping)
+                and cls.__getattribute__ is object.__getattribute__
+                and not any(hasattr(cls, f) for f in _READ_FIELDS)
+            )
+        except Exception:  # a metaclass __getattr__ that raises something odd
+            ok = False
+        _column_classes[cls] = ok
+    return ok
+
+
+def _kind_of_role(raw_role: Any) -> Kind | None:
+    """``read_message``'s kind for a raw role (None: the message must be read on its own)."""
+    if raw_role is _MISSING:
+        return None
+    return ROLE_ALIASES.get(raw_role.lower(), "unknown") if raw_role else "unknown"
+
+
+def _dict_role(role: Any, mtype: Any) -> Any:
+    """``_unwrap``'s raw role of a dict with these ``role`` and ``type`` values, or ``_MISSING``
+    when it depends on more (the ``dumpd`` constructor form, ``chat`` types). A dict with
+    ``role=None`` and a str ``type`` is the ``data`` form when its ``data`` is a mapping: the
+    caller checks that."""
+    if mtype == "constructor":
+        return _MISSING
+    if isinstance(role, str):
+        return role
+    if isinstance(mtype, str):
+        # a chat type takes the role from the dict itself, which is not a str here
+        return None if mtype in _CHAT_TYPES else _CLASS_ROLES.get(mtype, mtype)
+    return None
+
+
+def _object_role(mtype: Any) -> Any:
+    if type(mtype) is not str or mtype in _CHAT_TYPES:
+        return _MISSING  # no str type (read by .role) or a chat message: read on its own
+    return _CLASS_ROLES.get(mtype, mtype)
+
+
+def _plain_group(msgs: list[Any], is_dict: bool) -> list[MessageInfo | None]:
+    """``read_plain`` of a list of exact dicts (``is_dict``) or of instances of columnar classes."""
+    n = len(msgs)
+    missing: Any = None if is_dict else _MISSING  # a dict's missing key reads None, like dict.get
+    if is_dict:
+        attrs: list[dict[str, Any]] = msgs
+        roles = list(map(dict.get, attrs, repeat("role")))
+        mtypes = list(map(dict.get, attrs, repeat("type")))
+        pairs = {pair: _dict_role(*pair) for pair in set(zip(roles, mtypes, strict=True))}
+        raw = list(map(pairs.__getitem__, zip(roles, mtypes, strict=True)))
+        if any(r is None and isinstance(t, str) for r, t in pairs):
+            # {"type": "ai", "data": {...}}: the fields live under "data"; read those on their own
+            datas = list(map(dict.get, attrs, repeat("data")))
+            for i in compress(range(n), map(is_not, datas, repeat(None))):
+                if roles[i] is None and isinstance(mtypes[i], str):
+                    raw[i] = _MISSING
+    else:
+        attrs = list(map(vars, msgs))
+        if set(map(type, attrs)) != {dict}:
+            return [None] * n
+        mtypes = list(map(dict.get, attrs, repeat("type"), repeat(_MISSING)))
+        table = {t: _object_role(t) for t in set(mtypes)}
+        raw = list(map(table.__getitem__, mtypes))
+    kind_of = {r: _kind_of_role(r) for r in set(raw)}
+    kinds = list(map(kind_of.__getitem__, raw))
+    contents = list(map(dict.get, attrs, repeat("content"), repeat(missing)))
+    ids = list(map(dict.get, attrs, repeat("id"), repeat(missing)))
+    names = list(map(dict.get, attrs, repeat("name"), repeat(missing)))
+    # plain so far: a known kind and text content (an exact str: a subclass is read on its own)
+    ok = list(map(and_, map(is_, map(type, contents), repeat(str)), map(is_not, kinds, repeat(None))))
+    if not set(map(type, ids)) <= {str, type(None)} or "" in ids:
+        ids = [v if v is _MISSING else _str_id(v) for v in ids]
+    if not set(map(type, names)) <= {str, type(None)}:
+        names = [v if v is _MISSING or type(v) is str else None for v in names]
+    for col in (ids, names) if missing is _MISSING else ():
+        for i in compress(range(n), map(is_, col, repeat(_MISSING))):
+            ok[i] = False
+    ai = list(compress(range(n), map(eq, kinds, repeat("ai"))))
+    if ai:
+        rows = list(map(attrs.__getitem__, ai))
+        calls = list(map(dict.get, rows, repeat("tool_calls"), repeat(missing)))
+        if not set(map(type, calls)) <= _NO_CALLS:  # other types may hold calls in odd ways
+            for i, c in zip(ai, calls, strict=True):
+                if type(c) not in _NO_CALLS:
+                    ok[i] = False
+        for i in compress(ai, calls):  # a message with tool calls is not plain
+            ok[i] = False
+        extras = list(map(dict.get, rows, repeat("additional_kwargs"), repeat(missing)))
+        for i, extra in zip(compress(ai, extras), compress(extras, extras), strict=True):
+            # older LangChain dumps keep call ids in additional_kwargs["tool_calls"]
+            if type(extra) is not dict or extra.get("tool_calls") is not None:
+                ok[i] = False
+    results: list[tuple[Any, ...]] = [()] * n
+    tool = list(compress(range(n), map(eq, kinds, repeat("tool"))))
+    if tool:
+        rows = list(map(attrs.__getitem__, tool))
+        answered = list(map(dict.get, rows, repeat("tool_call_id"), repeat(missing)))
+        if set(map(type, answered)) == {str} and "" not in answered:
+            for i, one in zip(tool, zip(answered), strict=True):  # zip of one column: 1-tuples
+                results[i] = one
+        else:
+            for i, value in zip(tool, answered, strict=True):
+                if value is _MISSING:
+                    ok[i] = False
+                    continue
+                # text content holds no tool_result blocks: an unusable tool_call_id answers nothing
+                answer = _str_id(value)
+                results[i] = (answer,) if answer is not None else ()
+    infos: list[MessageInfo | None] = list(
+        map(MessageInfo._make, zip(kinds, raw, ids, contents, repeat(()), results, names))
+    )
+    for i in compress(range(n), map(not_, ok)):
+        infos[i] = None
+    return infos
+
+
+def read_plain(messages: Sequence[Any]) -> list[MessageInfo | None]:
+    """``read_message`` of each *plain* message, and None for every other one.
+
+    Plain: text content (a ``str``), no tool calls, and a shape read by columns: exact dicts
+    (OpenAI and LangChain dict shapes) and objects keeping their fields in the instance
+    ``__dict__`` (LangChain message classes, chunks included). A plain message's tokens depend
+    only on its reading (kind, content, name, the call id a tool result answers), so a token
+    counter can count it without touching the message again.
+
+    This is the token counter's pass over a whole history, so it reads field by field with
+    ``map`` over the list (C speed) instead of message by message. Each reading equals
+    ``read_message(message)``; messages with content blocks, tool calls, ``ChatMessage``, the
+    serialized forms and duck-typed objects get None: read those with ``read_message``.
+    """
+    n = len(messages)
+    types = list(map(type, messages))
+    classes = set(types)
+    groups: list[tuple[type, list[int] | None]] = []
+    if len(classes) == 1:
+        groups.append((classes.pop(), None))
+    else:
+        for cls in classes:
+            positions: list[int] = []
+            i = -1
+            try:
+                while True:
+                    i = types.index(cls, i + 1)
+                    positions.append(i)
+            except ValueError:
+                pass
+            groups.append((cls, positions))
+    out: list[MessageInfo | None] = [None] * n
+    for cls, where in groups:
+        is_dict = cls is dict
+        if not is_dict and not _columnar(cls):
+            continue
+        msgs = list(messages) if where is None else list(map(messages.__getitem__, where))
+        try:
+            read = _plain_group(msgs, is_dict)
+        except Exception:  # an unhashable role, an == that raises: read these one by one
+            continue
+        if where is None:
+            return read
+        for i, info in zip(where, read, strict=True):
+            out[i] = info
     return out
