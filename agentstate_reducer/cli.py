@@ -428,7 +428,8 @@ def _print_inspect(r: InspectReport) -> None:
         f"{_plural(s['threads'], 'thread')}, {_plural(s['checkpoints'], 'checkpoint')}, "
         f"{s['messages'] or 0} messages and "
         f"{s['tokens'] or 0} tokens ({r.token_counter}) in the latest checkpoints, "
-        f"{human_bytes(s['bytes'])} stored; database {human_bytes(s['database_bytes'])}"
+        f"{human_bytes(s['bytes'])} stored"
+        + ("" if s["database_bytes"] is None else f"; database {human_bytes(s['database_bytes'])}")
     )
     print(f"bytes: {r.bytes_meaning}.")
 
@@ -646,8 +647,12 @@ def _print_compact(r: CompactReport) -> None:
         f"{_plural(r.count('compacted') + r.count('would compact'), 'thread')} {verb}, "
         f"{sum(1 for t in r.threads if t.reason == 'within bounds')} already within bounds, "
         f"{sum(1 for t in r.threads if t.action == 'skipped' and t.reason != 'within bounds')} skipped, "
-        f"{r.count('failed')} failed; checkpoints {r.checkpoints_before} -> {r.checkpoints_after}; "
-        f"database {human_bytes(r.database_bytes_before)} -> {human_bytes(r.database_bytes_after)}"
+        f"{r.count('failed')} failed; checkpoints {r.checkpoints_before} -> {r.checkpoints_after}"
+        + (
+            ""
+            if r.database_bytes_after is None
+            else f"; database {human_bytes(r.database_bytes_before)} -> {human_bytes(r.database_bytes_after)}"
+        )
     )
     if r.prune:
         print(f"prune: {r.prune}")

@@ -8,12 +8,14 @@ installed console script in a subprocess.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from langgraph.checkpoint.postgres import PostgresSaver
@@ -57,19 +59,38 @@ def only_line(text: str) -> str:
     return lines[0]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """An empty store: a new SQLite file, or a new PostgreSQL database (per test)."""
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
+                        pytest.param("cosmosdb", marks=pytest.mark.cosmos)])  # fmt: skip
+def store_url(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """An empty store: a new SQLite file, a new PostgreSQL database or a new Cosmos DB database."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'store.sqlite'}"
-    server = request.getfixturevalue("postgres_server")
-    return str(server.new_database("cli"))
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_server").new_database("cli"))
+    return cosmos_url(request, monkeypatch)
+
+
+def cosmos_url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """``cosmosdb://host:port/<new database>/checkpoints``, the key in ``COSMOSDB_KEY`` as users set it."""
+    server = request.getfixturevalue("cosmos_server")
+    database = request.getfixturevalue("cosmos_database")
+    monkeypatch.setenv("COSMOSDB_KEY", server.key)
+    return f"cosmosdb://{urlsplit(server.endpoint).netloc}/{database}/checkpoints"
 
 
 def open_saver(url: str) -> Any:
     """A plain saver on ``url``, opened the way an application would (not through the CLI)."""
     if url.startswith("sqlite:///"):
         return SqliteSaver.from_conn_string(url[len("sqlite:///") :])
+    if url.startswith("cosmosdb://"):
+        from checkpointers.cosmosdb import CosmosDBSaver
+
+        parts = urlsplit(url)
+        database, container = parts.path.strip("/").split("/")
+        return CosmosDBSaver.from_conn_info(
+            endpoint=f"https://{parts.netloc}/", credential=os.environ["COSMOSDB_KEY"],
+            database_name=database, container_name=container,
+        )  # fmt: skip
     return PostgresSaver.from_conn_string(url)
 
 
@@ -83,6 +104,11 @@ def dump_rows(url: str) -> list[Any]:
             ]
         finally:
             conn.close()
+    if url.startswith("cosmosdb://"):
+        with open_saver(url) as saver:
+            saver.setup()
+            container = saver._link.container  # the saver's own container client (test-only peek)
+            return sorted(container.read_all_items(), key=lambda item: item["id"])
     import psycopg
 
     with psycopg.connect(url) as conn:
@@ -157,6 +183,24 @@ def test_demo_on_postgres_uses_two_threads_of_one_store(postgres_server: Any) ->
     )
 
 
+@pytest.mark.cosmos
+def test_demo_on_cosmosdb(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    url = cosmos_url(request, monkeypatch)
+    report = cli.execute(
+        ["demo", "--turns", "20", "--store", url, "--max-messages", "12", "--min-messages", "6"]
+    )
+    assert (report.bare.saver, report.reduced.saver) == (
+        "CosmosDBSaver",
+        "ReducingCheckpointSaver(CosmosDBSaver)",
+    )
+    assert report.bare.messages == 80
+    assert message_ids(latest(url, report.reduced.thread_id)) == expected_reduced_ids(
+        20, MessageReducer(6, 12)
+    )
+    assert report.reduced.stored_bytes * 2 < report.bare.stored_bytes
+    assert report.bare.growth == sorted(report.bare.growth)
+
+
 def test_demo_token_mode(tmp_path: Path) -> None:
     report = cli.execute(["demo", "--turns", "12", "--db-dir", str(tmp_path), "--max-tokens", "600",
                           "--target-tokens", "300"])  # fmt: skip
@@ -202,7 +246,10 @@ def test_inspect_json_fields(store_url: str, capsys: pytest.CaptureFixture[str])
     assert summary["threads"] == 2 and summary["checkpoints"] == 11 and summary["messages"] == 44
     assert summary["tokens"] == threads[0]["tokens"] + threads[1]["tokens"]
     assert summary["bytes"] == threads[0]["bytes"] + threads[1]["bytes"]
-    assert summary["database_bytes"] >= summary["bytes"]
+    if store_url.startswith("cosmosdb://"):
+        assert summary["database_bytes"] is None  # not measured on Cosmos DB
+    else:
+        assert summary["database_bytes"] >= summary["bytes"]
 
 
 def test_inspect_sqlite_bytes_are_the_stored_blob_lengths(tmp_path: Path) -> None:
@@ -329,9 +376,17 @@ def test_compact_keeps_an_interrupted_run_resumable(tmp_path: Path) -> None:
     assert len(ids) < 13 * 4
 
 
-@pytest.mark.postgres
-def test_compact_prune_old_on_postgres(postgres_server: Any) -> None:
-    url = postgres_server.new_database("cli_prune")
+@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres),
+                        pytest.param("cosmosdb", marks=pytest.mark.cosmos)])  # fmt: skip
+def prunable_store_url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new, empty store whose saver implements prune()."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_server").new_database("cli_prune"))
+    return cosmos_url(request, monkeypatch)
+
+
+def test_compact_prune_old(prunable_store_url: str) -> None:
+    url = prunable_store_url
     seed_threads(url, {"long": 14, "short": 3})
     expected = expected_ids_after_compact(url, "long")
     dry = cli.execute(["compact", url, "--prune-old", "--dry-run"])
@@ -397,6 +452,26 @@ def test_unreachable_postgres_is_one_line_without_the_password(capsys: pytest.Ca
         f"{ERROR}cannot connect to PostgreSQL at postgresql://me:***@127.0.0.1:{port}/db: "
     )
     assert "s3cret" not in line
+
+
+def test_unreachable_cosmosdb_is_one_line_without_the_key(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COSMOSDB_KEY", "c2VjcmV0LWtleQ==")
+    port = _closed_port()
+    assert cli.main(["inspect", f"cosmosdb://127.0.0.1:{port}/db/checkpoints"]) == 1
+    line = only_line(capsys.readouterr().err)
+    assert line.startswith(f"{ERROR}cannot connect to Cosmos DB at https://127.0.0.1:{port}/: ")
+    assert "c2VjcmV0LWtleQ" not in line
+
+
+@pytest.mark.cosmos
+def test_cosmosdb_missing_container_is_one_line(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = cosmos_url(request, monkeypatch)  # the database exists, the container not yet
+    assert cli.main(["compact", url]) == 1
+    assert only_line(capsys.readouterr().err).startswith(f"{ERROR}no container 'checkpoints' in database ")
 
 
 def test_not_a_checkpoint_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
