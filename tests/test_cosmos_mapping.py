@@ -1,0 +1,245 @@
+"""The pure half of the Cosmos DB checkpointer (``checkpointers.cosmosdb._mapping``): ids, metadata
+filters, batching, chunking and the prune/delete plans. No server needed."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from checkpointers.cosmosdb import _mapping as m
+
+LEGAL_ID = re.compile(r"[A-Za-z0-9_.\-~!]+\Z")
+
+
+# -- ids ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("thread-1", "thread-1"),
+        ("", ""),
+        ("a/b", "a~2Fb"),
+        ("a\\b?c#d$e f", "a~5Cb~3Fc~23d~24e~20f"),
+        ("~", "~7E"),
+        ("a~2Fb", "a~7E2Fb"),  # the escape character is escaped too: "a/b" and "a~2Fb" stay distinct
+        ("ü", "~C3~BC"),
+        ("!", "~21"),  # the segment separator never occurs inside a segment
+    ],
+)
+def test_encode_part_escapes(value: str, expected: str) -> None:
+    assert m.encode_part(value) == expected
+
+
+def test_long_values_are_hashed_and_short() -> None:
+    long_ascii, long_unicode = "t" * 1000, "🚀" * 1000
+    a, b = m.encode_part(long_ascii), m.encode_part(long_unicode)
+    assert a.startswith("~h") and b.startswith("~h") and a != b
+    assert len(a) == len(b) == 66
+    # a checkpoint id, channel, task id and namespace of 1,000 characters each still make a legal id
+    wid = m.write_item_id(long_unicode, long_ascii, "x" * 999, -3) + "!12"
+    assert LEGAL_ID.match(wid) and len(wid.encode()) <= 1023
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60), st.text(max_size=60))
+def test_encode_part_is_injective_and_legal(a: str, b: str) -> None:
+    ea, eb = m.encode_part(a), m.encode_part(b)
+    assert (ea == eb) == (a == b)
+    assert ea == "" or re.fullmatch(r"[A-Za-z0-9_.\-~]+", ea)
+
+
+@settings(max_examples=200, deadline=None)
+@given(*[st.lists(st.text(max_size=20), min_size=3, max_size=3)] * 2)
+def test_item_ids_are_injective(x: list[str], y: list[str]) -> None:
+    # (namespace, channel, version) triples that differ give different blob ids: segments are
+    # joined with "!", which no encoded segment contains
+    assert (m.blob_item_id(*x) == m.blob_item_id(*y)) == (x == y)
+
+
+def test_versions_keep_their_type() -> None:
+    assert m.blob_item_id("", "c", 1) != m.blob_item_id("", "c", "1")
+    assert m.blob_item_id("", "c", 1).endswith("!~i1")
+    with pytest.raises(TypeError, match="channel versions must be str, int or float"):
+        m.blob_item_id("", "c", None)
+
+
+def test_next_version_is_a_string_like_postgres() -> None:
+    v1 = m.next_version(None)
+    v2 = m.next_version(v1)
+    assert v1.startswith("0" * 31 + "1.") and v2.startswith("0" * 31 + "2.")
+    assert m.next_version(7).startswith("0" * 31 + "8.")
+    assert v1 < v2
+    assert m.next_version(None) != m.next_version(None)  # forks get distinct versions
+
+
+# -- metadata filters --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        'x") OR 1=1 --',
+        "x' OR '1'='1",
+        'a"] OR true --',
+        "a b",
+        "1abc",
+        "a.",
+        ".a",
+        "",
+        "a..b",
+        "a-b",
+        "ä",
+        "a;DROP",
+        "a[0]",
+    ],
+)
+def test_filter_keys_are_validated(key: str) -> None:
+    with pytest.raises(ValueError, match="invalid metadata filter key"):
+        m.metadata_conditions({key: 1})
+    with pytest.raises(ValueError, match="invalid metadata filter key"):
+        m.metadata_conditions({"parents": {key: 1}})
+
+
+def test_filter_non_string_key_and_non_json_value() -> None:
+    with pytest.raises(ValueError, match="must be strings"):
+        m.metadata_conditions({1: 1})
+    with pytest.raises(TypeError, match="must be JSON"):
+        m.metadata_conditions({"a": object()})
+    with pytest.raises(TypeError, match="filter must be a dict"):
+        m.metadata_conditions([("a", 1)])  # type: ignore[arg-type]
+
+
+def test_filter_conditions_are_parameterized() -> None:
+    flt = {"source": "loop", "value": 3, "nested.inner": None, "d": {"x": {"y": 1}}}
+    conds, params = m.metadata_conditions(flt)
+    assert conds == [
+        'c["metadata"]["source"] = @f0',
+        'c["metadata"]["value"] = @f1',
+        'c["metadata"]["nested"]["inner"] = @f2',
+        'c["metadata"]["d"]["x"]["y"] = @f3',
+    ]
+    assert params == [("@f0", "loop"), ("@f1", 3), ("@f2", None), ("@f3", 1)]
+    assert m.metadata_conditions({"d": {}}) == (['IS_OBJECT(c["metadata"]["d"])'], [])
+
+
+def test_metadata_fields_keep_exact_values() -> None:
+    serde = JsonPlusSerializer()
+    cfg: Any = {"configurable": {"thread_id": "t", "user": "u1", "__secret_internal": "x"}}
+    md: Any = {"source": "loop", "step": 1, "writes": {"n": 1}}
+    plain = m.metadata_fields(cfg, md, serde)
+    assert plain == {"metadata": {"source": "loop", "step": 1, "user": "u1"}}
+    at = datetime(2024, 5, 1, tzinfo=timezone.utc)
+    md = {"step": 2**60, "at": at}
+    odd = m.metadata_fields(cfg, md, serde)
+    assert odd["metadata"] == {"user": "u1"}  # what JSON (doubles) cannot hold exactly is left out...
+    type_, data = odd["metadata_typed"]
+    restored = serde.loads_typed((type_, base64.b64decode(data)))
+    assert restored == {"step": 2**60, "at": at, "user": "u1"}  # ...and kept exactly here
+
+
+# -- values, items, batches --------------------------------------------------------------------------
+
+
+def test_value_items_chunk_and_reassemble() -> None:
+    data = bytes(range(256)) * ((m.CHUNK_BYTES * 2 + 1000) // 256)
+    items = m.value_items("b!!ch!v", {"pk": "p", "kind": "blob"}, {"channel": "ch"}, ("bytes", data))
+    assert [i["id"] for i in items] == ["b!!ch!v", "b!!ch!v!1", "b!!ch!v!2"]
+    assert [i["part"] for i in items] == [0, 1, 2] and items[0]["parts"] == 3
+    assert {i["ref"] for i in items} == {"b!!ch!v"}
+    assert max(m.item_bytes(i) for i in items) < m.MAX_ITEM_BYTES
+    assert max(len(json.dumps(i)) for i in items) < m.MAX_ITEM_BYTES
+    # rows come back in any order, from any partition
+    out = m.assemble(list(reversed(items)))
+    assert list(out) == [("p", "b!!ch!v")] and out[("p", "b!!ch!v")].typed == ("bytes", data)
+    with pytest.raises(ValueError, match=r"missing chunk\(s\) \[1\] of 3"):
+        m.assemble([items[0], items[2]])
+    assert m.assemble(items[1:]) == {}  # chunks without a head (a put that failed midway) are ignored
+
+
+def test_plan_batches_respects_cosmos_limits() -> None:
+    small = [("upsert", ({"id": f"i{n}", "data": "x" * 10},)) for n in range(250)]
+    assert [len(b) for b in m.plan_batches(small)] == [100, 100, 50]
+    big = [("upsert", ({"id": f"b{n}", "data": "x" * 1_000_000},)) for n in range(3)]
+    batches = m.plan_batches([*big, small[0]])
+    assert [len(b) for b in batches] == [1, 1, 2]
+    assert all(sum(m.item_bytes(op[1][0]) for op in b) <= m.MAX_BATCH_BYTES for b in batches)
+    assert [op for b in batches for op in b] == [*big, small[0]]  # order kept: checkpoint item last
+
+
+def test_values_queries_one_query_for_many_checkpoints() -> None:
+    docs = [{"pk": "p", "id": f"c!!{i}", "blobs": ["b!!x!1", f"b!!y!{i}"]} for i in range(10)]
+    queries = m.values_queries(docs)
+    assert len(queries) == 1 and queries[0].pk == "p"
+    assert queries[0].sql == (
+        "SELECT * FROM c WHERE (c.pk = @p0 AND ARRAY_CONTAINS(@v0, c.ref)) OR "
+        "(c.pk = @p1 AND ARRAY_CONTAINS(@v1, c.cp))"
+    )
+    params = dict(queries[0].params)
+    assert params["@v0"] == ["b!!x!1", *[f"b!!y!{i}" for i in range(10)]]  # shared values once
+    two = [{"pk": "p1", "id": "c!!1", "blobs": []}, {"pk": "p2", "id": "c!!2", "blobs": []}]
+    across = m.values_queries(two)
+    assert len(across) == 1 and across[0].pk is None  # list across threads: one cross-partition query
+    huge = [{"pk": "p", "id": f"c!!{'x' * 100}{i}", "blobs": []} for i in range(3000)]
+    assert len(m.values_queries(huge)) > 1  # only when the ids would make one query too large
+
+
+# -- prune and delete plans --------------------------------------------------------------------------
+
+
+def _row(ns: str, cid: str, parent: str | None, blobs: list[str], **extra: Any) -> dict[str, Any]:
+    return {
+        "id": f"c!{ns}!{cid}",
+        "checkpoint_ns": ns,
+        "checkpoint_id": cid,
+        "parent_checkpoint_id": parent,
+        "blobs": blobs,
+        **extra,
+    }
+
+
+def test_plan_keep_latest() -> None:
+    rows = [
+        _row("", "1", None, ["a1", "b1"]),
+        _row("", "2", "1", ["a2", "b1"]),
+        _row("", "3", "2", ["a3", "b1"]),
+        _row("child", "5", None, ["c1"]),
+        _row("child", "6", "5", ["c2"]),
+        _row("node:t1", "7", None, ["s1"], root="1"),  # a subgraph call from a root checkpoint not kept
+        _row("node:t2", "8", None, ["s2"], root="3"),  # one from the kept root checkpoint
+        _row("node:t3", "9", None, ["s3"], root="unsaved"),  # its root was never saved: kept
+    ]
+    plan = m.plan_keep_latest(rows)
+    assert plan.checkpoints == ["c!!1", "c!!2", "c!child!5", "c!node:t1!7"]
+    assert plan.relink == [("c!!3", None), ("c!child!6", None)]
+    assert plan.garbage == ["a1", "a2", "c1", "s1"]
+
+
+def test_plan_keep_latest_refuses_delta_channel_threads() -> None:
+    with pytest.raises(NotImplementedError, match="DeltaChannel"):
+        m.plan_keep_latest([_row("", "1", None, [], delta=True)])
+
+
+def test_plan_removal_relinks_to_the_nearest_kept_ancestor() -> None:
+    rows = [_row("", str(i), str(i - 1) if i else None, [f"v{i}", "shared"]) for i in range(5)]
+    plan = m.plan_removal(rows, {"c!!1", "c!!2"})
+    assert plan.checkpoints == ["c!!1", "c!!2"]
+    assert plan.relink == [("c!!3", "0")]
+    assert plan.garbage == ["v1", "v2"]  # "shared" is still read by kept checkpoints
+
+
+def test_prune_flow_validates_arguments() -> None:
+    with pytest.raises(ValueError, match="unknown prune strategy 'all'"):
+        next(m.prune_flow(["t"], "all"))
+    with pytest.raises(TypeError, match="not one string"):
+        next(m.prune_flow("t", "delete"))
+    with pytest.raises(TypeError, match="not one string"):
+        next(m.delete_for_runs_flow("r"))
