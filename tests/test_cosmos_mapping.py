@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from checkpointers.cosmosdb import _mapping as m
+from checkpointers.cosmosdb import sync as sync_module
 
 LEGAL_ID = re.compile(r"[A-Za-z0-9_.\-~!]+\Z")
 
@@ -243,3 +244,14 @@ def test_prune_flow_validates_arguments() -> None:
         next(m.prune_flow("t", "delete"))
     with pytest.raises(TypeError, match="not one string"):
         next(m.delete_for_runs_flow("r"))
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import checkpointers.cosmosdb
+
+    for module in (m, checkpointers.cosmosdb, sync_module):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.failed == 0, module.__name__
+    assert doctest.testmod(m).attempted == 2  # encode_part

@@ -4,9 +4,9 @@
 ``AsyncCosmosDBSaver`` (``azure.cosmos.aio``) share one pure document mapping
 (``checkpointers.cosmosdb._mapping``: data model, ids, queries, limits); their I/O halves are thin.
 
->>> from checkpointers.cosmosdb import CosmosDBSaver, AsyncCosmosDBSaver
->>> CosmosDBSaver.get_next_version(None, None, None)[:33]   # string versions, like PostgresSaver
-'00000000000000000000000000000001.'
+>>> from checkpointers.cosmosdb import PARTITION_KEY_PATH, CosmosDBSaver, AsyncCosmosDBSaver
+>>> PARTITION_KEY_PATH   # one logical partition per thread: the encoded thread id
+'/pk'
 """
 
 from ._mapping import INDEXING_POLICY, PARTITION_KEY_PATH

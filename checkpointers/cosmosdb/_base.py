@@ -3,6 +3,7 @@ connection state, the reducer integration and the TTL refresh bookkeeping. No I/
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
@@ -126,6 +127,7 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         summary_memo: SummaryMemo | None = None,
         client_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
+        self._require_sdk()
         super().__init__(serde=serde)
         if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= MAX_TTL):
             raise ValueError(f"ttl must be None or an int number of seconds in 1..{MAX_TTL}, got {ttl!r}")
@@ -174,6 +176,11 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         elif container is not None:
             self._check_sdk_object(container, "container")
             self._link.container = container
+        if self._aio:
+            try:  # the loop AsyncCosmosDBSaver's sync methods run on; else set by its first async call
+                self._link.loop = asyncio.get_running_loop()
+            except RuntimeError:
+                pass
         self._written = WrittenValues()
         self.reducer = reducer
         self.messages_key = messages_key
@@ -184,6 +191,10 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
 
     #: True for AsyncCosmosDBSaver (azure.cosmos.aio objects), False for CosmosDBSaver
     _aio = False
+
+    @classmethod
+    def _require_sdk(cls) -> None:
+        """Raise a clear ImportError when the SDK the subclass needs is not installed."""
 
     def _check_sdk_object(self, obj: Any, what: str) -> None:
         is_aio = type(obj).__module__.startswith("azure.cosmos.aio")

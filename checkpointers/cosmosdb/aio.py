@@ -57,13 +57,9 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
 
     _aio = True
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    @classmethod
+    def _require_sdk(cls) -> None:
         _cosmos()
-        super().__init__(*args, **kwargs)
-        try:
-            self._link.loop = asyncio.get_running_loop()
-        except RuntimeError:
-            pass  # set by the first async call
 
     @classmethod
     @asynccontextmanager

@@ -85,9 +85,9 @@ class CosmosDBSaver(CosmosSaverBase):
 
     _aio = False
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    @classmethod
+    def _require_sdk(cls) -> None:
         _cosmos()
-        super().__init__(*args, **kwargs)
 
     @classmethod
     @contextmanager
