@@ -241,6 +241,26 @@ async def test_empty_thread_id_is_refused(make: Make) -> None:
         await api.call("get_tuple", {"configurable": {"thread_id": ""}})
 
 
+async def test_pending_writes_order_and_special_channels(make: Make) -> None:
+    from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
+
+    api = await make()
+    [cid] = await api.chain("t", 1)
+    config = cfg("t", "", cid)
+    writes = [(f"ch{i}", i) for i in range(12)]  # idx 10 and 11 must come after 2, not after 1
+    await api.call("put_writes", config, writes, "task-b", "path:1")
+    await api.call(
+        "put_writes", config, [(ERROR, "first"), (INTERRUPT, {"x": 1}), (ERROR, "last")], "task-a", ""
+    )
+    await api.call("put_writes", config, writes[:1], "task-b", "path:1")  # a retry: no duplicate
+    got = await api.call("get_tuple", config)
+    assert got.pending_writes == [
+        ("task-a", INTERRUPT, {"x": 1}),  # task_path "" first, then by idx: INTERRUPT -3, ERROR -1
+        ("task-a", ERROR, "last"),  # two writes to one special channel: the last one wins
+        *[("task-b", f"ch{i}", i) for i in range(12)],
+    ]
+
+
 # -- large values ------------------------------------------------------------------------------------
 
 

@@ -598,12 +598,14 @@ def plan_writes(
     cid = target.checkpoint_id
     group = _group(target.pk, "write", target.thread_id, ns, ttls.checkpoint, checkpoint_id=cid,
                    cp=checkpoint_item_id(ns, cid))
-    ops: list[tuple[str, tuple[Any, ...]]] = []
+    by_id: dict[str, list[dict[str, Any]]] = {}
     for i, (channel, value) in enumerate(writes):
         idx = WRITES_IDX_MAP.get(channel, i)
         head = {"task_id": task_id, "task_path": task_path, "idx": idx, "channel": channel}
-        items = value_items(write_item_id(ns, cid, task_id, idx), group, head, serde.dumps_typed(value))
-        ops.extend(("upsert", (item,)) for item in items)
+        head_id = write_item_id(ns, cid, task_id, idx)
+        # two writes to one special channel share an idx: the last one wins (one op per id in a batch)
+        by_id[head_id] = value_items(head_id, group, head, serde.dumps_typed(value))
+    ops = [("upsert", (item,)) for items in by_id.values() for item in items]
     for batch in plan_batches(ops):
         yield Batch(target.pk, tuple(batch))
 

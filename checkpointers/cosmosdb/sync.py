@@ -211,7 +211,9 @@ class CosmosDBSaver(CosmosSaverBase):
             except cosmos.exceptions.CosmosResourceNotFoundError:
                 return None
         if isinstance(op, m.Query):
-            return builtins.list(container.query_items(op.sql, parameters=op.parameters, **_scope(op.pk)))
+            # max_item_count=-1: the service sizes pages (up to 4 MB) instead of 100 items a page
+            rows = container.query_items(op.sql, parameters=op.parameters, max_item_count=-1, **_scope(op.pk))
+            return builtins.list(rows)
         if isinstance(op, m.Pages):
             q = op.query
             return container.query_items(
