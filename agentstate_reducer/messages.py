@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, repeat
-from operator import and_, eq, is_, is_not, not_
+from operator import eq, is_, is_not
 from typing import Any, Final, Literal, NamedTuple
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
@@ -313,7 +313,10 @@ _READ_FIELDS: Final = (
 )
 _CHAT_TYPES: Final = frozenset({"chat", "ChatMessage", "ChatMessageChunk"})
 _NO_CALLS: Final = frozenset({list, tuple, type(None)})
+_STR_OR_NONE: Final = frozenset({str, type(None)})
 _column_classes: dict[type, bool] = {}
+#: ``tool_call_payloads`` of the messages read with their tool calls, by index
+Calls = dict[int, list[tuple[str, str, str]]]
 
 
 def _columnar(cls: type) -> bool:
@@ -360,61 +363,74 @@ def _object_role(mtype: Any) -> Any:
     return _CLASS_ROLES.get(mtype, mtype)
 
 
-def _plain_group(msgs: list[Any], is_dict: bool) -> list[MessageInfo | None]:
-    """``read_plain`` of a list of exact dicts (``is_dict``) or of instances of columnar classes."""
+def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list[MessageInfo | None], Calls]:
+    """``read_plain`` of a list of exact dicts (``is_dict``) or of instances of columnar classes.
+
+    Every step is a ``map`` over a column, or a loop over the few messages it concerns (tool
+    results, messages that are not plain): each pass over the whole list costs per message.
+    """
     n = len(msgs)
     missing: Any = None if is_dict else _MISSING  # a dict's missing key reads None, like dict.get
+    raw_of: dict[Any, Any]
+    also: tuple[Any, ...] = ()  # raw roles set besides raw_of's
     if is_dict:
         attrs: list[dict[str, Any]] = msgs
         roles = list(map(dict.get, attrs, repeat("role")))
         mtypes = list(map(dict.get, attrs, repeat("type")))
-        pairs = {pair: _dict_role(*pair) for pair in set(zip(roles, mtypes, strict=True))}
-        raw = list(map(pairs.__getitem__, zip(roles, mtypes, strict=True)))
-        if any(r is None and isinstance(t, str) for r, t in pairs):
-            # {"type": "ai", "data": {...}}: the fields live under "data"; read those on their own
-            datas = list(map(dict.get, attrs, repeat("data")))
-            for i in compress(range(n), map(is_not, datas, repeat(None))):
-                if roles[i] is None and isinstance(mtypes[i], str):
-                    raw[i] = _MISSING
+        if mtypes.count(None) == n:  # OpenAI dicts: the role alone decides
+            raw_of = {r: _dict_role(r, None) for r in set(roles)}
+            raw = list(map(raw_of.__getitem__, roles))
+        else:
+            raw_of = {pair: _dict_role(*pair) for pair in set(zip(roles, mtypes, strict=True))}
+            raw = list(map(raw_of.__getitem__, zip(roles, mtypes, strict=True)))
+            if any(r is None and isinstance(t, str) for r, t in raw_of):
+                # {"type": "ai", "data": {...}}: the fields live under "data"; read those on their own
+                datas = list(map(dict.get, attrs, repeat("data")))
+                for i in compress(range(n), map(is_not, datas, repeat(None))):
+                    if roles[i] is None and isinstance(mtypes[i], str):
+                        raw[i] = _MISSING
+                        also = (_MISSING,)
     else:
-        attrs = list(map(vars, msgs))
-        if set(map(type, attrs)) != {dict}:
-            return [None] * n
+        attrs = list(map(vars, msgs))  # a __dict__ that is no dict fails dict.get below: not plain
         mtypes = list(map(dict.get, attrs, repeat("type"), repeat(_MISSING)))
-        table = {t: _object_role(t) for t in set(mtypes)}
-        raw = list(map(table.__getitem__, mtypes))
-    kind_of = {r: _kind_of_role(r) for r in set(raw)}
+        raw_of = {t: _object_role(t) for t in set(mtypes)}
+        raw = list(map(raw_of.__getitem__, mtypes))
+    kind_of = {r: _kind_of_role(r) for r in {*raw_of.values(), *also}}
     kinds = list(map(kind_of.__getitem__, raw))
     contents = list(map(dict.get, attrs, repeat("content"), repeat(missing)))
     ids = list(map(dict.get, attrs, repeat("id"), repeat(missing)))
     names = list(map(dict.get, attrs, repeat("name"), repeat(missing)))
-    # plain so far: a known kind and text content (an exact str: a subclass is read on its own)
-    ok = list(map(and_, map(is_, map(type, contents), repeat(str)), map(is_not, kinds, repeat(None))))
-    if not set(map(type, ids)) <= {str, type(None)} or "" in ids:
+    not_plain: list[int] = []
+    called: list[int] = []  # AI messages whose tool calls are read (with_calls)
+    if set(map(type, contents)) != {str}:  # only an exact str is plain text (MISSING is no str)
+        not_plain += compress(range(n), map(is_not, map(type, contents), repeat(str)))
+    if None in kind_of.values():  # a role read on its own (MISSING)
+        not_plain += compress(range(n), map(is_, kinds, repeat(None)))
+    if not set(map(type, ids)) <= _STR_OR_NONE or "" in ids:
         ids = [v if v is _MISSING else _str_id(v) for v in ids]
-    if not set(map(type, names)) <= {str, type(None)}:
+        not_plain += compress(range(n), map(is_, ids, repeat(_MISSING)))
+    if not set(map(type, names)) <= _STR_OR_NONE:
         names = [v if v is _MISSING or type(v) is str else None for v in names]
-    for col in (ids, names) if missing is _MISSING else ():
-        for i in compress(range(n), map(is_, col, repeat(_MISSING))):
-            ok[i] = False
-    ai = list(compress(range(n), map(eq, kinds, repeat("ai"))))
-    if ai:
+        not_plain += compress(range(n), map(is_, names, repeat(_MISSING)))
+    if "ai" in kind_of.values():
+        ai = list(compress(range(n), map(eq, kinds, repeat("ai"))))
         rows = list(map(attrs.__getitem__, ai))
         calls = list(map(dict.get, rows, repeat("tool_calls"), repeat(missing)))
         if not set(map(type, calls)) <= _NO_CALLS:  # other types may hold calls in odd ways
-            for i, c in zip(ai, calls, strict=True):
-                if type(c) not in _NO_CALLS:
-                    ok[i] = False
-        for i in compress(ai, calls):  # a message with tool calls is not plain
-            ok[i] = False
+            not_plain += [i for i, c in zip(ai, calls, strict=True) if type(c) not in _NO_CALLS]
+        if with_calls:  # calls in a list or tuple are read below, one message at a time
+            not_plain += [i for i, c in zip(ai, calls, strict=True) if c and type(c) not in _NO_CALLS]
+            called = list(compress(ai, calls))
+        else:
+            not_plain += compress(ai, calls)  # a message with tool calls (MISSING is true) is not plain
         extras = list(map(dict.get, rows, repeat("additional_kwargs"), repeat(missing)))
         for i, extra in zip(compress(ai, extras), compress(extras, extras), strict=True):
             # older LangChain dumps keep call ids in additional_kwargs["tool_calls"]
             if type(extra) is not dict or extra.get("tool_calls") is not None:
-                ok[i] = False
+                not_plain.append(i)
     results: list[tuple[Any, ...]] = [()] * n
-    tool = list(compress(range(n), map(eq, kinds, repeat("tool"))))
-    if tool:
+    if "tool" in kind_of.values():
+        tool = list(compress(range(n), map(eq, kinds, repeat("tool"))))
         rows = list(map(attrs.__getitem__, tool))
         answered = list(map(dict.get, rows, repeat("tool_call_id"), repeat(missing)))
         if set(map(type, answered)) == {str} and "" not in answered:
@@ -423,21 +439,37 @@ def _plain_group(msgs: list[Any], is_dict: bool) -> list[MessageInfo | None]:
         else:
             for i, value in zip(tool, answered, strict=True):
                 if value is _MISSING:
-                    ok[i] = False
+                    not_plain.append(i)
                     continue
                 # text content holds no tool_result blocks: an unusable tool_call_id answers nothing
                 answer = _str_id(value)
                 results[i] = (answer,) if answer is not None else ()
+    # MessageInfo._make is Python code; tuple.__new__ over zipped columns builds them at C speed
     infos: list[MessageInfo | None] = list(
-        map(MessageInfo._make, zip(kinds, raw, ids, contents, repeat(()), results, names))
+        map(tuple.__new__, repeat(MessageInfo), zip(kinds, raw, ids, contents, repeat(()), results, names))
     )
-    for i in compress(range(n), map(not_, ok)):
+    for i in not_plain:
         infos[i] = None
-    return infos
+    payloads: Calls = {}
+    for i in called:
+        info = infos[i]
+        if info is None:
+            continue
+        try:
+            # the adapter's own readers, so the calls are read exactly as read_message reads them
+            call_ids = _tool_call_ids(attrs[i].get, info.content)
+            payloads[i] = tool_call_payloads(msgs[i])
+        except Exception:  # a hostile call object: read this message on its own
+            infos[i] = None
+            continue
+        infos[i] = info._replace(call_ids=call_ids)
+    return infos, payloads
 
 
-def read_plain(messages: Sequence[Any]) -> list[MessageInfo | None]:
-    """``read_message`` of each *plain* message, and None for every other one.
+def read_plain(
+    messages: Sequence[Any], *, with_calls: bool = False
+) -> tuple[list[MessageInfo | None], Calls]:
+    """``(infos, calls)``: ``read_message`` of each *plain* message, None for every other one.
 
     Plain: text content (a ``str``), no tool calls, and a shape read by columns: exact dicts
     (OpenAI and LangChain dict shapes) and objects keeping their fields in the instance
@@ -445,40 +477,37 @@ def read_plain(messages: Sequence[Any]) -> list[MessageInfo | None]:
     only on its reading (kind, content, name, the call id a tool result answers), so a token
     counter can count it without touching the message again.
 
+    With ``with_calls``, AI messages of those shapes with text content and tool calls in a list
+    are read too, and ``calls`` maps their index to ``tool_call_payloads(message)``.
+
     This is the token counter's pass over a whole history, so it reads field by field with
     ``map`` over the list (C speed) instead of message by message. Each reading equals
-    ``read_message(message)``; messages with content blocks, tool calls, ``ChatMessage``, the
-    serialized forms and duck-typed objects get None: read those with ``read_message``.
+    ``read_message(message)``; messages with content blocks, ``ChatMessage``, the serialized
+    forms and duck-typed objects get None: read those with ``read_message``.
     """
     n = len(messages)
     types = list(map(type, messages))
     classes = set(types)
-    groups: list[tuple[type, list[int] | None]] = []
-    if len(classes) == 1:
-        groups.append((classes.pop(), None))
-    else:
-        for cls in classes:
-            positions: list[int] = []
-            i = -1
-            try:
-                while True:
-                    i = types.index(cls, i + 1)
-                    positions.append(i)
-            except ValueError:
-                pass
-            groups.append((cls, positions))
-    out: list[MessageInfo | None] = [None] * n
-    for cls, where in groups:
-        is_dict = cls is dict
-        if not is_dict and not _columnar(cls):
-            continue
-        msgs = list(messages) if where is None else list(map(messages.__getitem__, where))
+    columnar = {cls: cls is not dict and _columnar(cls) for cls in classes}
+    if classes == {dict} or all(columnar.values()):
         try:
-            read = _plain_group(msgs, is_dict)
+            return _plain_group(list(messages), dict in classes, with_calls)
         except Exception:  # an unhashable role, an == that raises: read these one by one
+            return [None] * n, {}
+    out: list[MessageInfo | None] = [None] * n
+    calls: Calls = {}
+    for is_dict, where in (
+        (True, list(compress(range(n), map(is_, types, repeat(dict))))),
+        (False, list(compress(range(n), map(columnar.__getitem__, types)))),
+    ):
+        if not where:
             continue
-        if where is None:
-            return read
+        try:
+            read, payloads = _plain_group(list(map(messages.__getitem__, where)), is_dict, with_calls)
+        except Exception:
+            continue
         for i, info in zip(where, read, strict=True):
             out[i] = info
-    return out
+        for j, payload in payloads.items():
+            calls[where[j]] = payload
+    return out, calls
