@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, repeat
+from json import JSONEncoder
 from operator import eq, is_, is_not
 from typing import Any, Final, Literal, NamedTuple
 
@@ -224,15 +225,18 @@ def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
     return out
 
 
+# What json.dumps(value, ensure_ascii=False, sort_keys=True, default=str) builds on every call: one
+# shared encoder gives the same text without constructing one per tool call (encode is stateless).
+_JSON: Final = JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if value is None:
         return ""
     try:
-        import json
-
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        return _JSON.encode(value)
     except (TypeError, ValueError):
         return str(value)
 
