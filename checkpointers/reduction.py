@@ -348,3 +348,22 @@ class _MemoUse:
         if end - start != len(covered):
             return None
         return start, end, run[start], run[end - 1]
+
+
+class DefaultMemo:
+    """The type of ``DEFAULT_MEMO``: "not given" (a new ``SummaryMemo``), where ``None`` means off."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT_MEMO"
+
+
+DEFAULT_MEMO = DefaultMemo()
+
+
+def resolve_memo(value: SummaryMemo | DefaultMemo | None) -> SummaryMemo | None:
+    """A saver's ``summary_memo`` argument: not given -> a new memo per saver; None -> off."""
+    if isinstance(value, DefaultMemo):
+        return SummaryMemo()
+    if value is not None and not isinstance(value, SummaryMemo):
+        raise TypeError(f"summary_memo must be a SummaryMemo or None, got {type(value).__name__}")
+    return value

@@ -75,16 +75,17 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from agentstate_reducer import MessageReducer
 
-from .reduction import OnReduce, SummaryMemo, areduce_checkpoint, reduce_checkpoint
+from .reduction import (
+    DEFAULT_MEMO,
+    DefaultMemo,
+    OnReduce,
+    SummaryMemo,
+    areduce_checkpoint,
+    reduce_checkpoint,
+    resolve_memo,
+)
 
 __all__ = ["ReducingCheckpointSaver"]
-
-
-class _Default:
-    """The type of ``_DEFAULT``: "not given", where ``None`` means "off"."""
-
-
-_DEFAULT = _Default()
 
 logger = logging.getLogger("agentstate_reducer.checkpointers")
 
@@ -137,7 +138,7 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         *,
         messages_key: str = "messages",
         on_reduce: OnReduce | None = None,
-        summary_memo: SummaryMemo | _Default | None = _DEFAULT,
+        summary_memo: SummaryMemo | DefaultMemo | None = DEFAULT_MEMO,
     ) -> None:
         # No super().__init__(): it would set a serde of our own; ``serde`` is the inner saver's.
         if not isinstance(inner, BaseCheckpointSaver):
@@ -161,11 +162,7 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         self._on_reduce = on_reduce
         #: True when the inner saver applies the reducer itself: puts pass through unchanged.
         self._passthrough = _adopt(inner, reducer, messages_key, on_reduce)
-        if isinstance(summary_memo, _Default):
-            summary_memo = SummaryMemo()
-        if summary_memo is not None and not isinstance(summary_memo, SummaryMemo):
-            raise TypeError(f"summary_memo must be a SummaryMemo or None, got {type(summary_memo).__name__}")
-        self._summary_memo = summary_memo
+        self._summary_memo = resolve_memo(summary_memo)
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 

@@ -18,7 +18,15 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from agentstate_reducer import MessageReducer
 
-from ..reduction import OnReduce, SummaryMemo, areduce_checkpoint, reduce_checkpoint
+from ..reduction import (
+    DEFAULT_MEMO,
+    DefaultMemo,
+    OnReduce,
+    SummaryMemo,
+    areduce_checkpoint,
+    reduce_checkpoint,
+    resolve_memo,
+)
 from ._mapping import PutPlan, Ttls, blob_item_id, next_version, parse_config, plan_put
 
 #: Largest ``ttl``: value items live 1.5x as long, and Cosmos DB TTLs are 32-bit signed seconds.
@@ -124,7 +132,7 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         reducer: MessageReducer | None = None,
         messages_key: str = "messages",
         on_reduce: OnReduce | None = None,
-        summary_memo: SummaryMemo | None = None,
+        summary_memo: SummaryMemo | DefaultMemo | None = DEFAULT_MEMO,
         client_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
         self._require_sdk()
@@ -185,7 +193,7 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         self.reducer = reducer
         self.messages_key = messages_key
         self.on_reduce = on_reduce
-        self.summary_memo = summary_memo
+        self.summary_memo = resolve_memo(summary_memo)
 
     # -- subclass hooks ---------------------------------------------------------------------------
 
