@@ -6,11 +6,12 @@
 * never mutate the checkpoint given (its list is the live run's list): build new dicts and lists;
 * never add or delete keys, never touch versions, ids or metadata;
 * the reduction is deterministic and idempotent, so it is applied whenever the channel's value is
-  in the checkpoint, also when ``messages_key`` is not in ``new_versions``: row savers (SqliteSaver,
-  CosmosDBSaver) store ``channel_values`` whole on every put, and the value there is the live
+  in the checkpoint, also when ``messages_key`` is not in ``new_versions``: row savers (SqliteSaver)
+  store ``channel_values`` whole on every put, and the value there is the live
   run's *full* list. Reducing only new versions let a step that did not touch the messages (a node
   writing another key, the last step of a run) persist and hand the next run the unreduced list.
-  Blob savers (InMemorySaver, PostgresSaver) ignore the value of a version they already stored,
+  Blob savers (InMemorySaver, PostgresSaver, CosmosDBSaver) ignore the value of a version they
+  already stored,
   which was this same reduction. ``PutReduction.new_version`` tells the two cases apart, so
   metrics can count each version once;
 * a ``DeltaChannel`` messages channel (its value is absent, or a ``_DeltaSnapshot``) is left as it
