@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,6 +153,31 @@ def _apply(checkpoint: Any, key: str, messages: list[Any], reduced: list[Any], r
     return _with_messages(checkpoint, key, result.surviving)
 
 
+_Flow = Generator[list[Any], ReducerResult, tuple[Any, PutReduction]]
+
+
+def _reduction(
+    reducer: MessageReducer,
+    config: Mapping[str, Any],
+    checkpoint: Any,
+    new_versions: Mapping[str, Any],
+    messages_key: str,
+    on_reduce: OnReduce | None,
+    summary_memo: SummaryMemo | None,
+) -> _Flow:
+    """The reduction of one put, written once: it yields the list to reduce and receives the
+    result; ``reduce_checkpoint`` and ``areduce_checkpoint`` only differ in how they reduce it."""
+    new_version = messages_key in new_versions
+    messages = _messages_or_skip(checkpoint, messages_key)
+    if isinstance(messages, str):
+        return checkpoint, _report(config, checkpoint, messages_key, new_version, messages, None, on_reduce)
+    memo = _MemoUse(summary_memo, reducer, config, messages)
+    result = yield memo.messages
+    memo.record(result)
+    out = _apply(checkpoint, messages_key, messages, memo.messages, result)
+    return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
+
+
 def reduce_checkpoint(
     reducer: MessageReducer,
     config: Mapping[str, Any],
@@ -164,15 +189,13 @@ def reduce_checkpoint(
     summary_memo: SummaryMemo | None = None,
 ) -> tuple[Any, PutReduction]:
     """Return ``(checkpoint to store, report)``; the input checkpoint is never changed."""
-    new_version = messages_key in new_versions
-    messages = _messages_or_skip(checkpoint, messages_key)
-    if isinstance(messages, str):
-        return checkpoint, _report(config, checkpoint, messages_key, new_version, messages, None, on_reduce)
-    memo = _MemoUse(summary_memo, reducer, config, messages)
-    result = reducer.reduce(memo.messages, namespace=_namespace(config))
-    memo.record(result)
-    out = _apply(checkpoint, messages_key, messages, memo.messages, result)
-    return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
+    flow = _reduction(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
+    try:
+        messages = next(flow)
+        flow.send(reducer.reduce(messages, namespace=_namespace(config)))
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("the reduction flow yields once")
 
 
 async def areduce_checkpoint(
@@ -186,15 +209,13 @@ async def areduce_checkpoint(
     summary_memo: SummaryMemo | None = None,
 ) -> tuple[Any, PutReduction]:
     """``reduce_checkpoint`` for ``aput``: the summarizer, if any, runs off the event loop."""
-    new_version = messages_key in new_versions
-    messages = _messages_or_skip(checkpoint, messages_key)
-    if isinstance(messages, str):
-        return checkpoint, _report(config, checkpoint, messages_key, new_version, messages, None, on_reduce)
-    memo = _MemoUse(summary_memo, reducer, config, messages)
-    result = await reducer.areduce(memo.messages, namespace=_namespace(config))
-    memo.record(result)
-    out = _apply(checkpoint, messages_key, messages, memo.messages, result)
-    return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
+    flow = _reduction(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
+    try:
+        messages = next(flow)
+        flow.send(await reducer.areduce(messages, namespace=_namespace(config)))
+    except StopIteration as done:
+        return done.value
+    raise RuntimeError("the reduction flow yields once")
 
 
 def _namespace(config: Mapping[str, Any]) -> Any:
