@@ -383,7 +383,7 @@ def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list
         mtypes = list(map(dict.get, attrs, repeat("type")))
         if mtypes.count(None) == n:  # OpenAI dicts: the role alone decides
             raw_of = {r: _dict_role(r, None) for r in set(roles)}
-            raw = list(map(raw_of.__getitem__, roles))
+            raw = roles if all(k is v for k, v in raw_of.items()) else list(map(raw_of.__getitem__, roles))
         else:
             raw_of = {pair: _dict_role(*pair) for pair in set(zip(roles, mtypes, strict=True))}
             raw = list(map(raw_of.__getitem__, zip(roles, mtypes, strict=True)))
@@ -398,7 +398,7 @@ def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list
         attrs = list(map(vars, msgs))  # a __dict__ that is no dict fails dict.get below: not plain
         mtypes = list(map(dict.get, attrs, repeat("type"), repeat(_MISSING)))
         raw_of = {t: _object_role(t) for t in set(mtypes)}
-        raw = list(map(raw_of.__getitem__, mtypes))
+        raw = mtypes if all(k is v for k, v in raw_of.items()) else list(map(raw_of.__getitem__, mtypes))
     kind_of = {r: _kind_of_role(r) for r in {*raw_of.values(), *also}}
     kinds = list(map(kind_of.__getitem__, raw))
     contents = list(map(dict.get, attrs, repeat("content"), repeat(missing)))
@@ -423,7 +423,6 @@ def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list
         if not set(map(type, calls)) <= _NO_CALLS:  # other types may hold calls in odd ways
             not_plain += [i for i, c in zip(ai, calls, strict=True) if type(c) not in _NO_CALLS]
         if with_calls:  # calls in a list or tuple are read below, one message at a time
-            not_plain += [i for i, c in zip(ai, calls, strict=True) if c and type(c) not in _NO_CALLS]
             called = list(compress(ai, calls))
         else:
             not_plain += compress(ai, calls)  # a message with tool calls (MISSING is true) is not plain
@@ -460,14 +459,37 @@ def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list
         if info is None:
             continue
         try:
-            # the adapter's own readers, so the calls are read exactly as read_message reads them
-            call_ids = _tool_call_ids(attrs[i].get, info.content)
-            payloads[i] = tool_call_payloads(msgs[i])
+            read = _dict_calls(attrs[i]["tool_calls"])
+            if read is None:  # calls that are not plain dicts: the adapter's general readers
+                read = _tool_call_ids(attrs[i].get, info.content), tool_call_payloads(msgs[i])
         except Exception:  # a hostile call object: read this message on its own
             infos[i] = None
             continue
-        infos[i] = info._replace(call_ids=call_ids)
+        call_ids, payloads[i] = read
+        infos[i] = tuple.__new__(MessageInfo, ("ai", raw[i], ids[i], contents[i], call_ids, (), names[i]))
     return infos, payloads
+
+
+def _dict_calls(calls: Sequence[Any]) -> tuple[tuple[str, ...], list[tuple[str, str, str]]] | None:
+    """``(call_ids, tool_call_payloads)`` of an AI message with text content whose tool calls are
+    all plain dicts (LangChain ``{"name", "args", "id"}``, OpenAI ``{"id", "function": {...}}``),
+    read as ``_tool_call_ids`` and ``tool_call_payloads`` read them; None for any other calls."""
+    ids: list[str] = []
+    payloads: list[tuple[str, str, str]] = []
+    for call in calls:
+        if type(call) is not dict:
+            return None
+        fn = call.get("function")  # OpenAI shape keeps name and arguments under "function"
+        src = call if fn is None else fn
+        if type(src) is not dict:
+            return None
+        call_id = call.get("id")
+        answerable = _str_id(call_id)
+        if answerable is not None and answerable not in ids:
+            ids.append(answerable)
+        args = src["arguments"] if "arguments" in src else src.get("args", "")
+        payloads.append((str(call_id or ""), str(src.get("name") or ""), _as_text(args)))
+    return tuple(ids), payloads
 
 
 def read_plain(
@@ -495,7 +517,8 @@ def read_plain(
     columnar = {cls: cls is not dict and _columnar(cls) for cls in classes}
     if classes == {dict} or all(columnar.values()):
         try:
-            return _plain_group(list(messages), dict in classes, with_calls)
+            msgs = messages if type(messages) is list else list(messages)
+            return _plain_group(msgs, dict in classes, with_calls)
         except Exception:  # an unhashable role, an == that raises: read these one by one
             return [None] * n, {}
     out: list[MessageInfo | None] = [None] * n
