@@ -41,12 +41,12 @@ import threading
 import warnings
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
-from itertools import repeat
-from json import dumps as _json_dumps
-from operator import eq, is_, itemgetter
+from itertools import compress, repeat
+from json import JSONEncoder
+from operator import add, eq, floordiv, is_, is_not, itemgetter, not_
 from typing import Any, Final, cast
 
-from .messages import MessageInfo, read_message, tool_call_payloads
+from .messages import MessageInfo, read_message, read_plain, tool_call_payloads
 
 logger = logging.getLogger("agentstate_reducer.tokens")
 
@@ -77,9 +77,13 @@ def heuristic_text_tokens(text: str) -> int:
     return -(-len(text) // HEURISTIC_CHARS_PER_TOKEN)
 
 
+# json.dumps(value, ensure_ascii=False, sort_keys=True, default=str), without building an encoder per call
+_JSON: Final = JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
+
+
 def _json_text(value: Any) -> str:
     try:
-        return _json_dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        return _JSON.encode(value)
     except (TypeError, ValueError):  # unsortable keys, a reference cycle
         return str(value)
 
@@ -275,10 +279,80 @@ def unchanged(snap: Any, message: Any) -> bool:
         return False
 
 
+# Empty containers in a snapshot: any empty one compares equal to an empty live value and
+# unequal to a filled one, so a shared constant (never handed out, never changed) does.
+_EMPTY_LIST: Final[list[Any]] = []
+_EMPTY_DICT: Final[dict[str, Any]] = {}
+_EMPTY_OF: Final[dict[type, Any]] = {list: _EMPTY_LIST, dict: _EMPTY_DICT, tuple: ()}
+_COPIED_FAST: Final = _ATOMIC | {list, dict, tuple}
+
+
+def _copied_column(values: list[Any]) -> list[Any]:
+    """``[v if atomic else _copy(v) for v in values]``, with the empty containers (most of them)
+    replaced at C speed and only the filled ones copied in Python."""
+    kinds = set(map(type, values))
+    if kinds <= _ATOMIC:
+        return values
+    if not kinds <= _COPIED_FAST:  # Mapping or list subclasses: copied into plain ones
+        return [v if type(v) in _ATOMIC else _copy(v) for v in values]
+    out = list(map(_EMPTY_OF.get, map(type, values), values))  # atomic values map to themselves
+    for i in compress(range(len(values)), values):  # the true ones: non-empty containers among them
+        v = values[i]
+        if type(v) not in _ATOMIC:
+            out[i] = _copy(v)
+    return out
+
+
+def snapshots(messages: Sequence[Any]) -> list[Any]:
+    """``[snapshot(m) for m in messages]`` (equal values), by columns at C speed when every
+    message is a dict or every one an object keeping its fields in ``__dict__``."""
+    types = list(map(type, messages))
+    classes = set(types)
+    try:
+        if classes == {dict}:
+            # a dict whose values are all atomic is snapshot by a shallow copy
+            value_types = map(set, map(map, repeat(type), map(dict.values, messages)))
+            atomic = list(map(_ATOMIC.issuperset, value_types))
+            out = list(map(dict.copy, messages))
+            for i in compress(range(len(out)), map(not_, atomic)):
+                out[i] = snapshot(messages[i])
+            return out
+        if classes and dict not in classes and all(_shape(c) == () for c in classes):
+            attrs = cast("list[dict[str, Any]]", list(map(vars, messages)))
+            columns = [_copied_column(list(map(_dict_get, attrs, repeat(f)))) for f in _OBJECT_FIELDS]
+            return list(zip(types, *columns, strict=True))
+    except Exception:  # a __dict__ that is no dict, a reference cycle: one by one
+        pass
+    return list(map(snapshot, messages))
+
+
+def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[int]:
+    """The heuristic count of each plain reading (junk where None: ``gaps``), by columns at C
+    speed: ``MESSAGE_OVERHEAD + ceil(len(content) / 4)``, plus the name and the answered call
+    id (tool calls are added by the caller)."""
+    n = len(read)
+    per = HEURISTIC_CHARS_PER_TOKEN
+    # ceil(length / per) + overhead == (length + per - 1 + overhead * per) // per, for length >= 0
+    if gaps:  # getattr with a default reads past the gaps (each filled in by the caller)
+        lengths = map(len, map(getattr, read, repeat("content"), repeat("")))
+    else:
+        lengths = map(len, map(itemgetter(3), cast("list[MessageInfo]", read)))
+    counts = list(map(floordiv, map(add, lengths, repeat(per - 1 + MESSAGE_OVERHEAD * per)), repeat(per)))
+    names = list(map(getattr, read, repeat("name"), repeat(None)))
+    if names.count(None) != n:
+        for i in compress(range(n), names):
+            counts[i] += heuristic_text_tokens(cast("str", names[i]))
+    results = list(map(getattr, read, repeat("result_ids"), repeat(())))
+    for i in compress(range(n), results):
+        counts[i] += sum(map(heuristic_text_tokens, results[i]))
+    return counts
+
+
 # A cache entry: (message, snapshot, info, count). The message is held so that its id() is not
 # reused while cached; a tuple, because creating one is the cheapest thing per counted message.
 _Entry = tuple[Any, Any, MessageInfo, int]
 _dict_get: Callable[[dict[str, Any], str], Any] = dict.get
+_NO_KNOWN: Final[dict[str, _Entry]] = {}
 _NO_ENTRY: Final[_Entry] = (None, _Uncacheable(), MessageInfo("unknown", None, None, None), 0)
 
 
@@ -292,6 +366,12 @@ class TokenCounter:
     tool-call argument) or replaced by one with the same id and new content is recounted, and a
     reloaded copy of an unchanged message is not. At most ``cache_size`` messages are kept, least
     recently used first out; ``cache_size=0`` disables the cache.
+
+    Messages not in the cache are read in bulk (``read_plain``) and their snapshots taken by
+    columns (``snapshots``). The heuristic counts text messages and tool calls it reads in bulk
+    faster than it can snapshot them, so it caches such a message only the second time it sees
+    the same object: a history reduced once costs no snapshots, one reduced turn after turn is
+    answered from the cache from its third reduction on.
 
     ``count_messages`` counts a whole list; over a warm cache it neither re-reads nor recounts
     old messages, it only checks that they are unchanged.
@@ -315,6 +395,7 @@ class TokenCounter:
         self.image_tokens = image_tokens
         self._cache: OrderedDict[int, _Entry] = OrderedDict()  # id(message) -> entry
         self._by_msg_id: dict[str, _Entry] = {}  # message id -> its newest entry
+        self._seen: set[int] = set()  # id() of messages the heuristic counted by columns once
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -332,7 +413,7 @@ class TokenCounter:
                 n += measure(info.name)
             if info.kind == "ai":
                 for call in tool_call_payloads(message):
-                    n += sum(measure(piece) for piece in call)
+                    n += sum(map(measure, call))
             for result_id in info.result_ids:
                 n += measure(result_id)
             return n
@@ -348,11 +429,17 @@ class TokenCounter:
 
     def read_and_count(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo]]:
         """``(counts, infos)``: each message's token count and its ``read_message`` reading, from
-        the cache where it is still right (the planner then needs not read kept messages again)."""
-        if self.cache_size <= 0:
-            read = [read_message(m) for m in messages]
-            return [self.count_uncached(m, info) for m, info in zip(messages, read, strict=True)], read
+        the cache where it is still right (the planner then needs not read messages again).
+
+        Messages the cache does not answer are read in bulk (``read_plain``), counted and cached,
+        their snapshots taken by columns too (``snapshots``). The heuristic counts a message it
+        reads in bulk faster than it could cache it, so it caches such a message only when it
+        sees the same object a second time (an agent's history is reduced turn after turn; a
+        history reduced once is not worth the snapshots).
+        """
         n = len(messages)
+        if self.cache_size <= 0:
+            return self._count_fresh(messages, by_id=False)[:2]
         with self._lock:
             found = self._lookup(messages)
             if found is not None:
@@ -362,40 +449,114 @@ class TokenCounter:
             self.hits += n - len(missed)
         if not missed:
             return counts, infos
-        cache = self._cache
-        # Count outside the lock: tiktoken releases the GIL, other threads may use the cache.
-        fresh: list[_Entry] = []
-        by_msg_id = self._by_msg_id
-        for i in missed:
-            msg = messages[i]
-            snap = snapshot(msg)
-            info = read_message(msg)
-            known = by_msg_id.get(info.id) if info.id is not None else None
-            if known is not None and unchanged(known[1], msg):
-                count = known[3]  # an equal copy of a counted message, e.g. reloaded from a checkpoint
+        sub = messages if len(missed) == n else list(map(messages.__getitem__, missed))
+        sub_counts, sub_infos, cheap = self._count_fresh(sub, by_id=True)
+        if len(missed) == n:
+            counts, infos = sub_counts, sub_infos
+        else:
+            for i, count, info in zip(missed, sub_counts, sub_infos, strict=True):
+                counts[i] = count
+                infos[i] = info
+        keys = list(map(id, sub))
+        admit: Sequence[int] = range(len(sub))
+        if cheap:
+            # counted by columns: cached only when seen before (an id may be reused by a new
+            # object: then a message is cached early, which costs time, never a wrong count)
+            seen = self._seen
+            mask = list(map(seen.__contains__, keys))
+            if len(cheap) == len(sub):
+                new_keys: Any = keys
             else:
-                count = self.count_uncached(msg, info)
-            infos[i] = info
-            counts[i] = count
-            fresh.append((msg, snap, info, count))
+                new_keys = map(keys.__getitem__, cheap)
+                for j in set(admit).difference(cheap):  # counted one by one: cached at once
+                    mask[j] = True
+            admit = list(compress(admit, mask))
+            if len(seen) > self.cache_size:
+                seen.clear()
+            seen.update(new_keys)
+        if admit:
+            if len(admit) != len(sub):
+                sub = list(map(sub.__getitem__, admit))
+                keys = list(map(keys.__getitem__, admit))
+                sub_infos = list(map(sub_infos.__getitem__, admit))
+                sub_counts = list(map(sub_counts.__getitem__, admit))
+            self._admit(sub, keys, sub_infos, sub_counts)
         with self._lock:
             self.misses += len(missed)
-            for entry in fresh:
-                key = id(entry[0])
-                replaced = cache.get(key)
-                if replaced is not None:  # a message changed in place: drop what pointed at its old entry
-                    cache.move_to_end(key)
-                    if replaced[2].id is not None and by_msg_id.get(replaced[2].id) is replaced:
-                        del by_msg_id[replaced[2].id]
-                cache[key] = entry
-                if entry[2].id is not None:
-                    by_msg_id[entry[2].id] = entry
+        return counts, infos
+
+    def _count_fresh(
+        self, messages: Sequence[Any], *, by_id: bool
+    ) -> tuple[list[int], list[MessageInfo], list[int]]:
+        """``(counts, infos, cheap)`` of messages counted now: read by ``read_plain`` where it
+        can, else one by one. ``cheap``: the indices counted by columns (the heuristic's plain
+        messages and tool calls). With ``by_id``, a message equal to a cached one with its id
+        (a copy reloaded from a checkpoint) takes that count instead of being measured."""
+        n = len(messages)
+        by_length = self.measure is heuristic_text_tokens
+        read, calls = read_plain(messages, with_calls=by_length)
+        infos = cast("list[MessageInfo]", read)
+        cheap: list[int] = []
+        if by_length:
+            todo: Sequence[int] = list(compress(range(n), map(is_, read, repeat(None))))
+            counts = _heuristic_counts(read, bool(todo))
+            for i, payloads in calls.items():
+                for call in payloads:
+                    counts[i] += sum(map(heuristic_text_tokens, call))
+            if len(todo) != n:
+                cheap = list(compress(range(n), map(is_not, read, repeat(None)))) if todo else list(range(n))
+        else:
+            counts = [0] * n
+            todo = range(n)
+        known_ids = self._by_msg_id if by_id else _NO_KNOWN
+        for i in todo:
+            msg = messages[i]
+            info = read[i]
+            plain = info is not None
+            if info is None:
+                info = infos[i] = read_message(msg)
+            known = known_ids.get(info.id) if known_ids and info.id is not None else None
+            if known is not None and unchanged(known[1], msg):
+                counts[i] = known[3]  # an equal copy of a counted message, e.g. reloaded from a checkpoint
+            elif plain:
+                counts[i] = self._count_plain(info)
+            else:
+                counts[i] = self.count_uncached(msg, info)
+        return counts, infos, cheap
+
+    def _count_plain(self, info: MessageInfo) -> int:
+        """``count_uncached`` of a message ``read_plain`` read without calls: its reading says all."""
+        measure = self.measure
+        n = MESSAGE_OVERHEAD + measure(info.content)
+        if info.name:
+            n += measure(info.name)
+        for result_id in info.result_ids:
+            n += measure(result_id)
+        return n
+
+    def _admit(
+        self, messages: Sequence[Any], keys: list[int], infos: list[MessageInfo], counts: list[int]
+    ) -> None:
+        """Cache ``messages`` (found by ``keys``, their ids) with their readings and counts."""
+        entries: list[_Entry] = list(zip(messages, snapshots(messages), infos, counts, strict=True))
+        msg_ids = list(map(itemgetter(2), infos))
+        cache = self._cache
+        by_msg_id = self._by_msg_id
+        with self._lock:
+            # a message changed in place is cached already: drop what pointed at its old entry
+            replaced = list(compress(keys, map(cache.__contains__, keys)))
+            for key in replaced:
+                old_id = cache[key][2].id
+                if old_id is not None and by_msg_id.get(old_id) is cache[key]:
+                    del by_msg_id[old_id]
+            cache.update(zip(keys, entries, strict=True))
+            deque(map(cache.move_to_end, replaced), maxlen=0)
+            by_msg_id.update(zip(compress(msg_ids, msg_ids), compress(entries, msg_ids), strict=True))
             while len(cache) > self.cache_size:
                 _, old = cache.popitem(last=False)
                 msg_id = old[2].id
                 if msg_id is not None and by_msg_id.get(msg_id) is old:
                     del by_msg_id[msg_id]
-        return counts, infos
 
     def _lookup(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo], list[int]] | None:
         """The warm check at C speed (``map`` over columns, no Python code per message) when every
@@ -403,6 +564,13 @@ class TokenCounter:
 
         Returns the cached counts and readings (placeholders where missed) and the missed indices.
         """
+        n = len(messages)
+        cache = self._cache
+        if cache:
+            ids = list(map(id, messages))
+            entries = list(map(cache.get, ids, repeat(_NO_ENTRY)))
+        if not cache or not any(map(is_not, entries, repeat(_NO_ENTRY))):  # nothing cached: no checks
+            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n))
         types = list(map(type, messages))
         classes = set(types)
         if classes == {dict}:
@@ -416,9 +584,6 @@ class TokenCounter:
             lives = zip(types, *columns, strict=True)
         else:
             return None
-        cache = self._cache
-        ids = list(map(id, messages))
-        entries = list(map(cache.get, ids, repeat(_NO_ENTRY)))
         try:
             same = list(map(eq, map(itemgetter(1), entries), lives))
         except Exception:  # an == that does not answer a bool (numpy arrays): check one by one
@@ -457,6 +622,7 @@ class TokenCounter:
         with self._lock:
             self._cache.clear()
             self._by_msg_id.clear()
+            self._seen.clear()
 
     def cache_len(self) -> int:
         return len(self._cache)

@@ -706,3 +706,329 @@ def test_a_value_whose_equality_is_not_a_bool_never_breaks_counting(shape: str) 
     content[1] = _NoBoolEquality()  # a new one: its == cannot answer, so the message is recounted
     assert counter(msg) == expected
     assert counter.misses == 2 and counter.hits == 1
+
+
+# --- the bulk path: columns read and counted at C speed, equal to the per-message rules ----------
+
+
+def every_shape() -> list[Any]:
+    """One conversation holding every message shape the adapter reads."""
+    from langchain_core.load import dumpd
+    from langchain_core.messages import (
+        AIMessageChunk,
+        ChatMessage,
+        FunctionMessage,
+        HumanMessageChunk,
+        RemoveMessage,
+        ToolMessageChunk,
+    )
+
+    image = "data:image/png;base64," + "iVBORw0KGgo" * 50
+    tool_use = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "rome"}}
+    renamed = HumanMessage("my type was changed in place")
+    renamed.type = "ai"  # type: ignore[assignment]
+    return [
+        SystemMessage("You are terse.", id="sys"),  # 0
+        HumanMessage("Book a trip to Paris", id="h1", name="alice"),  # 1
+        AIMessage("", id="a1", tool_calls=[{"name": "search", "args": {"q": "paris", "n": 3}, "id": "c1"}]),
+        ToolMessage("3 flights found", tool_call_id="c1", id="t1"),  # 3
+        AIMessage("The 9:40 flight is cheapest.", id="a2"),  # 4
+        AIMessageChunk(content="streamed answer", id="a3"),  # 5
+        AIMessageChunk(content="", id="a4", tool_call_chunks=[{"name": "f", "args": '{"x": 1}', "id": "c2"}]),
+        ToolMessageChunk(content="chunked result", tool_call_id="c2"),  # 7
+        HumanMessageChunk(content="chunked question"),  # 8
+        ChatMessage(role="user", content="a chat message"),  # 9
+        FunctionMessage(name="legacy_fn", content="legacy result"),  # 10
+        HumanMessage(
+            [{"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": image}}]
+        ),
+        AIMessage(
+            content=[{"type": "text", "text": "Looking."}, tool_use],
+            tool_calls=[{"name": "search", "args": {"q": "rome"}, "id": "toolu_1"}],
+        ),  # 12: Anthropic, tool_use mirrored in tool_calls
+        HumanMessage([{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny"}]),  # 13
+        AIMessage("old dump", additional_kwargs={"tool_calls": [{"id": "c9", "function": {"name": "g"}}]}),
+        AIMessage("from a model", additional_kwargs={"refusal": None}, response_metadata={"model": "x"}),
+        renamed,  # 16
+        {"role": "system", "content": "dict system"},  # 17
+        {"role": "developer", "content": "dict developer", "id": "dev"},  # 18
+        {"role": "user", "content": "dict user", "name": "bob", "id": 7},  # 19
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c3", "type": "function", "function": {"name": "search", "arguments": '{"q": "oslo"}'}}
+            ],
+        },  # 20
+        {"role": "tool", "content": "oslo: rain", "tool_call_id": "c3"},  # 21
+        {
+            "role": "assistant",
+            "content": "text and a call",
+            "tool_calls": [
+                {"id": "c4", "type": "function", "function": {"name": "book", "arguments": {"seat": "12A"}}}
+            ],
+        },  # 22
+        {"role": "tool", "content": "booked", "tool_call_id": "c4"},  # 23
+        {"role": "assistant", "content": "no calls", "tool_calls": None},  # 24
+        {"role": "assistant", "content": "empty calls", "tool_calls": []},  # 25
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "and this?"},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": image}},
+            ],
+        },  # 26
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Checking."}, {**tool_use, "id": "toolu_2"}],
+        },
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": "ok"}]},
+        {"type": "human", "content": "a LangChain dict"},  # 29
+        {"type": "ai", "data": {"content": "serialized", "tool_calls": []}},  # 30
+        dumpd(AIMessage("dumped", id="d1")),  # 31
+        {"role": "Assistant", "content": "capitalised role"},  # 32
+        {"role": "critic", "content": "unknown role"},  # 33
+        {"content": "no role at all"},  # 34
+        {"role": "user", "content": "empty id and odd name", "id": "", "name": 5},  # 35
+        {"role": "tool", "content": "numeric call id", "tool_call_id": 42},  # 36
+        {"role": "assistant", "content": "calls without ids", "tool_calls": [{"function": {"name": "f"}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"name": "lc", "args": {"k": [1, 2]}, "id": "c5"}],
+        },
+        RemoveMessage(id="h1"),  # 39
+    ]
+
+
+def test_every_shape_is_read_in_bulk_exactly_as_read_message_reads_it() -> None:
+    from agentstate_reducer.messages import read_message, read_plain, tool_call_payloads
+
+    msgs = every_shape()
+    for sample in (
+        msgs,
+        [m for m in msgs if isinstance(m, dict)],
+        [m for m in msgs if not isinstance(m, dict)],
+    ):
+        infos, calls = read_plain(sample, with_calls=True)
+        for m, info in zip(sample, infos, strict=True):
+            assert info is None or (type(info) is type(read_message(m)) and info == read_message(m))
+        assert {i: tool_call_payloads(sample[i]) for i in calls} == calls
+        without, no_calls = read_plain(sample)
+        assert no_calls == {}
+        assert [x if i not in calls else None for i, x in enumerate(infos)] == without
+    infos, calls = read_plain(msgs, with_calls=True)
+    # what goes message by message: content blocks, ChatMessage, a FunctionMessage (no
+    # tool_call_id field), call ids in additional_kwargs, a class whose type was changed,
+    # content None, the serialized forms
+    assert [i for i, x in enumerate(infos) if x is None] == [
+        9,
+        10,
+        11,
+        12,
+        13,
+        14,
+        16,
+        20,
+        26,
+        27,
+        28,
+        30,
+        31,
+    ]
+    assert sorted(calls) == [2, 6, 22, 37, 38]
+
+
+COUNTERS = {"heuristic": (heuristic_counter, h), "tiktoken": (lambda: tiktoken_counter(ENC), t)}
+
+
+@pytest.mark.parametrize("name", COUNTERS)
+def test_bulk_counts_equal_the_per_message_rule_on_every_shape(name: str) -> None:
+    make, measure = COUNTERS[name]
+    msgs = every_shape()
+    per_message = [make().count_uncached(m) for m in msgs]
+    # a few written out, so that the rule itself is pinned
+    assert per_message[1] == MESSAGE_OVERHEAD + measure("Book a trip to Paris") + measure("alice")
+    assert per_message[2] == MESSAGE_OVERHEAD + measure("c1") + measure("search") + measure(
+        '{"n": 3, "q": "paris"}'
+    )
+    assert per_message[3] == MESSAGE_OVERHEAD + measure("3 flights found") + measure("c1")
+    assert per_message[22] == MESSAGE_OVERHEAD + sum(
+        map(measure, ["text and a call", "c4", "book", '{"seat": "12A"}'])
+    )
+    assert per_message[36] == MESSAGE_OVERHEAD + measure("numeric call id") + measure("42")
+    by_object = {id(m): n for m, n in zip(msgs, per_message, strict=True)}
+    dicts = [m for m in msgs if isinstance(m, dict)]
+    objects = [m for m in msgs if not isinstance(m, dict)]
+    for sample in (msgs, dicts, objects, dicts * 3):
+        expected = [by_object[id(m)] for m in sample]
+        counter = make()
+        for _ in range(3):  # cold, seen once (the heuristic caches from here), cached
+            counts, infos = counter.read_and_count(sample)
+            assert counts == expected
+            assert infos == [read_message_of(m) for m in sample]
+
+
+def read_message_of(message: Any) -> Any:
+    from agentstate_reducer.messages import read_message
+
+    return read_message(message)
+
+
+def _plain_shapes() -> dict[str, Callable[[], Any]]:
+    return {
+        "openai text": lambda: {"role": "assistant", "content": "short", "id": "m1"},
+        "openai call": lambda: {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        },
+        "langchain text": lambda: AIMessage("short", id="m1"),
+        "langchain call": lambda: AIMessage("", tool_calls=[{"name": "f", "args": {"q": "a"}, "id": "c1"}]),
+        "langchain tool": lambda: ToolMessage("short", tool_call_id="c1"),
+    }
+
+
+def _change(msg: Any, change: str) -> None:
+    """Change ``msg`` in place (a dict key, an attribute, a nested value), as application code
+    might; a change that does not apply to the message changes its text instead."""
+    is_dict = isinstance(msg, dict)
+    kind = read_message_of(msg).kind
+
+    def get(key: str) -> Any:
+        return msg.get(key) if is_dict else getattr(msg, key, None)
+
+    def put(key: str, value: Any) -> None:
+        if is_dict:
+            msg[key] = value
+        else:
+            setattr(msg, key, value)
+
+    if change == "append a call" and kind == "ai":  # the list object stays the same
+        calls = get("tool_calls")
+        if calls is None:
+            calls = []
+            put("tool_calls", calls)
+        if is_dict:
+            calls.append({"id": "c7", "type": "function", "function": {"name": "g", "arguments": "{}"}})
+        else:
+            calls.append({"name": "g", "args": {"city": "oslo"}, "id": "c7", "type": "tool_call"})
+    elif change == "edit call arguments" and get("tool_calls"):
+        call = get("tool_calls")[0]
+        if "function" in call:
+            call["function"]["arguments"] = '{"q": "a longer query"}'
+        else:
+            call["args"]["q"] = "a longer query"
+    elif change == "tool_call_id" and kind == "tool":
+        put("tool_call_id", "call_with_a_longer_id")
+    elif change == "name":
+        put("name", "a_rather_long_speaker_name")
+    else:
+        put("content", "a much longer text than before")
+
+
+@pytest.mark.parametrize("counter_name", COUNTERS)
+@pytest.mark.parametrize("shape", list(_plain_shapes()))
+@pytest.mark.parametrize(
+    "change", ["content", "name", "append a call", "edit call arguments", "tool_call_id"]
+)
+@pytest.mark.parametrize("seen", [1, 2, 3])
+def test_a_message_read_in_bulk_and_changed_in_place_is_recounted(
+    counter_name: str, shape: str, change: str, seen: int
+) -> None:
+    """Whether the message was counted once (not cached yet by the heuristic), twice or more."""
+    make, _ = COUNTERS[counter_name]
+    counter = make()
+    msg = _plain_shapes()[shape]()
+    history = (
+        [{"role": "user", "content": "hello"}, msg] if isinstance(msg, dict) else [HumanMessage("hi"), msg]
+    )
+    for _ in range(seen):
+        before = counter.count_messages(history)
+    _change(msg, change)
+    fresh = [make().count_uncached(m) for m in history]
+    assert fresh[1] != before[1]
+    assert counter.count_messages(history) == fresh
+    assert counter.read_and_count(history)[1] == [read_message_of(m) for m in history]
+
+
+def test_the_heuristic_caches_a_message_read_in_bulk_the_second_time_it_sees_it() -> None:
+    history: list[Any] = [HumanMessage(f"question {i}", id=f"h{i}") for i in range(5)]
+    history.append(HumanMessage([{"type": "text", "text": "blocks"}], id="b"))  # read on its own
+    heuristic, exact = heuristic_counter(), tiktoken_counter(ENC)
+    heuristic.count_messages(history)
+    exact.count_messages(history)
+    assert (heuristic.cache_len(), exact.cache_len()) == (1, 6)  # the block message, everything
+    heuristic.count_messages(history)
+    assert heuristic.cache_len() == 6
+    expected = [MESSAGE_OVERHEAD + h(f"question {i}") for i in range(5)] + [MESSAGE_OVERHEAD + h("blocks")]
+    assert heuristic.count_messages(history) == expected
+    assert heuristic.hits == 1 + 6
+
+
+def test_snapshots_by_columns_equal_snapshots_one_by_one() -> None:
+    from agentstate_reducer.tokens import snapshot, snapshots
+
+    class Meta(dict):  # type: ignore[type-arg]
+        pass
+
+    cyclic: dict[str, Any] = {"role": "user", "content": "x"}
+    cyclic["self"] = cyclic
+    odd = HumanMessage("odd")
+    odd.additional_kwargs = Meta(a=[1, {"b": 2}])  # a Mapping subclass: copied as a plain dict
+    msgs = [*every_shape(), odd]
+    dicts = [m for m in msgs if isinstance(m, dict)]
+    objects = [m for m in msgs if not isinstance(m, dict)]
+    for sample in (msgs, dicts, objects, [*dicts, cyclic]):
+        by_columns = snapshots(sample)
+        one_by_one = [snapshot(m) for m in sample]
+        for m, a, b in zip(sample, by_columns, one_by_one, strict=True):
+            if m is cyclic:
+                assert a != snapshot(m) and b != snapshot(m)  # never equal: never cached
+            else:
+                assert a == b and type(a) is type(b)
+    # a copy, not the live containers: a change in place is seen
+    ai = AIMessage("", tool_calls=[{"name": "f", "args": {"q": "a"}, "id": "c1"}])
+    snap = snapshots([ai, HumanMessage("x")])[0]
+    ai.tool_calls[0]["args"]["q"] = "b"
+    assert snap != snapshot(ai)
+
+
+_PLAIN_OPS = st.lists(
+    st.tuples(st.sampled_from(["content", "name", "append a call", "replace", "reuse"]), st.integers(0, 5)),
+    max_size=20,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_PLAIN_OPS)
+def test_bulk_counts_over_a_changing_history_always_equal_fresh_counts(ops: list[tuple[str, int]]) -> None:
+    """Histories of text messages and tool calls (dicts and LangChain objects), reduced again and
+    again while messages change in place or are replaced: every count is a fresh count."""
+    counter = heuristic_counter(cache_size=4)  # small, so eviction is exercised too
+    exact = tiktoken_counter(ENC, cache_size=4)
+
+    def make(i: int) -> Any:
+        return [
+            lambda: {"role": "user", "content": f"q{i}", "id": f"m{i}"},
+            lambda: AIMessage(f"a{i}", id=f"m{i}"),
+            lambda: {"role": "tool", "content": f"r{i}", "tool_call_id": f"c{i}"},
+            lambda: AIMessage("", tool_calls=[{"name": "f", "args": {"i": i}, "id": f"c{i}"}]),
+        ][i % 4]()
+
+    dicts = [make(i) for i in (0, 2, 4)]
+    objects = [make(i) for i in (1, 3, 5)]
+    for op, i in ops:
+        group = dicts if i % 2 == 0 else objects
+        j = i // 2
+        if op == "replace":
+            group[j] = make(i)
+        elif op == "reuse":  # an equal copy, as reloaded from a checkpoint
+            group[j] = make(i)
+            _change(group[j], "content")
+            group[j] = make(i)
+        else:
+            _change(group[j], op)
+        for history in (dicts, objects):
+            assert counter.count_messages(history) == [heuristic_counter().count_uncached(m) for m in history]
+            assert exact.count_messages(history) == [exact.count_uncached(m) for m in history]
