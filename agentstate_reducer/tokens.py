@@ -31,6 +31,12 @@ holding the encoding file, use an encoding a tiktoken plugin ships (``cl100k_bas
 The built-in counters (``TokenCounter``) cache each message's count, keyed by the message object
 and by its id, and reuse it only while a deep snapshot of the counted fields still equals the
 message: a message changed in place or replaced is recounted (see ``TokenCounter``).
+
+Cost: what the cache does not answer is read in bulk (``messages.read_plain``: one ``map`` over a
+column per field, not Python code per message) and snapshot the same way (``snapshots``). The
+heuristic counts text messages and tool calls straight from those columns, which costs less than
+snapshotting them, so it caches such a message only the second time it sees the same object: a
+history reduced once pays no snapshots, one reduced turn after turn is answered from the cache.
 """
 
 from __future__ import annotations
@@ -343,8 +349,16 @@ def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[in
         for i in compress(range(n), names):
             counts[i] += heuristic_text_tokens(cast("str", names[i]))
     results = list(map(getattr, read, repeat("result_ids"), repeat(())))
-    for i in compress(range(n), results):
-        counts[i] += sum(map(heuristic_text_tokens, results[i]))
+    answering = list(compress(range(n), results))
+    answered = list(compress(results, results))
+    if set(map(len, answered)) <= {1}:  # tool results answer one call each: measured by columns
+        lengths = map(len, map(itemgetter(0), answered))
+        tokens = map(floordiv, map(add, lengths, repeat(per - 1)), repeat(per))
+        for i, extra in zip(answering, tokens, strict=True):
+            counts[i] += extra
+    else:
+        for i, ids in zip(answering, answered, strict=True):
+            counts[i] += sum(map(heuristic_text_tokens, ids))
     return counts
 
 
@@ -500,9 +514,12 @@ class TokenCounter:
         if by_length:
             todo: Sequence[int] = list(compress(range(n), map(is_, read, repeat(None))))
             counts = _heuristic_counts(read, bool(todo))
+            per = HEURISTIC_CHARS_PER_TOKEN
             for i, payloads in calls.items():
-                for call in payloads:
-                    counts[i] += sum(map(heuristic_text_tokens, call))
+                for call_id, name, args in payloads:  # heuristic_text_tokens of each, inlined
+                    counts[i] += (len(call_id) + per - 1) // per + (len(name) + per - 1) // per + (
+                        len(args) + per - 1
+                    ) // per
             if len(todo) != n:
                 cheap = list(compress(range(n), map(is_not, read, repeat(None)))) if todo else list(range(n))
         else:

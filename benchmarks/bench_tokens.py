@@ -5,8 +5,11 @@ tool result / AI answer with texts of varied length), each timed call reduces th
 one new human message, as an agent does every turn:
 
 * cold: a fresh ``MessageReducer`` (empty count cache) reduces it;
-* warm: a reducer that already reduced the history reduces it again with the new message (the
-  new message is the only one counted; the others are checked unchanged);
+* warm: a reducer that has reduced the history before (twice: the heuristic caches a message it
+  reads in bulk the second time it sees it) reduces it again with the new message (the new
+  message is the only one counted; the others are checked unchanged);
+* reloaded (information): a fresh copy of every message, as a checkpointer hands back each turn,
+  reduced by the warm reducer (found by message id, checked equal, not measured again);
 * ``trim_messages(msgs, max_tokens=..., token_counter=count_tokens_approximately,
   strategy="last", start_on="human", include_system=True)`` on the same list and budget.
 
@@ -73,7 +76,12 @@ def _timed(fn: Callable[[], Any]) -> float:
 
 
 def _medians(
-    n: int, repeat: int, counters: dict[str, Callable[[], Any]], *, dicts: bool = False
+    n: int,
+    repeat: int,
+    counters: dict[str, Callable[[], Any]],
+    *,
+    dicts: bool = False,
+    reloaded: bool = False,
 ) -> dict[str, float]:
     """Median seconds of each timed call at ``n`` messages, runs interleaved. With ``dicts``, the
     history is OpenAI-format dicts (what ``convert_to_openai_messages`` makes of it)."""
@@ -90,7 +98,8 @@ def _medians(
 
     warm = {name: reducer(make) for name, make in counters.items()}
     for r in warm.values():
-        r.reduce(msgs)  # fills the cache with the history
+        r.reduce(msgs)
+        r.reduce(msgs)  # the heuristic caches what it reads in bulk on the second sight
     times: dict[str, list[float]] = {}
     for rep in range(repeat):
         new: Any = HumanMessage(f"follow-up question {rep}", id=f"new{rep}")
@@ -99,6 +108,11 @@ def _medians(
         for name, make in counters.items():
             times.setdefault(f"{name} cold", []).append(_timed(partial(reducer(make).reduce, msgs, [new])))
             times.setdefault(f"{name} warm", []).append(_timed(partial(warm[name].reduce, msgs, [new])))
+            if reloaded:
+                copies = [m.model_copy() for m in msgs]  # new objects, equal fields
+                times.setdefault(f"{name} reloaded", []).append(
+                    _timed(partial(warm[name].reduce, copies, [new]))
+                )
         trim = partial(
             trim_messages,
             [*msgs, new],
@@ -122,7 +136,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
     }
     rows: list[dict[str, Any]] = []
     for n in (1_000, 10_000):
-        med = _medians(n, 3 if quick else (5 if n == 10_000 else 11), counters)
+        med = _medians(n, 3 if quick else (9 if n == 10_000 else 15), counters, reloaded=True)
         for name in counters:
             cold_s, warm_s = med[f"{name} cold"], med[f"{name} warm"]
             ratio = cold_s / warm_s
@@ -131,6 +145,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                     "benchmark": f"{n} msgs, {name}: cold vs warm",
                     "cold_ms": round(cold_s * 1e3, 2),
                     "warm_ms": round(warm_s * 1e3, 2),
+                    "reloaded_ms": round(med[f"{name} reloaded"] * 1e3, 2),
                     "ratio": f"cold/warm = {ratio:.1f}x",
                     "target": "warm >= 10x faster: " + ("met" if ratio >= 10 else "MISSED"),
                 }
@@ -164,7 +179,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 
 
 def _table(rows: list[dict[str, Any]]) -> str:
-    columns = ["benchmark", "cold_ms", "warm_ms", "trim_messages_ms", "ratio", "target"]
+    columns = ["benchmark", "cold_ms", "warm_ms", "reloaded_ms", "trim_messages_ms", "ratio", "target"]
     cells = [[str(row.get(c, "")) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
