@@ -477,7 +477,7 @@ class TokenCounter:
             # counted by columns: cached only when seen before (an id may be reused by a new
             # object: then a message is cached early, which costs time, never a wrong count)
             seen = self._seen
-            mask = list(map(seen.__contains__, keys))
+            mask = list(map(seen.__contains__, keys)) if seen else [False] * len(keys)
             if len(cheap) == len(sub):
                 new_keys: Any = keys
             else:
