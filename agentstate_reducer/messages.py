@@ -230,11 +230,41 @@ def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
 _JSON: Final = JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
 
 
+def _fast_json() -> Callable[[Any, int], Any] | None:
+    """json's C encoder with ``_JSON``'s settings, made once: ``encode`` sets one up per call.
+
+    Made without the circular-reference bookkeeping (the only state it would keep, so it is
+    safe to share between threads); a cycle then ends in RecursionError and ``_as_text`` takes
+    ``_JSON``'s way. Used only if it writes what ``_JSON`` writes (``c_make_encoder`` is json's
+    internal API), else None.
+    """
+    try:
+        import json.encoder
+
+        c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+        if c_make_encoder is None:  # no C accelerator
+            return None
+        encode_basestring = json.encoder.encode_basestring
+        fast = c_make_encoder(None, str, encode_basestring, None, ": ", ", ", True, False, True)
+        sample = {"b": [1, 2.5, None, True, "é\n\""], "a": {"z": float("nan"), "y": object}}
+        return fast if "".join(fast(sample, 0)) == _JSON.encode(sample) else None
+    except Exception:
+        return None
+
+
+_FAST_JSON: Final = _fast_json()
+
+
 def _as_text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if value is None:
         return ""
+    if _FAST_JSON is not None:
+        try:
+            return "".join(_FAST_JSON(value, 0))
+        except Exception:  # a cycle, unsortable keys: json.dumps's own way, below
+            pass
     try:
         return _JSON.encode(value)
     except (TypeError, ValueError):
