@@ -1032,3 +1032,43 @@ def test_bulk_counts_over_a_changing_history_always_equal_fresh_counts(ops: list
         for history in (dicts, objects):
             assert counter.count_messages(history) == [heuristic_counter().count_uncached(m) for m in history]
             assert exact.count_messages(history) == [exact.count_uncached(m) for m in history]
+
+
+class _Opaque:
+    def __str__(self) -> str:
+        return "opaque!"
+
+
+def _cycle() -> dict[str, Any]:
+    value: dict[str, Any] = {"k": 1}
+    value["self"] = value
+    return value
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"q": "naïve café", "n": 3, "ok": True, "none": None, "f": 2.5},
+        {"nested": {"b": [1, {"z": '\u2028\n"quoted"'}], "a": float("nan")}},
+        {"obj": _Opaque(), "inf": float("inf")},
+        {"b": 1, 2: 3},  # keys json cannot sort: the text is str(args)
+        _cycle(),  # a reference cycle: the text is str(args)
+        [1, "two"],
+    ],
+    ids=["plain", "nested", "default=str", "unsortable", "cycle", "list"],
+)
+def test_tool_call_arguments_are_counted_as_json_dumps_text(args: Any) -> None:
+    try:
+        text = json.dumps(args, ensure_ascii=False, sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        text = str(args)
+    expected = MESSAGE_OVERHEAD + h("c1") + h("f") + h(text)
+    lc = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c1"}])
+    lc.tool_calls[0]["args"] = args  # as stored, whatever it is
+    openai = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": args}}],
+    }
+    assert heuristic_counter().count_messages([lc, openai]) == [expected, expected]
+    assert heuristic_counter(cache_size=0).count_uncached(lc) == expected
