@@ -265,7 +265,9 @@ class MessageReducer:
         return self._config.summarize_fn is not None or self._config.asummarize_fn is not None
 
     def _begin(self, existing: Any, new: Any) -> _Step:
-        messages = as_message_list(existing) + as_message_list(new)
+        messages = as_message_list(existing)
+        if new is not None:  # the common call reduces one list: copy it once, not twice
+            messages += as_message_list(new)
         held = self._held(messages)
         the_plan, mode = self._plan_with(messages, held)
         surviving, pruned = the_plan.split(messages)
