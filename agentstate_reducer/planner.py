@@ -73,16 +73,13 @@ class _Unit:
 class _Reader:
     """Reads messages on demand, each at most once."""
 
-    __slots__ = ("cache", "infos", "messages")
+    __slots__ = ("cache", "messages")
 
-    def __init__(self, messages: Sequence[Any], infos: Sequence[MessageInfo] | None = None) -> None:
+    def __init__(self, messages: Sequence[Any]) -> None:
         self.messages = messages
-        self.infos = infos
         self.cache: dict[int, MessageInfo] = {}
 
     def __call__(self, i: int) -> MessageInfo:
-        if self.infos is not None:
-            return self.infos[i]
         info = self.cache.get(i)
         if info is None:
             info = self.cache[i] = read_message(self.messages[i])
@@ -110,11 +107,12 @@ def plan(
     are not read twice.
     """
     n = len(messages)
-    read = _Reader(messages, infos)
+    read: Callable[[int], MessageInfo] = infos.__getitem__ if infos is not None else _Reader(messages)
     pinned = set(pinned).union(pinned_indices(messages))
     if preserve_first and n:
         pinned.update(_first_unit(read, n))
-    room = budget - (0 if count_mode else sum(cost_of(i) for i in pinned))
+    pinned_cost = len(pinned) if count_mode else sum(cost_of(i) for i in pinned)
+    room = budget - (0 if count_mode else pinned_cost)
 
     # Walk back over units, newest first. A tool result joins the unit of the nearest AI message
     # before it that made its call, when the walk reaches that message; results never claimed are
@@ -147,8 +145,9 @@ def plan(
                 members += got
             if not complete and newest is not None:
                 continue  # dangling: pruned, with whatever results it has
-            unit = _Unit(i, sorted(set(members)), 0, False)
-            unit.cost = sum(cost_of(m) for m in unit.members)
+            if len(members) > 2:
+                members = sorted(set(members))
+            unit = _Unit(i, members, sum(map(cost_of, members)), False)
         else:
             unit = _Unit(i, [i], cost_of(i), info.kind == "human")
         if newest is None:
@@ -166,11 +165,11 @@ def plan(
 
     kept_units = _select(accepted, newest, live, room, start_on_human)
     kept = sorted(pinned.union(m for u in kept_units for m in u.members))
-    over = sum(u.cost for u in kept_units) > room
-    return Plan(tuple(kept), True, over, trigger_cost, sum(cost_of(k) for k in kept))
+    kept_cost = sum(u.cost for u in kept_units)
+    return Plan(tuple(kept), True, kept_cost > room, trigger_cost, kept_cost + pinned_cost)
 
 
-def _first_unit(read: _Reader, n: int) -> list[int]:
+def _first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
     """What ``preserve_first`` pins: index 0, with its tool results when it is a tool call.
 
     An orphan tool result at index 0, or a call whose results are not all there, is not pinned:
