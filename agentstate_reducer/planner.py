@@ -8,9 +8,8 @@ kept, cut at a turn boundary. The contract (README, "The pruning contract"):
    ids) is one unit; every other message is a unit of its own. Groups are never split. A result
    belongs to the nearest AI message before it that made the call.
 2. Pinned messages are never pruned: index 0 when ``preserve_first`` (with its tool results),
-   system messages, messages of unknown role, and the indices the caller passes in ``pinned``
-   (the injected summary message). They cost nothing in count mode and are counted
-   in token mode.
+   system messages and messages of unknown role. They cost nothing in count mode and are counted
+   in token mode. (The injected summary is held out of the list by the reducer before planning.)
 3. Orphan tool results (no call before them) and dangling calls (an AI message whose calls are not
    all answered, anywhere but at the end) are pruned whenever a reduction runs: providers reject
    both.
@@ -27,7 +26,7 @@ LangChain message classes (``pinned_indices``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,20 +94,18 @@ def plan(
     count_mode: bool,
     preserve_first: bool,
     start_on_human: bool,
-    pinned: Collection[int] = (),
     infos: Sequence[MessageInfo] | None = None,
 ) -> Plan:
     """Decide what survives a triggered reduction.
 
     ``cost_of(i)`` is message ``i``'s cost (tokens, or 1 in count mode); ``budget`` is the target
-    (``min_messages`` or ``target_tokens``); ``pinned`` are indices the caller pins besides the
-    kinds above (the injected summary message); ``infos`` are ``read_message`` of each message
+    (``min_messages`` or ``target_tokens``); ``infos`` are ``read_message`` of each message
     when the caller has them already (token mode: the count cache keeps them), so kept messages
     are not read twice.
     """
     n = len(messages)
     read: Callable[[int], MessageInfo] = infos.__getitem__ if infos is not None else _Reader(messages)
-    pinned = set(pinned).union(pinned_indices(messages))
+    pinned = set(pinned_indices(messages))
     if preserve_first and n:
         pinned.update(_first_unit(read, n))
     pinned_cost = len(pinned) if count_mode else sum(cost_of(i) for i in pinned)
