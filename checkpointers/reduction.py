@@ -5,6 +5,8 @@
 
 * never mutate the checkpoint given (its list is the live run's list): build new dicts and lists;
 * never add or delete keys, never touch versions, ids or metadata;
+* the channel's value may be a list or a tuple (``reduce()`` takes either); the reduced value has
+  the type the channel had, so a tuple channel stays a tuple;
 * the reduction is deterministic and idempotent, so it is applied whenever the channel's value is
   in the checkpoint, also when ``messages_key`` is not in ``new_versions``: row savers (SqliteSaver)
   store ``channel_values`` whole on every put, and the value there is the live
@@ -59,7 +61,7 @@ class PutReduction:
     checkpoint_ns: str
     checkpoint_id: str | None
     messages_key: str
-    #: why nothing was reduced ("absent", "delta channel", "not a list"), or None
+    #: why nothing was reduced ("absent", "delta channel", "not a list or tuple"), or None
     skipped: str | None
     stats: ReducerStats | None = None
     summary: str | None = None
@@ -71,8 +73,8 @@ class PutReduction:
 OnReduce = Callable[[PutReduction], None]
 
 
-def _messages_or_skip(checkpoint: Mapping[str, Any], key: str) -> Any:
-    """The list to reduce, or a ``str`` saying why there is none."""
+def _messages_or_skip(checkpoint: Mapping[str, Any], key: str) -> list[Any] | tuple[Any, ...] | str:
+    """The list or tuple to reduce, or a ``str`` saying why there is none."""
     values = checkpoint.get("channel_values") or {}
     if key not in values:
         if key in (checkpoint.get("channel_versions") or {}):
@@ -83,8 +85,8 @@ def _messages_or_skip(checkpoint: Mapping[str, Any], key: str) -> Any:
     if type(value).__name__ == "_DeltaSnapshot":
         _warn_delta(key)
         return "delta channel"
-    if not isinstance(value, list):
-        return "not a list"
+    if not isinstance(value, list | tuple):  # never str or bytes: text is not a message list
+        return "not a list or tuple"
     return value
 
 
@@ -99,7 +101,7 @@ def _warn_delta(key: str) -> None:
         )
 
 
-def _with_messages(checkpoint: Any, key: str, messages: list[Any]) -> Any:
+def _with_messages(checkpoint: Any, key: str, messages: list[Any] | tuple[Any, ...]) -> Any:
     values = dict(checkpoint["channel_values"])
     values[key] = messages
     out = dict(checkpoint)
@@ -144,13 +146,15 @@ def _report(
     return report
 
 
-def _apply(checkpoint: Any, key: str, messages: list[Any], reduced: list[Any], result: ReducerResult) -> Any:
+def _apply(
+    checkpoint: Any, key: str, messages: list[Any], reduced: list[Any], result: ReducerResult, as_tuple: bool
+) -> Any:
     # The reducer got the checkpoint's own list (no SummaryMemo cut) and pruned nothing: surviving
     # is that list, message for message (a summary is only injected when something is pruned), so
     # the very same checkpoint is handed on, O(1) on the hot path.
     if reduced is messages and not result.pruned and len(result.surviving) == len(messages):
         return checkpoint
-    return _with_messages(checkpoint, key, result.surviving)
+    return _with_messages(checkpoint, key, tuple(result.surviving) if as_tuple else result.surviving)
 
 
 _Flow = Generator[list[Any], ReducerResult, tuple[Any, PutReduction]]
@@ -168,13 +172,15 @@ def _reduction(
     """The reduction of one put, written once: it yields the list to reduce and receives the
     result; ``reduce_checkpoint`` and ``areduce_checkpoint`` only differ in how they reduce it."""
     new_version = messages_key in new_versions
-    messages = _messages_or_skip(checkpoint, messages_key)
-    if isinstance(messages, str):
-        return checkpoint, _report(config, checkpoint, messages_key, new_version, messages, None, on_reduce)
+    value = _messages_or_skip(checkpoint, messages_key)
+    if isinstance(value, str):
+        return checkpoint, _report(config, checkpoint, messages_key, new_version, value, None, on_reduce)
+    as_tuple = isinstance(value, tuple)
+    messages = list(value) if isinstance(value, tuple) else value  # the memo and reducer take a list
     memo = _MemoUse(summary_memo, reducer, config, messages)
     result = yield memo.messages
     memo.record(result)
-    out = _apply(checkpoint, messages_key, messages, memo.messages, result)
+    out = _apply(checkpoint, messages_key, messages, memo.messages, result, as_tuple)
     return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
 

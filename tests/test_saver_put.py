@@ -200,7 +200,10 @@ def test_reduction_is_idempotent_and_deterministic() -> None:
     [
         pytest.param({"count": 1}, {"count": 1}, "absent", id="absent"),
         pytest.param({"count": 1}, {"count": 1, "messages": 1}, "delta channel", id="versioned-but-absent"),
-        pytest.param({"messages": "text"}, {"messages": 1}, "not a list", id="not-a-list"),
+        pytest.param({"messages": "text"}, {"messages": 1}, "not a list or tuple", id="str"),
+        pytest.param({"messages": b"text"}, {"messages": 1}, "not a list or tuple", id="bytes"),
+        pytest.param({"messages": {"a": 1}}, {"messages": 1}, "not a list or tuple", id="dict"),
+        pytest.param({"messages": None}, {"messages": 1}, "not a list or tuple", id="none"),
     ],
 )
 def test_skipped_puts_are_reported_and_stored_unchanged(values: Any, versions: Any, skipped: str) -> None:
@@ -209,6 +212,27 @@ def test_skipped_puts_are_reported_and_stored_unchanged(values: Any, versions: A
     out, report = reduce_checkpoint(reducer(), config_for("t"), checkpoint, versions)
     assert out is checkpoint
     assert (report.skipped, report.stats) == (skipped, None)
+
+
+async def test_a_tuple_channel_is_reduced_and_stays_a_tuple(case: Case) -> None:
+    """``reduce()`` takes a tuple; the put used to skip it ("not a list") and store it unbounded."""
+    saver = ReducingCheckpointSaver(case.inner, reducer())
+    live = tuple(history())
+    checkpoint, new_versions = make_checkpoint(saver, live)  # type: ignore[arg-type]
+    given = copy.deepcopy(checkpoint)
+
+    out, report = reduce_checkpoint(reducer(), config_for("t"), checkpoint, new_versions)
+    assert report.skipped is None and report.stats is not None and report.stats.pruned_count == 8
+    reduced = out["channel_values"]["messages"]
+    assert type(reduced) is tuple and ids(reduced) == REDUCED  # type: ignore[arg-type]
+    again, _ = reduce_checkpoint(reducer(), config_for("t"), out, new_versions)
+    assert again is out  # nothing left to prune: the very same checkpoint, tuple and all
+
+    thread = f"tuple-{uuid.uuid4().hex}"
+    await case.put(saver, config_for(thread), checkpoint, new_versions)
+    stored = await case.get_tuple(saver, config_for(thread))
+    assert ids(stored.checkpoint["channel_values"]["messages"]) == REDUCED
+    assert checkpoint == given and checkpoint["channel_values"]["messages"] is live
 
 
 def test_delta_snapshot_value_is_left_alone(caplog: pytest.LogCaptureFixture, monkeypatch: Any) -> None:
