@@ -4,6 +4,8 @@ Prunes message history by count or token budget, keeps tool calls with their res
 turn boundaries and never drops the live turn. Zero runtime dependencies.
 """
 
+from typing import TYPE_CHECKING
+
 from .config import ReducerConfig
 from .messages import MessageInfo, read_message
 from .reducer import MessageReducer, ReducerResult, ReducerStats
@@ -22,4 +24,20 @@ __all__ = [
     "tiktoken_counter",
 ]
 
-__version__ = "0.3.0"
+# The version has one source, pyproject.toml: it is read from the installed distribution's metadata
+# on first use (module __getattr__), so importing the package does not load importlib.metadata.
+__version__: str
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise type every unknown name
+
+    def __getattr__(name: str) -> str:
+        if name != "__version__":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from importlib import metadata
+
+        try:
+            version = metadata.version("agentstate-reducer")
+        except metadata.PackageNotFoundError:  # imported from a checkout that was never installed
+            version = "0+unknown"
+        globals()["__version__"] = version
+        return version
