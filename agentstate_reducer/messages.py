@@ -20,6 +20,7 @@ Supported shapes:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, repeat
 from json import JSONEncoder
@@ -339,33 +340,53 @@ def pinned_indices(messages: Sequence[Any]) -> list[int]:
 
 # --- the bulk reader for token counting ----------------------------------------------------------
 
-# Every field read_message may read from an object message. A class serving none of them at class
-# level (no property, slot or class attribute: LangChain's pydantic messages) keeps them in the
-# instance __dict__, so reading that dict gives what getattr gives.
-_READ_FIELDS: Final = (
+#: Every field ``read_message`` may read from an object message.
+READ_FIELDS: Final = (
     "type", "role", "id", "name", "content", "tool_calls", "additional_kwargs", "tool_call_id"
 )
+#: Where a pydantic model keeps the values of fields it does not declare (``extra="allow"``).
+PYDANTIC_EXTRA: Final = "__pydantic_extra__"
 _CHAT_TYPES: Final = frozenset({"chat", "ChatMessage", "ChatMessageChunk"})
 _NO_CALLS: Final = frozenset({list, tuple, type(None)})
 _STR_OR_NONE: Final = frozenset({str, type(None)})
-_column_classes: dict[type, bool] = {}
+_dict_field_classes: dict[type, bool] = {}
 #: ``tool_call_payloads`` of the messages read with their tool calls, by index
 Calls = dict[int, list[tuple[str, str, str]]]
 
 
-def _columnar(cls: type) -> bool:
-    """True when the fields of ``cls``'s instances can be read from their ``__dict__``."""
-    ok = _column_classes.get(cls)
+def _pydantic_getattr() -> Any:
+    """pydantic's ``BaseModel.__getattr__`` when pydantic is imported (no instance of a pydantic
+    model exists before that), else None."""
+    main = sys.modules.get("pydantic.main")
+    model = getattr(main, "BaseModel", None)
+    return getattr(model, "__getattr__", None) if model is not None else None
+
+
+def fields_in_dict(cls: type) -> bool:
+    """True when ``cls``'s instances keep every ``READ_FIELDS`` field they have in their instance
+    ``__dict__``, so that reading that dict gives what ``getattr`` (and so ``read_message``) gives.
+
+    The one test of "fields live in ``__dict__``" for every bulk path (``read_plain``, the token
+    counter's snapshots and cache checks). It holds when the class is no ``Mapping``, serves
+    attributes with ``object.__getattribute__``, serves none of the fields at class level (no
+    property, slot, descriptor or class attribute) and has no ``__getattr__``, except pydantic's:
+    that one serves only private attributes and the model's extras, the dict ``PYDANTIC_EXTRA``,
+    so a field missing from ``__dict__`` is there or absent (the bulk paths read ``__dict__`` and
+    that dict; LangChain's messages are such models). Anything else is read with ``getattr``.
+    """
+    ok = _dict_field_classes.get(cls)
     if ok is None:
         try:
+            hook = getattr(cls, "__getattr__", None)
             ok = (
                 not issubclass(cls, Mapping)
                 and cls.__getattribute__ is object.__getattribute__
-                and not any(hasattr(cls, f) for f in _READ_FIELDS)
+                and (hook is None or hook is _pydantic_getattr())
+                and not any(hasattr(cls, f) for f in READ_FIELDS)
             )
         except Exception:  # a metaclass __getattr__ that raises something odd
             ok = False
-        _column_classes[cls] = ok
+        _dict_field_classes[cls] = ok
     return ok
 
 
@@ -529,7 +550,8 @@ def read_plain(
 
     Plain: text content (a ``str``), no tool calls, and a shape read by columns: exact dicts
     (OpenAI and LangChain dict shapes) and objects keeping their fields in the instance
-    ``__dict__`` (LangChain message classes, chunks included). A plain message's tokens depend
+    ``__dict__`` (``fields_in_dict``: LangChain message classes, chunks included; a field not in
+    that dict makes the message not plain). A plain message's tokens depend
     only on its reading (kind, content, name, the call id a tool result answers), so a token
     counter can count it without touching the message again.
 
@@ -544,7 +566,7 @@ def read_plain(
     n = len(messages)
     types = list(map(type, messages))
     classes = set(types)
-    columnar = {cls: cls is not dict and _columnar(cls) for cls in classes}
+    columnar = {cls: cls is not dict and fields_in_dict(cls) for cls in classes}
     if classes == {dict} or all(columnar.values()):
         try:
             msgs = messages if type(messages) is list else list(messages)

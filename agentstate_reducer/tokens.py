@@ -52,7 +52,15 @@ from json import JSONEncoder
 from operator import add, eq, floordiv, is_, is_not, itemgetter, not_
 from typing import Any, Final, cast
 
-from .messages import MessageInfo, read_message, read_plain, tool_call_payloads
+from .messages import (
+    PYDANTIC_EXTRA,
+    READ_FIELDS,
+    MessageInfo,
+    fields_in_dict,
+    read_message,
+    read_plain,
+    tool_call_payloads,
+)
 
 logger = logging.getLogger("agentstate_reducer.tokens")
 
@@ -183,16 +191,9 @@ def message_parts(message: Any, info: MessageInfo | None = None) -> tuple[list[s
 
 # --- cache validation --------------------------------------------------------------------------
 
-# The attributes the message adapter reads from an object message (a dict is copied whole).
-_OBJECT_FIELDS: Final = (
-    "type", "role", "id", "name", "content", "tool_calls", "tool_call_id", "additional_kwargs"
-)
 _ATOMIC: Final = frozenset({str, int, float, bool, type(None)})
 _NO_ATTRS: Final[dict[str, Any]] = {}
-_UNKNOWN: Final = object()
-# class -> None for a Mapping class (copied whole), else the _OBJECT_FIELDS the class itself
-# serves (properties, slots), read with getattr; the others come from the instance __dict__.
-_shapes: dict[type, tuple[str, ...] | None] = {}
+_dict_get: Callable[[dict[str, Any], str], Any] = dict.get
 
 
 class _Uncacheable:
@@ -226,26 +227,20 @@ def _copy(value: Any) -> Any:
     return value  # other objects: compared with ==, so a change inside them is not seen
 
 
-def _shape(cls: type) -> tuple[str, ...] | None:
-    shape = _shapes.get(cls, _UNKNOWN)
-    if shape is _UNKNOWN:
-        if issubclass(cls, Mapping):
-            shape = None
-        else:
-            shape = tuple(f for f in _OBJECT_FIELDS if hasattr(cls, f))
-        _shapes[cls] = shape
-    return shape  # type: ignore[return-value]
+def _live_fields(message: Any, cls: type) -> tuple[Any, ...]:
+    """What ``read_message`` may read from an object message, as it is now (shared, not copied).
 
-
-def _live_fields(message: Any, cls: type, shape: tuple[str, ...]) -> tuple[Any, ...]:
-    """``(cls, *fields)`` of an object message as they are now; shared, not copied."""
-    attrs = getattr(message, "__dict__", None)
-    if type(attrs) is not dict:
-        attrs = _NO_ATTRS
-    if not shape:  # the common case (pydantic models, plain objects): C-speed lookups
-        # a missing field must not go through a slow __getattr__ (pydantic), hence attrs.get
-        return (cls, *map(attrs.get, _OBJECT_FIELDS))
-    return (cls, *[getattr(message, f, None) if f in shape else attrs.get(f) for f in _OBJECT_FIELDS])
+    ``(cls, *READ_FIELDS values, pydantic extras)`` when the class keeps its fields in
+    ``__dict__`` (``fields_in_dict``, the common case: read at C speed, with no slow
+    ``__getattr__`` for a missing field), ``(cls, *READ_FIELDS values)`` read with ``getattr``
+    otherwise (properties, slots, ``__getattribute__`` or ``__getattr__``).
+    """
+    if fields_in_dict(cls):
+        attrs = getattr(message, "__dict__", None)
+        if not isinstance(attrs, dict):  # no __dict__: a field not at class level is absent
+            attrs = _NO_ATTRS
+        return (cls, *map(_dict_get, repeat(attrs), READ_FIELDS), getattr(message, PYDANTIC_EXTRA, None))
+    return (cls, *[getattr(message, f, None) for f in READ_FIELDS])
 
 
 def snapshot(message: Any) -> Any:
@@ -253,19 +248,19 @@ def snapshot(message: Any) -> Any:
     copy of the counted fields, compared with ``==`` (at C speed) against the live message.
 
     A dict message is copied whole; an object message by the attributes the adapter reads
-    (``type``, ``role``, ``id``, ``name``, ``content``, ``tool_calls``, ``tool_call_id``,
-    ``additional_kwargs``), from its instance ``__dict__`` or its class (properties, slots).
-    Nested dicts and lists are copied too, so editing a content block or a tool call's arguments
-    in place is seen. Not watched: attributes served only by ``__getattr__`` (pydantic "extra"
-    fields) and changes inside objects other than dicts, lists and tuples (compared with ``==``,
+    (``messages.READ_FIELDS``: ``type``, ``role``, ``id``, ``name``, ``content``, ``tool_calls``,
+    ``additional_kwargs``, ``tool_call_id``) as ``getattr`` serves them, wherever they live: the
+    instance ``__dict__`` (and a pydantic model's extras), or properties, slots,
+    ``__getattribute__`` and ``__getattr__`` (see ``_live_fields``). Nested dicts and lists are
+    copied too, so editing a content block or a tool call's arguments in place is seen. Not
+    watched: changes inside objects other than dicts, lists and tuples (compared with ``==``,
     which is true for the same object).
     """
     cls = type(message)
     try:
-        shape = _shape(cls)
-        if shape is None:
+        if issubclass(cls, Mapping):
             return {k: v if type(v) in _ATOMIC else _copy(v) for k, v in message.items()}
-        live = _live_fields(message, cls, shape)
+        live = _live_fields(message, cls)
         return tuple([v if type(v) in _ATOMIC or v is cls else _copy(v) for v in live])
     except Exception:  # a reference cycle, a hostile property: never cache, always recount
         return _Uncacheable()
@@ -275,12 +270,9 @@ def unchanged(snap: Any, message: Any) -> bool:
     """``snapshot(message) == snap``, without copying the message (the warm path)."""
     cls = type(message)
     try:
-        if cls is dict:
+        if cls is dict or issubclass(cls, Mapping):
             return bool(snap == message)
-        shape = _shape(cls)
-        if shape is None:
-            return bool(snap == message)
-        return bool(snap == _live_fields(message, cls, shape))
+        return bool(snap == _live_fields(message, cls))
     except Exception:  # an object whose == does not return a bool (numpy arrays)
         return False
 
@@ -323,9 +315,11 @@ def snapshots(messages: Sequence[Any]) -> list[Any]:
             for i in compress(range(len(out)), map(not_, atomic)):
                 out[i] = snapshot(messages[i])
             return out
-        if classes and dict not in classes and all(_shape(c) == () for c in classes):
+        if classes and all(map(fields_in_dict, classes)):
+            # _live_fields of each, by columns
             attrs = cast("list[dict[str, Any]]", list(map(vars, messages)))
-            columns = [_copied_column(list(map(_dict_get, attrs, repeat(f)))) for f in _OBJECT_FIELDS]
+            columns = [_copied_column(list(map(_dict_get, attrs, repeat(f)))) for f in READ_FIELDS]
+            columns.append(_copied_column(list(map(getattr, messages, repeat(PYDANTIC_EXTRA), repeat(None)))))
             return list(zip(types, *columns, strict=True))
     except Exception:  # a __dict__ that is no dict, a reference cycle: one by one
         pass
@@ -365,7 +359,6 @@ def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[in
 # A cache entry: (message, snapshot, info, count). The message is held so that its id() is not
 # reused while cached; a tuple, because creating one is the cheapest thing per counted message.
 _Entry = tuple[Any, Any, MessageInfo, int]
-_dict_get: Callable[[dict[str, Any], str], Any] = dict.get
 _NO_KNOWN: Final[dict[str, _Entry]] = {}
 _NO_ENTRY: Final[_Entry] = (None, _Uncacheable(), MessageInfo("unknown", None, None, None), 0)
 
@@ -592,13 +585,14 @@ class TokenCounter:
         classes = set(types)
         if classes == {dict}:
             lives: Any = messages  # a dict snapshot compares with the live dict
-        elif dict not in classes and all(_shape(c) == () for c in classes):
+        elif all(map(fields_in_dict, classes)):  # _live_fields of each, by columns
             try:
                 attrs = cast("list[dict[str, Any]]", list(map(vars, messages)))
-            except TypeError:  # an object without __dict__
+            except Exception:  # an object without __dict__
                 return None
-            columns = [map(_dict_get, attrs, repeat(f)) for f in _OBJECT_FIELDS]
-            lives = zip(types, *columns, strict=True)
+            columns = [map(_dict_get, attrs, repeat(f)) for f in READ_FIELDS]
+            extras = map(getattr, messages, repeat(PYDANTIC_EXTRA), repeat(None))
+            lives = zip(types, *columns, extras, strict=True)
         else:
             return None
         try:
