@@ -14,6 +14,9 @@ interleaved operations:
 4. The same conversations' wall time and the bytes of all items of each thread.
 5. Requests per operation (``raw_response_hook``): put with one changed channel (target <= 2),
    get_tuple of the latest checkpoint (<= 2), list(limit=10) (<= 3).
+6. The endpoint itself, through the SDK without a saver: point read and upsert latency. On the
+   local server these stay at a few ms only because its launcher keeps connections alive (a new
+   TLS connection per request costs tens of ms).
 
 Ratios are bare / wrapped for times and sizes (> 1: wrapped is faster or smaller). On the local
 server latencies are mostly Python (SDK, serialization) and Node; on real Cosmos DB the network
@@ -39,7 +42,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package, also when run as a file
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.base.id import uuid6
@@ -59,7 +62,7 @@ def cosmos_endpoint() -> Iterator[tuple[str, str]]:
     if endpoint:
         yield endpoint, os.environ.get("COSMOSDB_KEY") or EMULATOR_KEY
         return
-    import cosmos_service  # tests/cosmos_service.py: starts tests/cosmos_server/launcher.js
+    from tests import cosmos_service  # starts tests/cosmos_server/launcher.js
 
     with tempfile.TemporaryDirectory(prefix="bench-cosmos-") as tmp:
         proc, port = cosmos_service._start_local_server(Path(tmp) / "server.log")
@@ -136,7 +139,7 @@ def put_latency(savers: dict[str, Any], n_messages: int, puts: int) -> dict[str,
 
 
 def conversation(saver: Any, turns: int, thread: str) -> dict[str, Any]:
-    from scenario_graph import build_graph, run_turns, thread_config
+    from tests.scenario_graph import build_graph, run_turns, thread_config
 
     graph = build_graph(saver, content_chars=CONTENT_CHARS)
     start = time.perf_counter()
@@ -163,6 +166,26 @@ def thread_bytes(container: Any, thread: str) -> int:
     )
     system = {"_rid", "_self", "_etag", "_attachments", "_ts"}
     return sum(len(json.dumps({k: v for k, v in r.items() if k not in system})) for r in rows)
+
+
+def point_operations(client: Any, database: str, n: int) -> dict[str, float]:
+    """Mean ms per point read and per upsert of small items, one container, one partition."""
+    from azure.cosmos import PartitionKey
+
+    container = client.get_database_client(database).create_container(
+        id="point-operations", partition_key=PartitionKey(path="/pk")
+    )
+    container.upsert_item({"id": "a", "pk": "p1", "payload": "x" * 1000})
+    container.read_item("a", partition_key="p1")  # warm-up
+    start = time.perf_counter()
+    for _ in range(n):
+        container.read_item("a", partition_key="p1")
+    read_ms = (time.perf_counter() - start) * 1000 / n
+    start = time.perf_counter()
+    for i in range(n):
+        container.upsert_item({"id": f"w-{i}", "pk": "p1"})
+    upsert_ms = (time.perf_counter() - start) * 1000 / n
+    return {"point read": read_ms, "upsert": upsert_ms}
 
 
 def round_trips(endpoint: str, key: str, database: str) -> dict[str, int]:
@@ -269,6 +292,19 @@ def run(quick: bool) -> list[dict[str, Any]]:
                         "bare": b,
                         "wrapped": w,
                         "ratio": b / w,
+                        "target": "",
+                        "met": None,
+                    }
+                )
+            operations = 100 if quick else 500
+            for op, ms in point_operations(client, database, operations).items():
+                rows.append(
+                    {
+                        "benchmark": f"endpoint {op} through the SDK, mean of {operations}",
+                        "metric": "ms per operation",
+                        "bare": ms,
+                        "wrapped": None,
+                        "ratio": None,
                         "target": "",
                         "met": None,
                     }

@@ -27,12 +27,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package, also when run as a file
 
 from langchain_core.messages import ToolMessage
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sqlite import SqliteSaver
-from scenario_graph import (
+
+from agentstate_reducer import MessageReducer
+from checkpointers import ReducingCheckpointSaver
+from tests.scenario_graph import (
     ScriptedToolModel,
     build_graph,
     human_message,
@@ -40,9 +43,6 @@ from scenario_graph import (
     system_message,
     thread_config,
 )
-
-from agentstate_reducer import MessageReducer
-from checkpointers import ReducingCheckpointSaver
 
 MIN_MESSAGES, MAX_MESSAGES = 20, 40
 CONTENT_CHARS = 200

@@ -1,2 +1,3 @@
-from cosmos_service import *  # noqa: F403
-from pg_service import *  # noqa: F403
+"""Fixtures shared by the whole suite, registered as plugins (PostgreSQL and Cosmos DB services)."""
+
+pytest_plugins = ["tests.cosmos_service", "tests.pg_service"]

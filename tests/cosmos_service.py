@@ -15,7 +15,7 @@ Both give an ordinary client: ``CosmosClient(server.endpoint, server.key, **serv
 If no endpoint can be had, tests skip with the reason, except under ``CI=true`` where they fail:
 a CI run that silently skips the Cosmos DB tests would look green without testing anything.
 
-Register the fixtures from ``conftest.py`` with ``from cosmos_service import *  # noqa: F403``.
+``tests/conftest.py`` registers the fixtures: ``pytest_plugins = ["tests.cosmos_service", ...]``.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, NoReturn
 
 import pytest
 
-__all__ = ["EMULATOR_KEY", "CosmosServer", "_quiet_local_tls_warning", "cosmos_database", "cosmos_server"]
+__all__ = ["EMULATOR_KEY", "CosmosServer"]
 
 # The well-known key of the Cosmos DB emulator (public, not a secret); the local server accepts any key.
 EMULATOR_KEY = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="

@@ -11,7 +11,7 @@ How the server is found, in order:
 If no server can be had, tests skip with the reason, except under ``CI=true`` where they fail:
 a CI run that silently skips the database tests would look green without testing anything.
 
-Register the fixtures from ``conftest.py`` with ``from pg_service import *  # noqa: F403``.
+``tests/conftest.py`` registers the fixtures: ``pytest_plugins = ["tests.pg_service", ...]``.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-__all__ = ["PostgresServer", "pg_url", "postgres_server"]
+__all__ = ["PostgresServer"]
 
 # Superuser name inside the cluster; fixed so URLs don't depend on which OS user ran initdb.
 _SUPERUSER = "postgres"

@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from convo import BUILDERS, Spec, ids
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -30,6 +29,7 @@ from checkpointers.archive import (
     read_transcript,
 )
 from checkpointers.saver import ReducingCheckpointSaver
+from tests.convo import BUILDERS, Spec, ids
 
 FORMATS = list(BUILDERS)
 NS = ("memories", "t1")

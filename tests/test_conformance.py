@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.conformance import checkpointer_test, validate
-from scenario_graph import aopen_saver
 
 from agentstate_reducer import MessageReducer
 from checkpointers import ReducingCheckpointSaver
+from tests.scenario_graph import aopen_saver
 
 BASE = {"put": 17, "put_writes": 10, "get_tuple": 10, "list": 16, "delete_thread": 5}
 EXTENDED = {"delete_for_runs": 7, "copy_thread": 8, "prune": 8}

@@ -8,12 +8,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from cosmos_service import CosmosServer
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
 from agentstate_reducer import MessageReducer
 from checkpointers import ReducingCheckpointSaver
 from checkpointers.cosmosdb import AsyncCosmosDBSaver, CosmosDBSaver
+from tests.cosmos_service import CosmosServer
 
 pytestmark = pytest.mark.cosmos
 

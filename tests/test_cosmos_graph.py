@@ -14,10 +14,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from cosmos_service import CosmosServer
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
-from scenario_graph import (
+
+from agentstate_reducer import MessageReducer
+from checkpointers import ReducingCheckpointSaver
+from checkpointers.cosmosdb import AsyncCosmosDBSaver, CosmosDBSaver
+from tests.cosmos_service import CosmosServer
+from tests.scenario_graph import (
     arun_turns,
     build_graph,
     contract_violations,
@@ -26,10 +30,6 @@ from scenario_graph import (
     system_message,
     thread_config,
 )
-
-from agentstate_reducer import MessageReducer
-from checkpointers import ReducingCheckpointSaver
-from checkpointers.cosmosdb import AsyncCosmosDBSaver, CosmosDBSaver
 
 pytestmark = pytest.mark.cosmos
 

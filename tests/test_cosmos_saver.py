@@ -26,7 +26,6 @@ from urllib.parse import urlsplit
 import pytest
 from azure.core.credentials import AccessToken, AccessTokenInfo
 from azure.cosmos import PartitionKey, exceptions
-from cosmos_service import CosmosServer
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.checkpoint.base import Checkpoint
 from langgraph.checkpoint.base.id import uuid6
@@ -37,6 +36,7 @@ from checkpointers import PutReduction, ReducingCheckpointSaver
 from checkpointers.cosmosdb import INDEXING_POLICY, PARTITION_KEY_PATH, AsyncCosmosDBSaver, CosmosDBSaver
 from checkpointers.cosmosdb import _mapping as m
 from checkpointers.cosmosdb import sync as sync_module
+from tests.cosmos_service import CosmosServer
 
 pytestmark = pytest.mark.cosmos
 
@@ -681,7 +681,7 @@ def test_seed_example_with_endpoint_and_key_from_the_environment(
     cosmos_server: CosmosServer, cosmos_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The seed's constructor call, as written (database name: the test's fresh database)."""
-    from scenario_graph import build_graph, contract_violations, run_turns, thread_config
+    from tests.scenario_graph import build_graph, contract_violations, run_turns, thread_config
 
     monkeypatch.setenv("COSMOSDB_ENDPOINT", cosmos_server.endpoint)
     monkeypatch.setenv("COSMOSDB_KEY", cosmos_server.key)

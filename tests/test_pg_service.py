@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-from pg_service import PostgresServer
 from psycopg.rows import dict_row
+
+from tests.pg_service import PostgresServer
 
 pytestmark = pytest.mark.postgres
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from convo import BUILDERS, Spec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
+from tests.convo import BUILDERS, Spec
 
 
 @st.composite

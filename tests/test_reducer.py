@@ -6,9 +6,9 @@ import copy
 from typing import Any
 
 import pytest
-from convo import BUILDERS, Spec, ids
 
 from agentstate_reducer import MessageReducer, ReducerConfig
+from tests.convo import BUILDERS, Spec, ids
 
 FORMATS = list(BUILDERS)
 

@@ -18,11 +18,11 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.pregel._checkpoint import put_writes_accepts_task_path
-from scenario_graph import aopen_saver, open_saver
 
 from agentstate_reducer import MessageReducer, read_message
 from checkpointers import PutReduction, ReducingCheckpointSaver, reduce_checkpoint
 from checkpointers.saver import OPTIONAL_METHODS, capabilities_of
+from tests.scenario_graph import aopen_saver, open_saver
 
 
 def reducer() -> MessageReducer:

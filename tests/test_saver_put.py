@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.base.id import uuid6
-from scenario_graph import aopen_saver, open_saver
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from checkpointers import PutReduction, ReducingCheckpointSaver, reduce_checkpoint
+from tests.scenario_graph import aopen_saver, open_saver
 
 CASES = [
     pytest.param(("sync", "memory"), id="sync-InMemorySaver"),

@@ -22,7 +22,12 @@ import pytest
 from langgraph.channels import DeltaChannel
 from langgraph.graph.message import add_messages
 from langgraph.types import Command
-from scenario_graph import (
+
+import checkpointers.reduction as reduction
+from agentstate_reducer import MessageReducer, ReducerConfig, read_message
+from checkpointers import PutReduction, ReducingCheckpointSaver
+from checkpointers.reduction import SummaryMemo
+from tests.scenario_graph import (
     aopen_saver,
     arun_turns,
     build_graph,
@@ -34,11 +39,6 @@ from scenario_graph import (
     thread_config,
     turn_ids,
 )
-
-import checkpointers.reduction as reduction
-from agentstate_reducer import MessageReducer, ReducerConfig, read_message
-from checkpointers import PutReduction, ReducingCheckpointSaver
-from checkpointers.reduction import SummaryMemo
 
 MAX = 16
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
-from convo import BUILDERS, Spec, ids
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
@@ -30,6 +29,7 @@ from agentstate_reducer.summary import (
 )
 from checkpointers.reduction import SummaryMemo, areduce_checkpoint, reduce_checkpoint
 from checkpointers.saver import ReducingCheckpointSaver
+from tests.convo import BUILDERS, Spec, ids
 
 FORMATS = list(BUILDERS)
 

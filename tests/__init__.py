@@ -1,0 +1,1 @@
+"""The test suite: a package, so its helper modules are imported as ``tests.<module>``."""
