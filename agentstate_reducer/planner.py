@@ -6,13 +6,17 @@ kept, cut at a turn boundary. The contract (README, "The pruning contract"):
 
 1. A tool group (an AI message with tool calls plus every tool result answering one of its call
    ids) is one unit; every other message is a unit of its own. Groups are never split. A result
-   belongs to the nearest AI message before it that made the call.
+   belongs to the nearest AI message before it that made the call, so a call id used again by a
+   later message starts a new group, and comes before the next user or assistant message that is
+   not a tool call. A result message answering calls of several AI messages
+   (Anthropic's user message of ``tool_result`` blocks) joins their groups into one unit.
 2. Pinned messages are never pruned: index 0 when ``preserve_first`` (with its tool results),
    system messages and messages of unknown role. They cost nothing in count mode and are counted
    in token mode. (The injected summary is held out of the list by the reducer before planning.)
 3. Orphan tool results (no call before them) and dangling calls (an AI message whose calls are not
-   all answered, anywhere but at the end) are pruned whenever a reduction runs: providers reject
-   both.
+   all answered, anywhere but at the end) are pruned from every output, triggered or not:
+   providers reject both. A call at the end whose results are missing in part or whole is pending,
+   not broken, and stays.
 4. The newest units that fit are kept; with ``start_on_human`` the kept history starts at a human
    message. The live turn (the newest human message and what follows) is never dropped whole:
    when it alone is over the budget, its human message and its newest units that fit are kept,
@@ -26,9 +30,10 @@ LangChain message classes (``pinned_indices``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .messages import MessageInfo, pinned_indices, read_message
 
@@ -37,7 +42,7 @@ from .messages import MessageInfo, pinned_indices, read_message
 class Plan:
     """The planner's decision: ``kept`` holds the surviving indices in ascending order."""
 
-    kept: tuple[int, ...]
+    kept: Sequence[int]
     triggered: bool
     over_target: bool
     cost_before: int
@@ -45,7 +50,7 @@ class Plan:
 
     def split(self, messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """``(surviving, pruned)``, each in input order; built from slices, not per-item checks."""
-        if not self.triggered:
+        if len(self.kept) == len(messages):
             return list(messages), []
         surviving = [messages[i] for i in self.kept]
         pruned: list[Any] = []
@@ -58,15 +63,22 @@ class Plan:
 
 
 def keep_all(n: int, cost: int) -> Plan:
-    return Plan(tuple(range(n)), False, False, cost, cost)
+    return Plan(range(n), False, False, cost, cost)
 
 
 @dataclass(slots=True)
 class _Unit:
+    """Messages kept or dropped together, with the cost of keeping them."""
+
     first: int
     members: list[int]
-    cost: int
     is_human: bool
+    cost: int = 0
+    #: result ids of its tool messages that none of its AI messages has claimed yet: the unit is
+    #: decided when an older AI message claims them (a result answering calls of several messages)
+    needs: set[str] | None = None
+    #: a member cannot be sent (a dangling call, a result whose call is gone): pruned whole
+    broken: bool = False
 
 
 class _Reader:
@@ -85,6 +97,10 @@ class _Reader:
         return info
 
 
+#: a budget no history reaches: planning with it only repairs (prunes what cannot be sent)
+UNLIMITED: Final = sys.maxsize
+
+
 def plan(
     messages: Sequence[Any],
     cost_of: Callable[[int], int],
@@ -95,13 +111,16 @@ def plan(
     preserve_first: bool,
     start_on_human: bool,
     infos: Sequence[MessageInfo] | None = None,
+    triggered: bool = True,
 ) -> Plan:
-    """Decide what survives a triggered reduction.
+    """Decide what survives a reduction.
 
     ``cost_of(i)`` is message ``i``'s cost (tokens, or 1 in count mode); ``budget`` is the target
     (``min_messages`` or ``target_tokens``); ``infos`` are ``read_message`` of each message
     when the caller has them already (token mode: the count cache keeps them), so kept messages
-    are not read twice.
+    are not read twice. With ``budget=UNLIMITED``, ``start_on_human=False`` and
+    ``triggered=False`` it is the repair of an untriggered reduction: every unit that can be sent
+    is kept, and only what rule 3 names is pruned.
     """
     n = len(messages)
     read: Callable[[int], MessageInfo] = infos.__getitem__ if infos is not None else _Reader(messages)
@@ -112,16 +131,18 @@ def plan(
     room = budget - (0 if count_mode else pinned_cost)
 
     # Walk back over units, newest first. A tool result joins the unit of the nearest AI message
-    # before it that made its call, when the walk reaches that message; results never claimed are
-    # orphans, and an AI message whose calls are not all answered is dangling unless it is the
-    # newest unit (the pending call of the live turn).
+    # before it that made its call, when the walk reaches that message; a result answering calls
+    # of several AI messages joins them all into one unit, decided when the last of them is
+    # reached. Results never claimed are orphans; an AI message whose calls are not all answered
+    # is dangling unless it is the newest conversation message (the pending call).
     accepted: list[_Unit] = []  # the newest units that fit, newest first
     spent = 0
     stopped = False
     newest: _Unit | None = None
     live: _Unit | None = None  # the newest human message, looked for past the stop point if need be
+    seen_conversation = False
     open_results: dict[str, list[int]] = {}
-    claimed: set[int] = set()
+    shared: dict[int, _Unit] = {}  # results answering several calls -> the unit that claimed them
     i = n
     while i > 0:
         i -= 1
@@ -133,20 +154,23 @@ def plan(
                 open_results.setdefault(r, []).append(i)
             continue
         if info.kind == "ai" and info.call_ids:
-            members = [i]
-            complete = True
-            for cid in info.call_ids:
-                got = [j for j in open_results.pop(cid, ()) if j not in claimed]
-                complete = complete and bool(got)
-                claimed.update(got)
-                members += got
-            if not complete and newest is not None:
-                continue  # dangling: pruned, with whatever results it has
-            if len(members) > 2:
-                members = sorted(set(members))
-            unit = _Unit(i, members, sum(map(cost_of, members)), False)
+            unit, complete = _claim(i, info.call_ids, open_results, shared, read)
+            if not complete and seen_conversation:
+                unit.broken = True  # dangling: pruned, with whatever results it has
+            seen_conversation = True
+            if unit.needs or unit.broken:
+                continue
         else:
-            unit = _Unit(i, [i], cost_of(i), info.kind == "human")
+            if open_results:
+                # results after this message cannot join a call before it: providers want a call's
+                # results before the next user or assistant message
+                open_results.clear()
+                for waiting in shared.values():
+                    if waiting.needs:
+                        waiting.broken = True
+            seen_conversation = True
+            unit = _Unit(i, [i], info.kind == "human")
+        unit.cost = sum(map(cost_of, unit.members))
         if newest is None:
             newest = unit
         if not stopped:
@@ -163,14 +187,61 @@ def plan(
     kept_units = _select(accepted, newest, live, room, start_on_human)
     kept = sorted(pinned.union(m for u in kept_units for m in u.members))
     kept_cost = sum(u.cost for u in kept_units)
-    return Plan(tuple(kept), True, kept_cost > room, trigger_cost, kept_cost + pinned_cost)
+    return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost)
+
+
+def _claim(
+    i: int,
+    call_ids: tuple[str, ...],
+    open_results: dict[str, list[int]],
+    shared: dict[int, _Unit],
+    read: Callable[[int], MessageInfo],
+) -> tuple[_Unit, bool]:
+    """The unit of the AI message ``i``, and whether every call of it has a result.
+
+    It claims the open results of its calls (rule 1: the nearest AI message before a result
+    owns it) and joins the units of results it shares with newer AI messages.
+    """
+    unit = _Unit(i, [i], False)
+    joined: list[_Unit] = []
+    complete = True
+    for cid in dict.fromkeys(call_ids):
+        results = open_results.pop(cid, None)
+        if not results:
+            complete = False
+            continue
+        for j in results:
+            other = shared.get(j)
+            if other is None:
+                unit.members.append(j)
+                rids = read(j).result_ids
+                if len(rids) > 1:
+                    shared[j] = unit
+                    unit.needs = unit.needs or set()
+                    unit.needs.update(rids)
+            elif other is not unit and all(other is not u for u in joined):
+                joined.append(other)
+    for other in joined:
+        unit.members += other.members
+        if other.needs:
+            unit.needs = (unit.needs or set()) | other.needs
+        unit.broken = unit.broken or other.broken
+        for j in other.members:
+            if shared.get(j) is other:
+                shared[j] = unit
+    if unit.needs:
+        unit.needs.difference_update(call_ids)
+    if len(unit.members) > 2:
+        unit.members = sorted(set(unit.members))
+    return unit, complete
 
 
 def _first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
     """What ``preserve_first`` pins: index 0, with its tool results when it is a tool call.
 
-    An orphan tool result at index 0, or a call whose results are not all there, is not pinned:
-    providers reject both. Finding the results of a call at index 0 takes a full scan.
+    Its results are those before a later AI message makes the same call id again (rule 1). An
+    orphan tool result at index 0, a call whose results are not all there, or one sharing a
+    result message with a later call (they form one unit, planned by the walk) is not pinned.
     """
     first = read(0)
     if first.kind == "tool":
@@ -178,9 +249,68 @@ def _first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
     if first.kind != "ai" or not first.call_ids:
         return [0]
     wanted = set(first.call_ids)
-    results = [j for j in range(1, n) if read(j).kind == "tool" and wanted.intersection(read(j).result_ids)]
-    answered = {r for j in results for r in read(j).result_ids}
+    owned = set(wanted)  # ids whose results still belong to index 0
+    results: list[int] = []
+    answered: set[str] = set()
+    for j in range(1, n):
+        info = read(j)
+        if info.kind == "tool" and owned.intersection(info.result_ids):
+            if not owned.issuperset(info.result_ids):
+                return []
+            results.append(j)
+            answered.update(info.result_ids)
+        elif info.kind == "ai" and info.call_ids:
+            owned.difference_update(info.call_ids)
+            if not owned:
+                break
+        elif info.kind in ("human", "ai"):
+            break
     return [0, *results] if wanted <= answered else []
+
+
+@dataclass(frozen=True, slots=True)
+class Tail:
+    """How a valid history ends, enough to check messages appended to it without re-reading it:
+    the call ids of its trailing tool group (empty when it ends in another message) and those of
+    them still unanswered (a pending call)."""
+
+    calls: frozenset[str] = frozenset()
+    unanswered: frozenset[str] = frozenset()
+
+
+def tail_of(messages: Sequence[Any]) -> Tail:
+    """The ``Tail`` of a history that can be sent as it is; reads from the end, only its last group."""
+    answered: set[str] = set()
+    for i in range(len(messages) - 1, -1, -1):
+        info = read_message(messages[i])
+        if info.kind == "tool":
+            answered.update(info.result_ids)
+        elif info.kind in ("human", "ai"):
+            calls = frozenset(info.call_ids)
+            return Tail(calls, calls.difference(answered))
+    return Tail()
+
+
+def extend_tail(tail: Tail, infos: Iterable[MessageInfo]) -> Tail | None:
+    """The ``Tail`` after appending messages read as ``infos`` to a valid history ending in ``tail``.
+
+    None when the result may not be sendable (a result for a call outside the trailing group, a
+    message after an unanswered call): then the whole history must be planned. Never None for a
+    history the planner would prune, so a non-None answer means nothing needs pruning.
+    """
+    calls, unanswered = tail.calls, tail.unanswered
+    for info in infos:
+        kind = info.kind
+        if kind == "tool":
+            rids = info.result_ids
+            if not rids or not calls.issuperset(rids):
+                return None
+            unanswered = unanswered.difference(rids)
+        elif kind == "human" or kind == "ai":
+            if unanswered:
+                return None
+            calls = unanswered = frozenset(info.call_ids)
+    return Tail(calls, unanswered)
 
 
 def _select(

@@ -6,12 +6,12 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from . import summary as _summary
 from .config import ReducerConfig
-from .messages import MessageInfo, is_message_like
-from .planner import Plan, keep_all, plan
+from .messages import MessageInfo, is_message_like, read_message
+from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
 from .tokens import count_messages, read_and_count, resolve_token_counter
 
 logger = logging.getLogger("agentstate_reducer")
@@ -35,6 +35,8 @@ class ReducerStats:
     over_target: bool = False
     #: the summarizer raised or timed out: ``repr`` of the error (see ``ReducerConfig.on_summary_error``)
     summary_error: str | None = None
+    #: no trigger fired, but messages a provider rejects (orphan results, dangling calls) were pruned
+    repaired: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,15 @@ def _one(i: int) -> int:
     return 1
 
 
+class _Checked(NamedTuple):
+    """The last output, known sendable, and its tail: a history that starts with it (compared
+    with ``==``, identity first) needs only its new messages checked."""
+
+    messages: list[Any] | None
+    length: int
+    tail: Tail
+
+
 @dataclass(frozen=True, slots=True)
 class _Step:
     """A planned reduction before the summarizer runs: what reduce and areduce share."""
@@ -78,15 +89,15 @@ class _Step:
 
 def _with_held(p: Plan, held: tuple[int, ...], held_cost: int) -> Plan:
     """Map a plan made without the ``held`` indices back to the full list, ``held`` kept."""
-    if not p.triggered:
-        return p
     kept = []
     for k in p.kept:
         for h in held:  # held is a few leading indices: shift past each one at or before k
             if h <= k:
                 k += 1
         kept.append(k)
-    return Plan(tuple(sorted([*kept, *held])), True, p.over_target, p.cost_before, p.cost_after + held_cost)
+    return Plan(
+        tuple(sorted([*kept, *held])), p.triggered, p.over_target, p.cost_before, p.cost_after + held_cost
+    )
 
 
 def as_message_list(value: Any) -> list[Any]:
@@ -103,6 +114,28 @@ def as_message_list(value: Any) -> list[Any]:
     if isinstance(value, Iterable):
         return list(value)
     raise TypeError(f"expected a message or a list of messages, got {type(value).__name__}")
+
+
+def _sendable(messages: list[Any], checked: _Checked | None) -> bool:
+    """True when ``messages`` is the last checked output plus messages that keep it sendable."""
+    if checked is None:
+        return False
+    k = checked.length
+    if len(messages) < k:
+        return False
+    # no messages: _begin found them equal already, before appending ``new``
+    prev = checked.messages
+    if prev is not None and not _equal(messages if len(messages) == k else messages[:k], prev):
+        return False
+    return extend_tail(checked.tail, map(read_message, messages[k:])) is not None
+
+
+def _equal(a: list[Any], b: list[Any]) -> bool:
+    """List equality at C speed (identity first); False when an element's ``__eq__`` cannot answer."""
+    try:
+        return a == b
+    except Exception:
+        return False
 
 
 class MessageReducer:
@@ -129,6 +162,7 @@ class MessageReducer:
             )
         self._config = config
         self._counter: Callable[[Any], int] | None = None
+        self._checked: _Checked | None = None
 
     @property
     def config(self) -> ReducerConfig:
@@ -164,7 +198,7 @@ class MessageReducer:
 
     def plan(self, messages: list[Any]) -> tuple[Plan, Mode]:
         """The pure decision for ``messages`` (already merged), without applying it."""
-        return self._plan_with(messages, self._held(messages))
+        return self._plan_with(messages, self._held(messages), checked=None)
 
     def _held(self, messages: list[Any]) -> tuple[int, ...]:
         """Indices of the injected summary, which stays pinned (only when ``inject_summary``)."""
@@ -172,7 +206,9 @@ class MessageReducer:
             return ()
         return _summary.leading_summaries(messages, preserve_first=self._config.preserve_first)
 
-    def _plan_with(self, messages: list[Any], held: tuple[int, ...]) -> tuple[Plan, Mode]:
+    def _plan_with(
+        self, messages: list[Any], held: tuple[int, ...], *, checked: _Checked | None
+    ) -> tuple[Plan, Mode]:
         # The held summary is planned around, not through the planner: it counts in the trigger,
         # and in token mode its tokens come off the target, like any pinned message.
         c = self._config
@@ -181,25 +217,29 @@ class MessageReducer:
             # the built-in counters hand back their cached readings: the planner reads nothing twice
             costs, infos = read_and_count(self.token_counter, messages)
             total = sum(costs)
-            budget = c.effective_target_tokens
-            assert budget is not None
-            if total <= c.max_tokens:
-                return keep_all(len(messages), total), "tokens"
             held_cost = sum(costs[i] for i in held)
             rest_costs = _summary.without(costs, held) if held else costs
             if held and infos is not None:
                 infos = _summary.without(infos, held)
+            if total <= c.max_tokens:
+                if _sendable(messages, checked):
+                    return keep_all(len(messages), total), "tokens"
+                p = self._plan(rest, rest_costs.__getitem__, total, UNLIMITED, count_mode=False, infos=infos)
+                return _with_held(p, held, held_cost), "tokens"
+            budget = c.effective_target_tokens
+            assert budget is not None
             p = self._plan(
                 rest, rest_costs.__getitem__, total, budget - held_cost, count_mode=False, infos=infos
             )
             return _with_held(p, held, held_cost), "tokens"
         n = len(messages)
-        if c.max_messages is None:
-            return keep_all(n, n), "off"
-        if n <= c.max_messages:
-            return keep_all(n, n), "messages"
+        mode: Mode = "off" if c.max_messages is None else "messages"
+        if c.max_messages is None or n <= c.max_messages:
+            if _sendable(messages, checked):
+                return keep_all(n, n), mode
+            return _with_held(self._plan(rest, _one, n, UNLIMITED, count_mode=True), held, len(held)), mode
         p = self._plan(rest, _one, n, c.min_messages, count_mode=True)
-        return _with_held(p, held, len(held)), "messages"
+        return _with_held(p, held, len(held)), mode
 
     def _plan(
         self,
@@ -212,6 +252,7 @@ class MessageReducer:
         infos: list[MessageInfo] | None = None,
     ) -> Plan:
         c = self._config
+        repair = budget == UNLIMITED  # untriggered: prune only what cannot be sent
         return plan(
             messages,
             cost_of,
@@ -219,8 +260,9 @@ class MessageReducer:
             budget=budget,
             count_mode=count_mode,
             preserve_first=c.preserve_first,
-            start_on_human=c.start_on_human,
+            start_on_human=c.start_on_human and not repair,
             infos=infos,
+            triggered=not repair,
         )
 
     # -- applying ---------------------------------------------------------------------------
@@ -266,11 +308,19 @@ class MessageReducer:
 
     def _begin(self, existing: Any, new: Any) -> _Step:
         messages = as_message_list(existing)
+        checked = self._checked
         if new is not None:  # the common call reduces one list: copy it once, not twice
+            if checked is not None and checked.messages is not None and len(messages) == checked.length:
+                # reduce(previous output, new): compare before appending, without a slice
+                checked = checked._replace(messages=None) if _equal(messages, checked.messages) else None
             messages += as_message_list(new)
         held = self._held(messages)
-        the_plan, mode = self._plan_with(messages, held)
-        surviving, pruned = the_plan.split(messages)
+        the_plan, mode = self._plan_with(messages, held, checked=checked)
+        pruned: list[Any]
+        if len(the_plan.kept) == len(messages):
+            surviving, pruned = messages, []  # as_message_list made this list: no second copy
+        else:
+            surviving, pruned = the_plan.split(messages)
         return _Step(messages, the_plan, mode, surviving, pruned, [messages[i] for i in held])
 
     def _summary_message(self, step: _Step, text: str) -> Any:
@@ -295,7 +345,14 @@ class MessageReducer:
             logger.error("summarize_fn failed; policy %r", c.on_summary_error, exc_info=error)
             text = None
             if c.on_summary_error == "keep":
-                surviving, pruned, cost_after = list(messages), [], the_plan.cost_before
+                # nothing is pruned but what no provider accepts (the untriggered plan)
+                held = self._held(messages)
+                rest = _summary.without(messages, held) if held else messages
+                repair = _with_held(self._plan(rest, _one, len(rest), UNLIMITED, count_mode=True), held, 0)
+                surviving, pruned = repair.split(messages)
+                cost_after = the_plan.cost_before
+                if tokens and pruned:
+                    cost_after -= sum(self.count_tokens(pruned))
         elif message is not None:
             surviving = _summary.with_summary(surviving, message, preserve_first=c.preserve_first)
             pruned = [*step.held, *pruned]
@@ -313,9 +370,11 @@ class MessageReducer:
             tokens_after=cost_after if tokens else None,
             over_target=over,
             summary_error=repr(error) if error is not None else None,
+            repaired=bool(pruned) and not the_plan.triggered,
         )
         if pruned:
             logger.debug("pruned %d of %d messages (%s mode)", len(pruned), len(messages), step.mode)
+        self._checked = _Checked(list(surviving), len(surviving), tail_of(surviving))
         return ReducerResult(surviving, pruned, text, stats)
 
     def _run_hooks(self, pruned: list[Any], namespace: Any) -> None:

@@ -3,6 +3,8 @@
 A spec is a list of tuples:
     ("system", id) | ("human", id) | ("ai", id) | ("call", id, [call_ids]) | ("tool", id, call_id)
     | ("unknown", id)
+A tool message answering several calls, ("tool", id, [call_ids]), exists only in Anthropic's shape
+(one user message of several ``tool_result`` blocks): ``MULTI_RESULT_FORMATS``.
 Each builder returns the caller-visible messages; ``ids(messages)`` reads the ids back through
 the public adapter so tests can state exact expected ids for every shape.
 """
@@ -66,8 +68,9 @@ def anthropic_dicts(spec: Spec) -> list[Any]:
             blocks = [{"type": "tool_use", "id": c, "name": "lookup", "input": {"q": c}} for c in rest[0]]
             out.append({"role": "assistant", "id": mid, "content": [{"type": "text", "text": "ok"}, *blocks]})
         elif kind == "tool":
-            block = {"type": "tool_result", "tool_use_id": rest[0], "content": _text(mid)}
-            out.append({"role": "user", "id": mid, "content": [block]})
+            answers = rest[0] if isinstance(rest[0], list) else [rest[0]]
+            blocks = [{"type": "tool_result", "tool_use_id": c, "content": _text(mid)} for c in answers]
+            out.append({"role": "user", "id": mid, "content": blocks})
         else:
             out.append(
                 {"role": _OPENAI_ROLES[kind], "id": mid, "content": [{"type": "text", "text": _text(mid)}]}
@@ -102,6 +105,10 @@ BUILDERS: dict[str, Callable[[Spec], list[Any]]] = {
     "anthropic_dict": anthropic_dicts,
     "langchain_object": langchain_objects,
 }
+
+
+#: the shapes in which one message can answer several calls
+MULTI_RESULT_FORMATS = frozenset({"anthropic_dict"})
 
 
 def ids(messages: list[Any]) -> list[str | None]:
