@@ -254,4 +254,118 @@ def test_docstring_examples() -> None:
     for module in (m, checkpointers.cosmosdb, sync_module):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, module.__name__
-    assert doctest.testmod(m).attempted == 2  # encode_part
+    assert doctest.testmod(m).attempted == 6  # encode_part, check_name, check_account_key
+
+
+# -- names, keys and a missing container ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["checkpoints", "x" * 255, "ünï cødé ☃", " leading", "a.b-c_d!$%&'()*+,;=@[]", "~"]
+)
+def test_check_name_accepts_what_cosmos_db_accepts(name: str) -> None:
+    m.check_name("container_name", name)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("a/b", "contains '/'"),
+        ("a\\b", "contains '\\\\'"),
+        ("a?b", "contains '?'"),
+        ("a#b", "contains '#'"),
+        ("x ", "ends with a space"),
+        (" \t ", "is blank"),
+        ("y" * 256, "is 256 characters long; the limit is 255"),
+    ],
+)
+def test_check_name_says_what_is_wrong(name: str, why: str) -> None:
+    with pytest.raises(ValueError) as info:
+        m.check_name("database_name", name)
+    assert str(info.value).startswith(f"database_name {name!r} is not a valid Cosmos DB name: it {why} (")
+
+
+@pytest.mark.parametrize("name", [None, "", 3, b"db"])
+def test_check_name_wants_a_non_empty_str(name: Any) -> None:
+    with pytest.raises(ValueError, match=r"container_name must be a non-empty str \(or pass container=\)"):
+        m.check_name("container_name", name)
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_check_name_raises_only_value_error_and_only_for_bad_names(name: str) -> None:
+    bad = (
+        not name.strip() or name.endswith(" ") or len(name) > 255 or any(c in name for c in "/\\?#")
+    )
+    try:
+        m.check_name("database_name", name)
+    except ValueError:
+        assert bad
+    else:
+        assert not bad
+
+
+@given(st.binary(min_size=1, max_size=96), st.sampled_from(["", " ", "\n", "\t "]))
+@settings(max_examples=200, deadline=None)
+def test_check_account_key_accepts_every_base64_key(raw: bytes, pad: str) -> None:
+    m.check_account_key(pad + base64.b64encode(raw).decode() + pad, "given as credential=")
+
+
+@given(
+    st.binary(min_size=12, max_size=96),
+    st.sampled_from(["drop-padding", "urlsafe", "foreign", "inner-space", "truncate"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_check_account_key_refuses_what_the_sdk_cannot_sign_with_and_never_shows_it(
+    raw: bytes, damage: str
+) -> None:
+    key = base64.b64encode(raw).decode()
+    if damage == "drop-padding":
+        key = key.rstrip("=") + ("" if key.endswith("=") else "A")
+    elif damage == "urlsafe":
+        key = base64.urlsafe_b64encode(raw).decode().replace("A", "-", 1) + "-_"
+    elif damage == "foreign":
+        key = key[:8] + "~" + key[8:]
+    elif damage == "inner-space":
+        key = key[:8] + " " + key[8:]
+    else:
+        key = key[:-1] if len(key.rstrip("=")) % 4 != 1 else key[:-2]
+    with pytest.raises(ValueError, match="the Cosmos DB key in COSMOSDB_KEY is not a valid base64") as info:
+        m.check_account_key(key, "in COSMOSDB_KEY")
+    assert key not in str(info.value) and key.strip("=")[:12] not in str(info.value)
+    assert info.value.__cause__ is None and info.value.__suppress_context__ is False
+
+
+def _explain(miss: m.Missing, answers: dict[bool, bool | None]) -> tuple[Any, list[Any]]:
+    """Drive ``explain_missing`` with fixed answers to its ``Exists`` ops; return (result, ops)."""
+    asked: list[Any] = []
+
+    def execute(op: m.Op) -> Any:
+        assert isinstance(op, m.Exists)
+        asked.append(op)
+        return answers[op.database]
+
+    return m.run(m.explain_missing(miss), execute), asked
+
+
+def test_explain_missing_tells_an_item_miss_from_a_missing_container() -> None:
+    error = LookupError("404")
+
+    def miss(item: bool, sub_status: Any = None, database: str | None = "db") -> m.Missing:
+        return m.Missing(error, database=database, container="c", sub_status=sub_status, item=item)
+
+    # Cosmos DB said "no such item" (sub-status 0): no round trip
+    assert _explain(miss(True, 0), {}) == (None, [])
+    # the local protocol server gives no sub-status: one look at the container
+    assert _explain(miss(True), {False: True}) == (None, [m.Exists()])
+    assert _explain(miss(True), {False: None}) == (None, [m.Exists()])  # cannot tell: an item miss
+    with pytest.raises(LookupError) as info:  # a query's 404 in an existing container: the SDK's error
+        _explain(miss(False), {False: True})
+    assert info.value is error
+    with pytest.raises(m.ContainerNotFoundError, match="container 'c' does not exist in database 'db'"):
+        _explain(miss(True, 1003), {False: False, True: True})
+    with pytest.raises(m.ContainerNotFoundError, match="database 'db' does not exist") as gone:
+        _explain(miss(False), {False: False, True: False})
+    assert gone.value.__cause__ is error and (gone.value.database, gone.value.container) == ("db", "c")
+    with pytest.raises(m.ContainerNotFoundError, match="pass client= and database_name= so setup"):
+        _explain(miss(False, database=None), {False: False})

@@ -33,7 +33,13 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate_reducer import MessageReducer
 from checkpointers import PutReduction, ReducingCheckpointSaver
-from checkpointers.cosmosdb import INDEXING_POLICY, PARTITION_KEY_PATH, AsyncCosmosDBSaver, CosmosDBSaver
+from checkpointers.cosmosdb import (
+    INDEXING_POLICY,
+    PARTITION_KEY_PATH,
+    AsyncCosmosDBSaver,
+    ContainerNotFoundError,
+    CosmosDBSaver,
+)
 from checkpointers.cosmosdb import _mapping as m
 from checkpointers.cosmosdb import sync as sync_module
 from tests.cosmos_service import CosmosServer
@@ -650,7 +656,7 @@ async def test_setup_is_idempotent_and_checks_the_container(
     lazy = await make(container="created-on-first-use", setup=False)
     assert await lazy.call("get_tuple", cfg("t")) is None  # create_if_missing: the first use sets up
     strict = await make(container="missing", setup=False, create_if_missing=False)
-    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+    with pytest.raises(ContainerNotFoundError, match="run the saver's setup"):
         await strict.call("get_tuple", cfg("t"))
     await strict.call("setup")  # an explicit setup() still creates it
     assert await strict.call("get_tuple", cfg("t")) is None
@@ -740,21 +746,30 @@ def test_token_credential(cosmos_server: CosmosServer, cosmos_database: str) -> 
 
 
 def test_key_never_in_repr_errors_or_logs(
-    cosmos_server: CosmosServer, caplog: pytest.LogCaptureFixture
+    cosmos_server: CosmosServer, cosmos_database: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    secret = "SeCrEtKeY-not-base64-x"  # not valid base64: signing the first request fails
+    secret = base64.b64encode(b"a key the local server takes; it is not the emulator's key").decode()
+    assert secret.endswith("=")
+    core = secret.rstrip("=")
     caplog.set_level(logging.DEBUG)
-    saver = CosmosDBSaver("db", "c", endpoint=cosmos_server.endpoint, credential=secret)
-    assert secret not in repr(saver) and secret not in str(vars(saver))
-    with pytest.raises(Exception) as info:
+    for bad in (core, secret + "!"):  # not base64: refused before any request, without the key
+        with pytest.raises(ValueError, match="not a valid base64 account key") as info:
+            CosmosDBSaver("db", "c", endpoint=cosmos_server.endpoint, credential=bad)
+        assert core not in "".join(traceback.format_exception(info.value))
+    with cosmos_server.client() as client:
+        db = client.get_database_client(cosmos_database)
+        db.create_container("wrong", partition_key=PartitionKey(path="/thread_id"))
+    saver = CosmosDBSaver(cosmos_database, "wrong", endpoint=cosmos_server.endpoint, credential=secret)
+    assert core not in repr(saver) and core not in str(vars(saver))
+    with pytest.raises(ValueError, match="partitioned on") as info:  # requests were signed with it
         saver.get_tuple(cfg("t"))
     text = "".join(traceback.format_exception(info.value))
-    assert secret not in text
+    assert core not in text
     assert "Traceback" in text
     stream = io.StringIO()
     for record in caplog.records:
         stream.write(record.getMessage())
-    assert secret not in stream.getvalue()
+    assert stream.getvalue() and core not in stream.getvalue()
     saver.close()
     with CosmosDBSaver.from_conn_info(
         endpoint=cosmos_server.endpoint, credential=cosmos_server.key, database_name="db"
@@ -802,3 +817,179 @@ async def test_async_saver_sync_methods_run_on_its_loop(
             asyncio.InvalidStateError, match="only allowed from a thread other than its event loop"
         ):
             saver.get_tuple(cfg("t"))
+
+
+# -- errors raised where the cause is --------------------------------------------------------------
+
+BAD_KEYS = [
+    pytest.param("SeCrEtKeY-not-base64-x", id="urlsafe-chars"),
+    pytest.param("SeCrEtKeYnotbase64x", id="bad-padding"),
+    pytest.param("SeCrEtKeY~base64!!", id="foreign-chars"),
+    pytest.param("SeCr EtKe YAAA", id="inner-spaces"),
+    pytest.param("", id="empty"),
+    pytest.param("   ", id="blank"),
+]
+
+
+def _no_secret(error: BaseException, secret: str) -> None:
+    text = "".join(traceback.format_exception(error))
+    assert not secret.strip() or secret not in text
+
+
+@pytest.mark.parametrize("secret", BAD_KEYS)
+async def test_a_key_that_is_not_base64_is_refused_at_construction(
+    secret: str, cosmos_server: CosmosServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK would fail on the first request with ``binascii.Error: Incorrect padding``."""
+    where = cosmos_server.endpoint
+    message = r"the Cosmos DB key given as credential= is (not a valid base64 account key|empty)"
+    for cls in (CosmosDBSaver, AsyncCosmosDBSaver):
+        with pytest.raises(ValueError, match=message) as info:
+            cls("db", "c", endpoint=where, credential=secret)
+        _no_secret(info.value, secret)
+    with pytest.raises(ValueError, match=message) as info:
+        with CosmosDBSaver.from_conn_info(endpoint=where, credential=secret, database_name="db"):
+            pass
+    _no_secret(info.value, secret)
+    with pytest.raises(ValueError, match=message) as info:
+        async with AsyncCosmosDBSaver.from_conn_info(endpoint=where, credential=secret, database_name="db"):
+            pass
+    _no_secret(info.value, secret)
+    if secret.strip():  # an empty or blank COSMOSDB_KEY means "no key": Azure AD sign-in
+        monkeypatch.setenv("COSMOSDB_ENDPOINT", where)
+        monkeypatch.setenv("COSMOSDB_KEY", secret)
+        env_message = "the Cosmos DB key in COSMOSDB_KEY is not a valid base64 account key"
+        with pytest.raises(ValueError, match=env_message) as info:
+            CosmosDBSaver("db", "c")
+        _no_secret(info.value, secret)
+
+
+def test_a_valid_key_with_surrounding_whitespace_is_accepted(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    with CosmosDBSaver.from_conn_info(
+        endpoint=cosmos_server.endpoint, credential=f" {cosmos_server.key}\n", database_name=cosmos_database
+    ) as saver:
+        assert saver.get_tuple(cfg("t")) is None
+
+
+BAD_NAMES = [
+    pytest.param("a/b", r"contains '/'", id="slash"),
+    pytest.param("a\\b", r"contains '\\\\'", id="backslash"),
+    pytest.param("a?b", r"contains '\?'", id="question-mark"),
+    pytest.param("a#b", r"contains '#'", id="hash"),
+    pytest.param("name ", "ends with a space", id="trailing-space"),
+    pytest.param("   ", "is blank", id="blank"),
+    pytest.param("x" * 256, "is 256 characters long; the limit is 255", id="too-long"),
+]
+
+
+@pytest.mark.parametrize(("name", "why"), BAD_NAMES)
+@pytest.mark.parametrize("field", ["database_name", "container_name"])
+def test_database_and_container_names_are_checked_at_construction(
+    name: str, why: str, field: str, cosmos_server: CosmosServer
+) -> None:
+    """A '/' used to reach the service as another URL path ("no route")."""
+    names = {"database_name": "db", "container_name": "c", field: name}
+    message = rf"{field} {re.escape(repr(name))} is not a valid Cosmos DB name: it {why}"
+    with cosmos_server.client() as client:
+        with pytest.raises(ValueError, match=message):
+            CosmosDBSaver(**names, client=client)
+    for cls in (CosmosDBSaver, AsyncCosmosDBSaver):
+        with pytest.raises(ValueError, match=message):
+            cls(**names, endpoint=cosmos_server.endpoint, credential=cosmos_server.key)
+    with pytest.raises(ValueError, match=message):
+        with CosmosDBSaver.from_conn_info(
+            endpoint=cosmos_server.endpoint, credential=cosmos_server.key, **names
+        ):
+            pass
+
+
+async def test_names_at_the_limits_work(make: Make) -> None:
+    for name in ("x" * 255, "ünï cødé ☃ !$%&'()*+,;=@[]", " leading space", "a.b-c_d"):
+        api = await make(container=name)
+        [cid] = await api.chain("t", 1, values=lambda i: {"a": i})
+        got = await api.call("get_tuple", cfg("t"))
+        assert got.checkpoint["id"] == cid
+
+
+async def test_a_deleted_container_names_itself_and_says_to_run_setup(
+    make: Make, cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    """Every call used to answer ``404 {"message":""}``; a point read answered None as if the
+    checkpoint did not exist."""
+    api = await make(container="doomed")
+    ids = await api.chain("t", 2, values=lambda i: {"a": i})
+    assert await api.call("get_tuple", cfg("t", "", "no-such-checkpoint")) is None  # an item miss
+    with cosmos_server.client() as client:
+        client.get_database_client(cosmos_database).delete_container("doomed")
+
+    message = (
+        rf"Cosmos DB container 'doomed' does not exist in database '{cosmos_database}' "
+        r"\(deleted, or never created\): run the saver's setup\(\) to create it"
+    )
+    cp = make_checkpoint({"a": 9}, {"a": "9"})
+    calls: list[Callable[[], Awaitable[Any]]] = [
+        lambda: api.call("get_tuple", cfg("t")),
+        lambda: api.call("get_tuple", cfg("t", "", ids[0])),  # a point read
+        lambda: api.list(cfg("t")),
+        lambda: api.list(None, limit=3),
+        lambda: api.call("put", cfg("t", "", ids[-1]), cp, {"step": 3}, {"a": "9"}),
+        lambda: api.call("put_writes", cfg("t", "", ids[-1]), [("a", 1)], "task"),
+        lambda: api.call("delete_thread", "t"),
+        lambda: api.call("copy_thread", "t", "u"),
+        lambda: api.call("prune", ["t"]),
+        lambda: api.call("delete_for_runs", ["run-1"]),
+    ]
+    for call in calls:
+        with pytest.raises(ContainerNotFoundError, match=message) as info:
+            await call()
+        assert isinstance(info.value, LookupError)
+        assert (info.value.database, info.value.container) == (cosmos_database, "doomed")
+        assert isinstance(info.value.__cause__, exceptions.CosmosResourceNotFoundError)
+
+    await api.call("setup")  # as the error says: the container is back, empty
+    assert await api.call("get_tuple", cfg("t")) is None
+    await api.chain("t", 1, values=lambda i: {"a": i})
+
+    with cosmos_server.client() as client:
+        client.delete_database(cosmos_database)
+    with pytest.raises(
+        ContainerNotFoundError,
+        match=(
+            rf"Cosmos DB database '{cosmos_database}' does not exist \(deleted, or never created\), so "
+            r"neither does its container 'doomed': run the saver's setup\(\) to create them"
+        ),
+    ):
+        await api.call("get_tuple", cfg("t"))
+    await api.call("setup")
+    assert await api.call("get_tuple", cfg("t")) is None
+
+
+async def test_a_missing_container_without_create_if_missing(make: Make) -> None:
+    strict = await make(container="never-made", setup=False, create_if_missing=False)
+    with pytest.raises(ContainerNotFoundError, match=r"container 'never-made' does not exist in database"):
+        await strict.call("get_tuple", cfg("t"))
+    with pytest.raises(ContainerNotFoundError, match=r"container 'never-made' does not exist in database"):
+        await strict.call("get_tuple", cfg("t", "", "some-id"))
+
+
+async def test_a_deleted_container_given_as_container(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    """A saver given only a ContainerProxy cannot create it: the error says how to."""
+    with cosmos_server.client() as client:
+        db = client.get_database_client(cosmos_database)
+        db.create_container("given", partition_key=PartitionKey(path="/pk"))
+        saver = CosmosDBSaver(container=db.get_container_client("given"))
+        assert saver.get_tuple(cfg("t")) is None
+        db.delete_container("given")
+        with pytest.raises(
+            ContainerNotFoundError,
+            match=(
+                r"Cosmos DB container 'given' does not exist \(deleted, or never created\): create it "
+                r"with partition key '/pk', or pass client= and database_name= so setup\(\) can"
+            ),
+        ) as info:
+            saver.get_tuple(cfg("t"))
+        assert (info.value.database, info.value.container) == (None, "given")

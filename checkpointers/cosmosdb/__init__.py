@@ -9,8 +9,14 @@
 '/pk'
 """
 
-from ._mapping import INDEXING_POLICY, PARTITION_KEY_PATH
+from ._mapping import INDEXING_POLICY, PARTITION_KEY_PATH, ContainerNotFoundError
 from .aio import AsyncCosmosDBSaver
 from .sync import CosmosDBSaver
 
-__all__ = ["INDEXING_POLICY", "PARTITION_KEY_PATH", "AsyncCosmosDBSaver", "CosmosDBSaver"]
+__all__ = [
+    "INDEXING_POLICY",
+    "PARTITION_KEY_PATH",
+    "AsyncCosmosDBSaver",
+    "ContainerNotFoundError",
+    "CosmosDBSaver",
+]

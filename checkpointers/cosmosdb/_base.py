@@ -27,7 +27,19 @@ from ..reduction import (
     reduce_checkpoint,
     resolve_memo,
 )
-from ._mapping import PutPlan, Ttls, blob_item_id, next_version, parse_config, plan_put
+from ._mapping import (
+    Missing,
+    Op,
+    PutPlan,
+    Read,
+    Ttls,
+    blob_item_id,
+    check_account_key,
+    check_name,
+    next_version,
+    parse_config,
+    plan_put,
+)
 
 #: Largest ``ttl``: value items live 1.5x as long, and Cosmos DB TTLs are 32-bit signed seconds.
 MAX_TTL = (2**31 - 1) * 2 // 3
@@ -149,10 +161,9 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
                 "endpoint=, credential= and client_kwargs= are for a client the saver creates; they cannot "
                 "be combined with client= or container="
             )
-        if container is None:
-            for name, value in (("database_name", database_name), ("container_name", container_name)):
-                if not isinstance(value, str) or not value:
-                    raise ValueError(f"{name} must be a non-empty str (or pass container=), got {value!r}")
+        if container is None:  # checked here: a '/' would otherwise reach the service as a URL path
+            check_name("database_name", database_name)
+            check_name("container_name", container_name)
         secret = None
         if own:
             # The documented constructor (the seed's example) reads these two variables; nothing else
@@ -165,6 +176,10 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
                 )
             if credential is None:
                 credential = _env(KEY_ENV)
+                if credential is not None:
+                    check_account_key(credential, f"in {KEY_ENV}")
+            elif isinstance(credential, str):  # an account key; else a TokenCredential or token dict
+                check_account_key(credential, "given as credential=")
             secret = Secret(credential)  # None: DefaultAzureCredential, created on connect
         self._settings = Settings(
             database_name=database_name,
@@ -275,6 +290,17 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         return (
             f"{type(self).__name__}({where}{endpoint}, ttl={s.ttls.ttl!r}, reducer={self._reducer!r}, "
             f"messages_key={self._messages_key!r})"
+        )
+
+    def _missing(self, op: Op, error: Exception) -> Missing:
+        """The SDK answered ``op`` with 404: what the flow driver needs to explain it."""
+        link = self._link
+        return Missing(
+            error,
+            database=self._settings.database_name if link.database is not None else None,
+            container=str(getattr(link.container, "id", None) or self._settings.container_name),
+            sub_status=getattr(error, "sub_status", None),
+            item=isinstance(op, Read),
         )
 
     def get_next_version(self, current: str | None, channel: None) -> str:

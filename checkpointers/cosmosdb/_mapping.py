@@ -26,11 +26,17 @@ back: the raw values are stored as fields.
 Multi-step operations are generators of ``Op``s (``Read``, ``Query``, ``Pages``, ``NextPage``,
 ``Batch``, ``Emit``) that a tiny driver (``run`` / ``iterate`` here, ``arun`` / ``aiterate`` for
 async) executes with the I/O half's ``execute``; each flow is written once for sync and async.
+When ``execute`` answers an op with ``Missing`` (Cosmos DB said 404), the driver asks with
+``Exists`` ops whether the container or database is gone and raises ``ContainerNotFoundError``
+naming it (``explain_missing``), so neither half decides that on its own.
+
+Names and keys are checked before any request (``check_name``, ``check_account_key``).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 import math
@@ -104,6 +110,77 @@ _OP_OVERHEAD = 128
 MAX_QUERY_PARAM_CHARS = 100_000
 #: Page size of paged checkpoint listings.
 PAGE_SIZE = 100
+
+# -- names and keys, checked before any request ----------------------------------------------------
+
+#: Cosmos DB's limit on a database or container name (characters).
+MAX_NAME_CHARS = 255
+#: Characters a Cosmos DB resource id may not contain: they are separators of the request's URL.
+_FORBIDDEN_NAME_CHARS = ("/", "\\", "?", "#")
+_BASE64_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
+
+
+def check_name(what: str, name: Any) -> None:
+    """Raise ``ValueError`` unless ``name`` is a database or container name Cosmos DB accepts: a
+    str of 1 to 255 characters, not blank, not ending with a space, without ``/ \\ ? #``.
+    ``what`` names the argument in the message.
+
+    >>> check_name("container_name", "checkpoints")
+    >>> check_name("container_name", "a/b")
+    Traceback (most recent call last):
+    ...
+    ValueError: container_name 'a/b' is not a valid Cosmos DB name: it contains '/' (names may not \
+contain '/', '\\\\', '?' or '#', nor end with a space)
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"{what} must be a non-empty str (or pass container=), got {name!r}")
+    why = None
+    bad = [ch for ch in _FORBIDDEN_NAME_CHARS if ch in name]
+    if bad:
+        why = f"contains {bad[0]!r}"
+    elif not name.strip():
+        why = "is blank"
+    elif name.endswith(" "):
+        why = "ends with a space"
+    elif len(name) > MAX_NAME_CHARS:
+        why = f"is {len(name)} characters long; the limit is {MAX_NAME_CHARS}"
+    if why is not None:
+        raise ValueError(
+            f"{what} {name!r} is not a valid Cosmos DB name: it {why} (names may not contain "
+            "'/', '\\\\', '?' or '#', nor end with a space)"
+        )
+
+
+def check_account_key(key: str, source: str) -> None:
+    """Raise ``ValueError`` unless ``key`` is a base64 account key (what the SDK signs requests
+    with; it would fail on the first request with ``binascii.Error``). Surrounding whitespace is
+    allowed. ``source`` says where the key came from. The message never contains the key.
+
+    >>> check_account_key("c2VjcmV0", "given as credential=")
+    >>> check_account_key("not-base64", "in COSMOSDB_KEY")
+    Traceback (most recent call last):
+    ...
+    ValueError: the Cosmos DB key in COSMOSDB_KEY is not a valid base64 account key (it has \
+characters outside A-Z, a-z, 0-9, '+', '/' and '=' padding): use the account's primary or \
+secondary key as the Azure portal shows it (Keys), or pass a TokenCredential
+    """
+    text = key.strip()
+    hint = (
+        "use the account's primary or secondary key as the Azure portal shows it (Keys), or pass a "
+        "TokenCredential"
+    )
+    if not text:
+        raise ValueError(f"the Cosmos DB key {source} is empty: {hint}")
+    if not set(text) <= _BASE64_CHARS:
+        why = "it has characters outside A-Z, a-z, 0-9, '+', '/' and '=' padding"
+    else:
+        try:
+            base64.b64decode(text, validate=True)
+            return
+        except (binascii.Error, ValueError):
+            why = "its length or '=' padding is wrong"
+    raise ValueError(f"the Cosmos DB key {source} is not a valid base64 account key ({why}): {hint}")
+
 
 # -- ids -------------------------------------------------------------------------------------------
 
@@ -276,9 +353,87 @@ class Emit:
     value: CheckpointTuple
 
 
-Op = Read | Query | Pages | NextPage | Batch | Emit
+@dataclass(frozen=True, slots=True)
+class Exists:
+    """Does the saver's container (or, ``database=True``, its database) exist? Result: True, False,
+    or None when that cannot be told (no database handle, or the service refused to say)."""
+
+    database: bool = False
+
+
+Op = Read | Query | Pages | NextPage | Batch | Emit | Exists
 R = TypeVar("R")
 Flow = Generator[Op, Any, R]
+
+
+# -- a missing container or database ---------------------------------------------------------------
+
+
+class ContainerNotFoundError(LookupError):
+    """The saver's Cosmos DB container (or its database) does not exist: deleted under a running
+    saver, or never created (``create_if_missing=False``). ``setup()`` creates them. The SDK's
+    404 error is the ``__cause__``."""
+
+    def __init__(self, message: str, database: str | None, container: str) -> None:
+        super().__init__(message)
+        #: the database name, or None for a saver given only ``container=``
+        self.database = database
+        self.container = container
+
+
+class Missing(Exception):
+    """What an I/O half's ``execute`` raises when Cosmos DB answered an op with 404; the driver
+    then finds out what is missing (``explain_missing``). Never escapes a driver."""
+
+    def __init__(
+        self, error: BaseException, *, database: str | None, container: str, sub_status: Any = None,
+        item: bool = False,
+    ) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.database = database
+        self.container = container
+        #: the 404's sub-status: 0 on Cosmos DB means "no such item", 1003 "no such container"
+        self.sub_status = sub_status
+        #: the op was a point read, which may miss an item of an existing container
+        self.item = item
+
+
+def explain_missing(miss: Missing) -> Flow[None]:
+    """After a 404: return (the op's result is None) when it was a point read of a missing item
+    in an existing container; raise ``ContainerNotFoundError`` when the container or database is
+    gone; else re-raise the SDK's error. One round trip (container properties) unless Cosmos DB
+    already said "no such item" (sub-status 0), two when the container is gone."""
+    if miss.item and miss.sub_status == 0:
+        return None
+    container_exists = yield Exists()
+    if container_exists is not False:  # there, or cannot be checked: a point read missed its item
+        if miss.item:
+            return None
+        raise miss.error  # some other 404: not ours to explain
+    database_exists = None if miss.database is None else (yield Exists(database=True))
+    raise _missing_error(miss.database, miss.container, database_exists) from miss.error
+
+
+def _missing_error(
+    database: str | None, container: str, database_exists: bool | None
+) -> ContainerNotFoundError:
+    if database is None:
+        text = (
+            f"Cosmos DB container {container!r} does not exist (deleted, or never created): create it with "
+            f"partition key {PARTITION_KEY_PATH!r}, or pass client= and database_name= so setup() can"
+        )
+    elif database_exists is False:
+        text = (
+            f"Cosmos DB database {database!r} does not exist (deleted, or never created), so neither does "
+            f"its container {container!r}: run the saver's setup() to create them"
+        )
+    else:
+        text = (
+            f"Cosmos DB container {container!r} does not exist in database {database!r} (deleted, or "
+            "never created): run the saver's setup() to create it"
+        )
+    return ContainerNotFoundError(text, database, container)
 
 
 def run(flow: Flow[R], execute: Callable[[Op], Any]) -> R:
@@ -289,7 +444,12 @@ def run(flow: Flow[R], execute: Callable[[Op], Any]) -> R:
             op = flow.send(result)
         except StopIteration as done:
             return done.value
-        result = execute(op)
+        try:
+            result = execute(op)
+            continue
+        except Missing as caught:
+            miss = caught  # explained outside the except block: no "during handling" chain
+        result = run(explain_missing(miss), execute)
 
 
 def iterate(flow: Flow[None], execute: Callable[[Op], Any]) -> Iterator[CheckpointTuple]:
@@ -303,8 +463,13 @@ def iterate(flow: Flow[None], execute: Callable[[Op], Any]) -> Iterator[Checkpoi
         if isinstance(op, Emit):
             result = None
             yield op.value
-        else:
+            continue
+        try:
             result = execute(op)
+            continue
+        except Missing as caught:
+            miss = caught  # explained outside the except block: no "during handling" chain
+        result = run(explain_missing(miss), execute)
 
 
 async def arun(flow: Flow[R], execute: Callable[[Op], Awaitable[Any]]) -> R:
@@ -315,7 +480,12 @@ async def arun(flow: Flow[R], execute: Callable[[Op], Awaitable[Any]]) -> R:
             op = flow.send(result)
         except StopIteration as done:
             return done.value
-        result = await execute(op)
+        try:
+            result = await execute(op)
+            continue
+        except Missing as caught:
+            miss = caught  # explained outside the except block: no "during handling" chain
+        result = await arun(explain_missing(miss), execute)
 
 
 async def aiterate(
@@ -331,8 +501,13 @@ async def aiterate(
         if isinstance(op, Emit):
             result = None
             yield op.value
-        else:
+            continue
+        try:
             result = await execute(op)
+            continue
+        except Missing as caught:
+            miss = caught  # explained outside the except block: no "during handling" chain
+        result = await arun(explain_missing(miss), execute)
 
 
 # -- values: serialize, chunk, reassemble ----------------------------------------------------------

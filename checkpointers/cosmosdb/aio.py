@@ -185,11 +185,26 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
     async def _execute(self, op: m.Op) -> Any:
         container = await self._container()
         cosmos = _cosmos()
-        if isinstance(op, m.Read):
-            try:
-                return await container.read_item(op.id, partition_key=op.pk)
-            except cosmos.exceptions.CosmosResourceNotFoundError:
+        if isinstance(op, m.Exists):
+            target = self._link.database if op.database else container
+            if target is None:
                 return None
+            try:
+                await target.read()
+            except cosmos.exceptions.CosmosResourceNotFoundError:
+                return False
+            except cosmos.exceptions.CosmosHttpResponseError:
+                return None
+            return True
+        try:
+            return await self._call(container, op)
+        except cosmos.exceptions.CosmosResourceNotFoundError as exc:
+            raise self._missing(op, exc) from None  # the driver finds out what is missing
+
+    async def _call(self, container: Any, op: m.Op) -> Any:
+        cosmos = _cosmos()
+        if isinstance(op, m.Read):
+            return await container.read_item(op.id, partition_key=op.pk)
         if isinstance(op, m.Query):
             # max_item_count=-1: the service sizes pages (up to 4 MB) instead of 100 items a page
             rows = container.query_items(op.sql, parameters=op.parameters, max_item_count=-1, **_scope(op.pk))

@@ -67,6 +67,12 @@ class CosmosDBSaver(CosmosSaverBase):
     ``azure.identity.DefaultAzureCredential``); ``client_kwargs`` go to that client. Close an owned
     client with ``close()`` / ``with saver:``, or use ``CosmosDBSaver.from_conn_info(...)``.
 
+    A key (``credential=`` or ``COSMOSDB_KEY``) must be base64 and the names must follow Cosmos DB's
+    rules (no ``/ \\ ? #``, no trailing space, at most 255 characters): both are checked at
+    construction (``ValueError``; the key is never shown). A call that finds the container or its
+    database gone (deleted under a running saver, or never created with ``create_if_missing=False``)
+    raises ``ContainerNotFoundError`` naming it; ``setup()`` creates it again.
+
     Args:
         database_name, container_name: where checkpoints live (one container; partition key ``/pk``).
         serde: the serializer (default LangGraph's JsonPlusSerializer).
@@ -205,11 +211,26 @@ class CosmosDBSaver(CosmosSaverBase):
     def _execute(self, op: m.Op) -> Any:
         container = self._container()
         cosmos = _cosmos()
-        if isinstance(op, m.Read):
-            try:
-                return container.read_item(op.id, partition_key=op.pk)
-            except cosmos.exceptions.CosmosResourceNotFoundError:
+        if isinstance(op, m.Exists):
+            target = self._link.database if op.database else container
+            if target is None:
                 return None
+            try:
+                target.read()
+            except cosmos.exceptions.CosmosResourceNotFoundError:
+                return False
+            except cosmos.exceptions.CosmosHttpResponseError:
+                return None
+            return True
+        try:
+            return self._call(container, op)
+        except cosmos.exceptions.CosmosResourceNotFoundError as exc:
+            raise self._missing(op, exc) from None  # the driver finds out what is missing
+
+    def _call(self, container: Any, op: m.Op) -> Any:
+        cosmos = _cosmos()
+        if isinstance(op, m.Read):
+            return container.read_item(op.id, partition_key=op.pk)
         if isinstance(op, m.Query):
             # max_item_count=-1: the service sizes pages (up to 4 MB) instead of 100 items a page
             rows = container.query_items(op.sql, parameters=op.parameters, max_item_count=-1, **_scope(op.pk))
