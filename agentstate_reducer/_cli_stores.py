@@ -18,15 +18,17 @@ package itself has no dependencies, and a missing extra is reported as one ``Cli
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, unquote, unquote_plus, urlsplit
 
 
 class CliError(Exception):
@@ -38,8 +40,10 @@ class CliError(Exception):
 
 
 def one_line(exc: BaseException, limit: int = 300) -> str:
-    """The text of an exception on one line (drivers such as psycopg answer on several)."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
+    """The text of an exception on one line (drivers such as psycopg answer on several), redacted
+    by the active ``Redactor`` (see ``redact_text``) before it is shortened to ``limit``, so a
+    secret cut in half by the shortening cannot slip through."""
+    text = redact_text(" ".join(str(exc).split())) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -55,14 +59,160 @@ def require(module: str, *, extra: str, feature: str) -> ModuleType:
         ) from exc
 
 
+# --- secrets (pure) ---------------------------------------------------------------------------
+#
+# Everything the CLI writes passes through one ``Redactor`` (``cli`` installs it on stdout and
+# stderr for the length of a command; ``one_line`` and the messages of ``CliError`` use it too).
+# It hides secrets two ways:
+#
+# * by structure: in every URL of the text, the password of the user info and the value of every
+#   query parameter whose name contains password, key, secret, token, sig or credential (any case);
+# * by value: the secrets the user handed over (passwords and such query values of the URLs on the
+#   command line, COSMOSDB_KEY, PGPASSWORD, the URL in COSMOSDB_ENDPOINT), raw, percent-decoded and
+#   as Python or JSON would escape them, wherever they stand as a token in any text, third-party
+#   error messages included. A part of a URL equal to a secret (a user named like its password) is
+#   hidden too, since printing it would print the secret.
+#
+# Parsers disagree on where the user info of a URL ends (urllib takes the last ``@``, libpq the
+# first, and libpq accepts a raw ``?`` or ``#`` in a password): every reading counts, so a password
+# holding a raw ``@`` is a secret whole and each of its ``@``-separated parts is one as well.
+
+MASK = "***"
+_SECRET_NAME = re.compile(r"(?i)password|key|secret|token|sig|credential")
+_URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
+# A URL inside free text ends at white space, a quote or an angle bracket, and does not take the
+# punctuation that ends a sentence or a clause ("... at URL: refused").
+_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>`]*[^\s'\"<>`.,:;!?)\]]")
+_QUERY_PAIR = re.compile(r"([?&;])([^=&;?#\s]*)=([^&;#\s]*)")
+#: Environment variables holding a secret as their whole value, and those holding a URL.
+SECRET_ENV = ("COSMOSDB_KEY", "PGPASSWORD")
+URL_ENV = ("COSMOSDB_ENDPOINT",)
+
+
+def _secret_name(name: str) -> bool:
+    return bool(_SECRET_NAME.search(unquote_plus(name)))
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the user-info password and secret-named query values replaced by ``***``.
+
+    Never raises (no URL parser is involved): a malformed URL is redacted as well as a valid one."""
+    start = _URL_START.match(url)
+    if start is None:
+        return url
+    head, rest = url[: start.end()], url[start.end() :]
+    at = rest.rfind("@")
+    if at >= 0 and not rest.startswith("/"):  # "scheme:///path" has no user info
+        user, colon, _ = rest[:at].partition(":")
+        if colon:
+            rest = f"{user}:{MASK}{rest[at:]}"
+    return head + _QUERY_PAIR.sub(lambda m: f"{m[1]}{m[2]}={MASK}" if _secret_name(m[2]) else m[0], rest)
+
+
+def secrets_in_url(text: str) -> set[str]:
+    """The secrets of every URL in ``text``: each reading of the user-info password (and its
+    ``@``-separated parts), and the values of secret-named query parameters, as written."""
+    found: set[str] = set()
+    for start in _URL_START.finditer(text):
+        rest = text[start.end() :]
+        if not rest.startswith("/"):
+            for at in (i for i, ch in enumerate(rest) if ch == "@"):
+                _, colon, password = rest[:at].partition(":")
+                if colon:
+                    found.add(password)
+                    found.update(password.split("@"))
+        found.update(m[3] for m in _QUERY_PAIR.finditer(rest) if _secret_name(m[2]))
+    return {s for s in found if s}
+
+
+def _spellings(secret: str) -> set[str]:
+    """How ``secret`` can appear in text: as given, percent-decoded or -encoded, and escaped the
+    way ``repr`` (either quote) and ``json.dumps`` (ASCII or not) escape it."""
+    out: set[str] = set()
+    for s in {secret, secret.strip(), unquote(secret), unquote_plus(secret)}:
+        if s:
+            out.update(
+                (s, repr(s)[1:-1], repr('"' + s)[2:-1], json.dumps(s)[1:-1],
+                 json.dumps(s, ensure_ascii=False)[1:-1], quote(s), quote(s, safe=""), quote_plus(s))
+            )  # fmt: skip
+    return {s for s in out if s}
+
+
+def _as_token(spelling: str) -> str:
+    # A token boundary: a secret starting (ending) with a word character must not be preceded
+    # (followed) by one, so "ab" hides "ab" and "x@ab:" but leaves "abc" alone.
+    before = r"(?<!\w)" if re.match(r"\w", spelling[0]) else ""
+    after = r"(?!\w)" if re.match(r"\w", spelling[-1]) else ""
+    return before + re.escape(spelling) + after
+
+
+class Redactor:
+    """Hides secrets in text: by URL structure always, and ``secrets`` by value (see above)."""
+
+    def __init__(self, secrets: Iterable[str] = ()) -> None:
+        spellings: set[str] = set()
+        for secret in secrets:
+            if secret:
+                spellings |= _spellings(secret)
+        self._spellings = frozenset(spellings)
+        # Longest first: at one position the alternation takes the first that matches.
+        ordered = sorted(spellings, key=lambda s: (-len(s), s))
+        self._known = re.compile("|".join(map(_as_token, ordered))) if ordered else None
+
+    @classmethod
+    def for_command(cls, argv: Iterable[str], environ: Mapping[str, str]) -> Redactor:
+        """The secrets of one command line: its URLs, and the secret environment variables."""
+        secrets: set[str] = set()
+        for arg in argv:
+            secrets |= secrets_in_url(arg)
+        for name in SECRET_ENV:
+            secrets.add(environ.get(name, ""))
+        for name in URL_ENV:
+            secrets |= secrets_in_url(environ.get(name, ""))
+        return cls(secrets)
+
+    def hides(self, secret: str) -> bool:
+        """Whether ``secret`` is one this redactor hides by value."""
+        return secret in self._spellings
+
+    def text(self, text: str) -> str:
+        text = _URL_IN_TEXT.sub(lambda m: redact_url(m[0]), text)
+        return self._known.sub(MASK, text) if self._known is not None else text
+
+
+_ACTIVE: ContextVar[Redactor | None] = ContextVar("agentstate_reducer_cli_redactor", default=None)
+
+
+def active_redactor() -> Redactor | None:
+    """The redactor of the command running in this context, if any (``cli`` sets it)."""
+    return _ACTIVE.get()
+
+
+def activate_redactor(redactor: Redactor | None) -> Callable[[], None]:
+    """Make ``redactor`` the active one; returns the function that restores the previous one."""
+    token = _ACTIVE.set(redactor)
+    return lambda: _ACTIVE.reset(token)
+
+
+def redact_text(text: str) -> str:
+    """``text`` through the active redactor, or through URL-structure redaction when none is."""
+    return (active_redactor() or Redactor()).text(text)
+
+
+def redact(url: str) -> str:
+    """``url`` for printing: its secrets hidden by structure, then by value wherever else they
+    occur in it (a user named like its password)."""
+    return Redactor(secrets_in_url(url)).text(redact_url(url))
+
+
 # --- URLs (pure) ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class StoreSpec:
     kind: str  # "sqlite" | "postgres" | "cosmosdb"
-    url: str  # as given (may hold a password; never print it, print ``label``)
-    label: str  # the URL with password and key hidden
+    url: str = field(repr=False)  # as given (may hold a password; never print it, print ``label``)
+    label: str  # the URL with its secrets hidden (``redact``)
     path: Path | None = None  # sqlite
     endpoint: str | None = None  # cosmosdb
     key: str | None = field(default=None, repr=False)  # cosmosdb
@@ -71,74 +221,126 @@ class StoreSpec:
 
 
 _SCHEMES = "sqlite:///path, postgresql://user@host/db or cosmosdb://host/database/container"
+_ENCODE_HINT = "percent-encode '@' as %40, '/' as %2F, '?' as %3F, '#' as %23 and '%' as %25"
 
 
-def redact(url: str) -> str:
-    """``url`` with the password and any ``key=`` query parameter replaced by ``***``."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
-        if ":" in userinfo:
-            userinfo = userinfo.split(":", 1)[0] + ":***"
-        netloc = f"{userinfo}@{host}"
-    query = re.sub(r"(?i)\b(key|password)=[^&]*", r"\1=***", parts.query)
-    return urlunsplit(parts._replace(netloc=netloc, query=query))
+def _query_value(query: str, name: str) -> str | None:
+    """The percent-decoded value of parameter ``name`` ('+' stays '+': base64 keys hold it)."""
+    for pair in re.split("[&;]", query):
+        key, eq, value = pair.partition("=")
+        if eq and unquote(key) == name:
+            return unquote(value)
+    return None
 
 
-def parse_store_url(url: str, *, environ: dict[str, str] | None = None) -> StoreSpec:
-    """Parse a store URL (see the module docstring); raise ``CliError`` saying what is wrong."""
+def _check_authority(url: str, label: str, what: str) -> None:
+    """Reject what libpq and urllib would read differently (so what the CLI shows and checks is
+    what the driver uses): a '%' that starts no escape, an '@' that is not the single separator
+    between the user info and the host."""
+    if re.search(r"%(?![0-9A-Fa-f]{2})", url):
+        raise CliError(
+            f"bad {what} URL {label!r}: it has a '%' that starts no %XX escape; in the user name, "
+            f"password and database name {_ENCODE_HINT}",
+            exit_code=2,
+        )
+    rest = url.split("://", 1)[1]
+    if rest.count("@") > 1 or ("@" in rest and "@" not in urlsplit(url).netloc):
+        raise CliError(
+            f"bad {what} URL {label!r}: '@' may appear once, between user:password and the host; "
+            f"in the user name and password {_ENCODE_HINT}",
+            exit_code=2,
+        )
+
+
+def _check_port(url: str, label: str, what: str) -> None:
+    try:
+        urlsplit(url).port  # noqa: B018 (raises on a port that is not a number)
+    except ValueError:
+        raise CliError(
+            f"bad {what} URL {label!r}: the port is not a number (an IPv6 host goes in brackets, "
+            "e.g. [::1]:5432)",
+            exit_code=2,
+        ) from None
+
+
+def parse_store_url(url: str, *, environ: Mapping[str, str] | None = None) -> StoreSpec:
+    """Parse a store URL (see the module docstring); raise ``CliError`` saying what is wrong.
+
+    Error messages show the URL only as ``redact`` hides it."""
     env = os.environ if environ is None else environ
     if not url or not url.strip():
         raise CliError(f"empty store URL: use {_SCHEMES}", exit_code=2)
     if "://" not in url:
         # A plain path: the SQLite file itself (the most common case for a local store).
         return StoreSpec("sqlite", url, url, path=Path(url).expanduser())
-    parts = urlsplit(url)
+    label = redact(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # urllib's text may quote a part of the password: not shown
+        raise CliError(
+            f"bad store URL {label!r}: unbalanced '[' or ']' (an IPv6 host goes in brackets, "
+            "e.g. [::1]:5432)",
+            exit_code=2,
+        ) from None
     scheme = parts.scheme.lower().split("+", 1)[0]  # postgresql+psycopg:// is SQLAlchemy's spelling
     if scheme == "sqlite":
         if parts.netloc:
             raise CliError(
-                f"bad SQLite URL {url!r}: it has a host ({parts.netloc!r}); use sqlite:///relative/path "
+                f"bad SQLite URL {label!r}: it has a host part; use sqlite:///relative/path "
                 "or sqlite:////absolute/path",
+                exit_code=2,
+            )
+        if parts.query or parts.fragment or url.endswith(("?", "#")):
+            raise CliError(
+                f"bad SQLite URL {label!r}: SQLite URLs take no '?' options or '#' part (the CLI opens "
+                "the file read-only where it only reads); percent-encode '?' as %3F and '#' as %23 "
+                "in a file name",
                 exit_code=2,
             )
         raw = unquote(parts.path)[1:]  # "sqlite:///x" -> "/x" -> "x"; "sqlite:////x" -> "//x" -> "/x"
         if not raw or raw == ":memory:":
             raise CliError(
-                f"bad SQLite URL {url!r}: give a file path (an in-memory database would vanish with the "
-                "process), e.g. sqlite:///checkpoints.sqlite",
+                f"bad SQLite URL {label!r}: give a file path (an in-memory database would vanish with "
+                "the process), e.g. sqlite:///checkpoints.sqlite",
                 exit_code=2,
             )
-        return StoreSpec("sqlite", url, url, path=Path(raw).expanduser())
+        return StoreSpec("sqlite", url, label, path=Path(raw).expanduser())
     if scheme in ("postgresql", "postgres"):
         if not parts.path.strip("/") and not parts.netloc:
             raise CliError(
-                f"bad PostgreSQL URL {redact(url)!r}: use postgresql://user@host:port/dbname", exit_code=2
+                f"bad PostgreSQL URL {label!r}: use postgresql://user@host:port/dbname", exit_code=2
             )
-        plain = urlunsplit(parts._replace(scheme="postgresql"))
+        _check_authority(url, label, "PostgreSQL")
+        _check_port(url, label, "PostgreSQL")
+        plain = "postgresql" + url[url.index("://") :]
         return StoreSpec("postgres", plain, redact(plain))
     if scheme == "cosmosdb":
+        _check_authority(url, label, "Cosmos DB")
+        _check_port(url, label, "Cosmos DB")
         names = [unquote(p) for p in parts.path.split("/") if p]
         if len(names) != 2:
             raise CliError(
-                f"bad Cosmos DB URL {redact(url)!r}: use cosmosdb://host[:port]/database/container "
+                f"bad Cosmos DB URL {label!r}: use cosmosdb://host[:port]/database/container "
                 "(or cosmosdb:///database/container with COSMOSDB_ENDPOINT set)",
                 exit_code=2,
             )
+        if "@" in parts.netloc:
+            raise CliError(
+                f"bad Cosmos DB URL {label!r}: it takes no user name or password; give the account key "
+                "in COSMOSDB_KEY",
+                exit_code=2,
+            )
         if parts.netloc:
-            host = parts.netloc.rsplit("@", 1)[-1]
-            endpoint = f"https://{host}/"
+            endpoint = f"https://{parts.netloc}/"
         else:
             endpoint = env.get("COSMOSDB_ENDPOINT", "")
             if not endpoint:
                 raise CliError(
-                    f"Cosmos DB URL {url!r} has no host and COSMOSDB_ENDPOINT is not set: use "
+                    f"Cosmos DB URL {label!r} has no host and COSMOSDB_ENDPOINT is not set: use "
                     "cosmosdb://host[:port]/database/container or set COSMOSDB_ENDPOINT",
                     exit_code=2,
                 )
-        query_key = parse_qs(parts.query).get("key", [None])[0]
-        key = query_key or env.get("COSMOSDB_KEY")
+        key = _query_value(parts.query, "key") or env.get("COSMOSDB_KEY")
         if not key:
             raise CliError(
                 "Cosmos DB needs a key: set COSMOSDB_KEY (the emulator's well-known key works for "
@@ -146,10 +348,10 @@ def parse_store_url(url: str, *, environ: dict[str, str] | None = None) -> Store
                 exit_code=2,
             )
         return StoreSpec(
-            "cosmosdb", url, redact(url), endpoint=endpoint, key=key, database=names[0], container=names[1]
+            "cosmosdb", url, label, endpoint=endpoint, key=key, database=names[0], container=names[1]
         )
-    shown = parts.scheme or url
-    raise CliError(f"unknown store scheme {shown!r} in {redact(url)!r}: use {_SCHEMES}", exit_code=2)
+    shown = redact_text(parts.scheme) or "(none)"
+    raise CliError(f"unknown store scheme {shown!r} in {label!r}: use {_SCHEMES}", exit_code=2)
 
 
 # --- opened stores ----------------------------------------------------------------------------
@@ -441,12 +643,18 @@ def open_cosmos_store(module: ModuleType, spec: StoreSpec, *, create: bool) -> S
 
     mapping = importlib.import_module("checkpointers.cosmosdb._mapping")
     assert spec.endpoint and spec.key and spec.database and spec.container
-    host = (urlsplit(spec.endpoint).hostname or "").lower()
+    try:
+        host = (urlsplit(spec.endpoint).hostname or "").lower()
+    except ValueError:
+        raise CliError(
+            f"bad Cosmos DB endpoint {redact(spec.endpoint)!r}: use https://host[:port]/", exit_code=2
+        ) from None
     if host in ("127.0.0.1", "localhost"):
         # The SDK skips certificate checks for a local emulator by itself; urllib3 then warns on
         # every request, which would bury the CLI's output.
         warnings.filterwarnings("ignore", message=r"Unverified HTTPS request is being made to host")
-    where = f"Cosmos DB at {spec.endpoint}"
+    endpoint = redact(spec.endpoint)
+    where = f"Cosmos DB at {endpoint}"
     try:
         client = CosmosClient(spec.endpoint, spec.key)
     except (AzureError, ValueError) as exc:
@@ -462,7 +670,7 @@ def open_cosmos_store(module: ModuleType, spec: StoreSpec, *, create: bool) -> S
         store = CosmosStore(saver, spec.label, client, container, mapping)
     except exceptions.CosmosResourceNotFoundError as exc:
         raise CliError(
-            f"no container {spec.container!r} in database {spec.database!r} at {spec.endpoint} "
+            f"no container {spec.container!r} in database {spec.database!r} at {endpoint} "
             "(check the names; demo creates them)"
         ) from exc
     except exceptions.CosmosHttpResponseError as exc:

@@ -11,27 +11,45 @@ needs them, and a missing one is reported as one line naming the extra to instal
 
 ``execute(argv)`` runs a command and returns its report (a dataclass) for programs and tests;
 ``main(argv)`` is the console script: it prints errors as one line and returns the exit code.
+
+Secrets never reach the output: while a command runs, stdout and stderr pass through one
+``Redactor`` (``_cli_stores``) made from the command line's URLs and the secret environment
+variables, and so do the messages of the ``CliError`` it raises. What argparse, warnings, a
+``--debug`` traceback or a driver's error text write goes through the same streams.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, cast
 
 from . import __version__
-from ._cli_render import Progress, ascii_chart, human_bytes, table, write_png_chart
-from ._cli_stores import CliError, Store, ThreadRow, iter_latest, one_line, open_store, require
+from ._cli_render import Progress, RedactingStream, ascii_chart, human_bytes, table, write_png_chart
+from ._cli_stores import (
+    CliError,
+    Redactor,
+    Store,
+    ThreadRow,
+    activate_redactor,
+    active_redactor,
+    iter_latest,
+    one_line,
+    open_store,
+    require,
+)
 from .config import ReducerConfig
 from .reducer import MessageReducer
 from .tokens import heuristic_counter, resolve_token_counter
@@ -787,20 +805,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextmanager
+def redacted_output(argv: Sequence[str]) -> Iterator[Redactor]:
+    """Route stdout and stderr through the redactor of ``argv`` (and the environment) and make it
+    the active one (``one_line`` uses it) until the block ends; inside another such block, the
+    outer redactor stays."""
+    outer = active_redactor()
+    if outer is not None:
+        yield outer
+        return
+    redactor = Redactor.for_command(argv, os.environ)
+    restore = activate_redactor(redactor)
+    out, err = sys.stdout, sys.stderr
+    wrapped = [RedactingStream(out, redactor.text), RedactingStream(err, redactor.text)]
+    sys.stdout, sys.stderr = (cast(TextIO, w) for w in wrapped)
+    try:
+        yield redactor
+    finally:
+        for stream in wrapped:
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more can be written anyway
+                pass
+        sys.stdout, sys.stderr = out, err
+        restore()
+
+
 def execute(argv: Sequence[str] | None = None) -> Any:
-    """Run one command and return its report; errors propagate (``CliError`` for expected ones)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if getattr(args, "func", None) is None:
-        parser.print_help(sys.stderr)
-        raise CliError("give a command: demo, inspect or compact", exit_code=2)
-    return args.func(args)
+    """Run one command and return its report; errors propagate (``CliError`` for expected ones,
+    its message redacted like the output)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    with redacted_output(args_list) as redactor:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        if getattr(args, "func", None) is None:
+            parser.print_help(sys.stderr)
+            raise CliError("give a command: demo, inspect or compact", exit_code=2)
+        try:
+            return args.func(args)
+        except CliError as exc:
+            exc.args = (redactor.text(str(exc)),)
+            raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script: one line per error on stderr, a non-zero exit code, no traceback
     unless ``--debug``."""
     args_list = list(sys.argv[1:] if argv is None else argv)
+    with redacted_output(args_list):
+        return _main(args_list)
+
+
+def _main(args_list: list[str]) -> int:
     debug = "--debug" in args_list
     try:
         execute(args_list)

@@ -429,7 +429,11 @@ def _closed_port() -> int:
     ("argv", "code", "expected"),
     [
         (["inspect", "mysql://db/x"], 2, "unknown store scheme 'mysql' in 'mysql://db/x': use sqlite:"),
-        (["inspect", "sqlite://host/x.db"], 2, "bad SQLite URL 'sqlite://host/x.db': it has a host ('host')"),
+        (["inspect", "sqlite://host/x.db"], 2, "bad SQLite URL 'sqlite://host/x.db': it has a host part"),
+        (["inspect", "sqlite:///x.db?mode=ro"], 2, "bad SQLite URL 'sqlite:///x.db?mode=ro': SQLite URLs"),
+        (["inspect", "postgresql://u@[::1/db"], 2, "bad store URL 'postgresql://u@[::1/db': unbalanced '['"),
+        (["inspect", "postgresql://u@h:p/db"], 2, "bad PostgreSQL URL 'postgresql://u@h:p/db': the port"),
+        (["inspect", "cosmosdb://u:p@h/db/c"], 2, "bad Cosmos DB URL 'cosmosdb://u:***@h/db/c': it takes no"),
         (["compact", "cosmosdb://h/db"], 2, "bad Cosmos DB URL 'cosmosdb://h/db': use cosmosdb://host"),
         (["inspect", "sqlite:////nonexistent/x.sqlite"], 1, "no SQLite database at '/nonexistent/x.sqlite'"),
         (["demo", "--turns", "0"], 2, "--turns must be at least 1, got 0"),

@@ -1,0 +1,352 @@
+"""Secrets never appear in what the CLI writes: a corpus of store URLs on every command and mode.
+
+Every secret in the corpus holds the marker ``S3cr3t`` (a few cases add their own markers), so
+"no marker anywhere in stdout or stderr" means no secret, no part of one and no re-encoding of one
+was written. Commands run through ``cli.main`` with ``capfd`` (file-descriptor capture: a driver
+writing to fd 2 directly is caught too), and a few once more as the installed console script.
+Unreachable servers are a closed port on 127.0.0.1 / ::1, refused at once.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from agentstate_reducer import cli
+from agentstate_reducer._cli_render import RedactingStream
+from agentstate_reducer._cli_stores import (
+    CliError,
+    Redactor,
+    activate_redactor,
+    one_line,
+    redact,
+    redact_url,
+    secrets_in_url,
+)
+from tests.test_cli import seed_threads
+
+MARKER = "S3cr3t"
+SECRET_ENV = ("COSMOSDB_KEY", "COSMOSDB_ENDPOINT", "PGPASSWORD")
+# A valid base64 Cosmos DB key holding the marker (the local Cosmos DB server accepts any key).
+MARKED_KEY = "S3cr3tXYZ+/AS3cr3tXYZ+/A"
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when the block ends: nothing listens there
+
+
+@dataclass(frozen=True)
+class Case:
+    """A store URL (``{port}``: a closed port, ``{tmp}``: a temporary folder) and its environment."""
+
+    id: str
+    url: str
+    env: dict[str, str] = field(default_factory=dict)
+    markers: tuple[str, ...] = ()  # besides MARKER
+    shown: str | None = None  # a text the inspect run must print (the redacted URL, say)
+
+
+CORPUS = [
+    # sqlite: a host or options are refused, with the URL redacted in the message
+    Case("sqlite-userinfo", "sqlite://user:S3cr3tXYZ@host/x", shown="'sqlite://user:***@host/x'"),
+    Case("sqlite-password-only", "sqlite://:S3cr3tXYZ@localhost/x.db", shown="sqlite://:***@localhost/x.db"),
+    Case("sqlite-user-like-password", "sqlite://S3cr3tXYZ:S3cr3tXYZ@h/x", shown="sqlite://***:***@h/x"),
+    Case("sqlite-ipv6-host", "sqlite://u:S3cr3tXYZ@[::1]/x", shown="sqlite://u:***@[::1]/x"),
+    Case("sqlite-encoded", "sqlite://u:S3cr3tXYZ%25%40%3A@h/x", shown="sqlite://u:***@h/x"),
+    Case("sqlite-query-password", "sqlite:///{tmp}/cp.sqlite?password=S3cr3tXYZ", shown="password=***"),
+    Case("sqlite-query-key", "sqlite:///{tmp}/cp.sqlite?SSLKey=S3cr3tXYZ&mode=ro",
+         shown="SSLKey=***&mode=ro"),
+    Case("sqlite-query-token", "sqlite:////{tmp}/cp.sqlite?x=1&access_token=S3cr3tXYZ#f", shown="token=***"),
+    Case("sqlite-env-secrets", "{tmp}/seeded.sqlite",
+         env={"COSMOSDB_KEY": "S3cr3tXYZ==", "PGPASSWORD": "S3cr3tPG"}, shown="1 thread"),
+    # postgres: refused at parse time, or by the closed port
+    Case("pg-sslpassword", "postgresql://user@127.0.0.1:{port}/db?sslpassword=S3cr3tXYZ",
+         shown="postgresql://user@127.0.0.1:{port}/db?sslpassword=***: connection failed"),
+    Case("pg-password", "postgresql://user:S3cr3tXYZ@127.0.0.1:{port}/db", shown="user:***@"),
+    Case("pg-raw-at", "postgres://user:S3cr3tA@S3cr3tB@127.0.0.1:{port}/db", shown="'@' may appear once"),
+    Case("pg-raw-at-named", "postgres://user:SECzz@RETzz@127.0.0.1:{port}/db",
+         markers=("SECzz", "RETzz"), shown="'@' may appear once"),
+    Case("pg-raw-percent", "postgresql://user:S3cr3tXYZ%zz@127.0.0.1:{port}/db", shown="%XX escape"),
+    Case("pg-raw-percent-named", "postgresql://user:SEC%zzQQ@127.0.0.1:{port}/db",
+         markers=("SEC%zz", "zzQQ"), shown="%XX escape"),
+    Case("pg-encoded-at-percent", "postgresql://user:S3cr3tXYZ%40%25@127.0.0.1:{port}/db", shown="user:***@"),
+    Case("pg-ipv6", "postgresql://user:S3cr3tXYZ@[::1]:{port}/db", shown="user:***@[::1]"),
+    Case("pg-ipv6-unbalanced", "postgresql://user:S3cr3tXYZ@[::1:{port}/db", shown="unbalanced"),
+    Case("pg-raw-slash", "postgresql://user:pa/S3cr3tXYZ@127.0.0.1:{port}/db", markers=("pa/",)),
+    Case("pg-raw-question", "postgresql://user:pa?S3cr3tXYZ@127.0.0.1:{port}/db", markers=("pa?",)),
+    Case("pg-raw-hash", "postgresql://user:pa#S3cr3tXYZ@127.0.0.1:{port}/db", markers=("pa#",)),
+    Case("pg-user-like-password", "postgresql://S3cr3tXYZ:S3cr3tXYZ@127.0.0.1:{port}/db", shown="://***:***@"),
+    Case("pg-query-password", "postgresql://user@127.0.0.1:{port}/db?password=S3cr3tXYZ",
+         shown="password=***"),
+    Case("pg-query-mixed-case", "postgresql://user@127.0.0.1:{port}/db?PassWord=S3cr3tXYZ&sslmode=disable"),
+    Case("pg-bad-sslmode", "postgresql://user@127.0.0.1:{port}/db?sslmode=bogus&sslpassword=S3cr3tXYZ"),
+    Case("pg-bad-param", "postgresql://user@127.0.0.1:{port}/db?bogus=1&password=S3cr3tXYZ"),
+    Case("pg-sqlalchemy-scheme", "postgresql+psycopg://user:S3cr3tXYZ@127.0.0.1:{port}/db?connect_timeout=1"),
+    Case("pg-non-ascii", "postgres://user:S3cr3tXYZ%20%C3%A9%2F@localhost:{port}/db"),
+    Case("pg-encoded-user", "postgresql://us%40er:S3cr3tXYZ@127.0.0.1:{port}/db", shown="us%40er:***@"),
+    Case("pg-quotes", "postgresql://user:S3cr3t'XYZ\"q\\@127.0.0.1:{port}/db"),
+    Case("pg-bad-port", "postgresql://user:S3cr3tXYZ@127.0.0.1:port/db", shown="the port is not a number"),
+    Case("pg-env-password", "postgresql://user@127.0.0.1:{port}/db", env={"PGPASSWORD": "S3cr3tXYZ"}),
+    Case("pg-ipv6-two-secrets",
+         "postgresql://user:S3cr3tXYZ@[::1]:{port}/db?application_name=x&sslpassword=S3cr3tSSL"),
+    # cosmosdb
+    Case("cosmos-no-endpoint", "cosmosdb:///db/c?key=S3cr3tXYZ",
+         shown="'cosmosdb:///db/c?key=***' has no host"),
+    Case("cosmos-query-key", "cosmosdb://127.0.0.1:{port}/db/c?key=" + MARKED_KEY, shown="cannot connect"),
+    Case("cosmos-env-key-not-base64", "cosmosdb://127.0.0.1:{port}/db/c",
+         env={"COSMOSDB_KEY": "S3cr3t!XYZ"}),
+    Case("cosmos-userinfo", "cosmosdb://user:S3cr3tXYZ@127.0.0.1:{port}/db/c",
+         shown="no user name or password"),
+    Case("cosmos-env-endpoint", "cosmosdb:///db/c",
+         env={"COSMOSDB_ENDPOINT": "https://u:S3cr3tXYZ@127.0.0.1:{port}/?sig=S3cr3tSIG",
+              "COSMOSDB_KEY": MARKED_KEY},
+         shown="cannot connect to Cosmos DB at https://u:***@127.0.0.1:{port}/?sig=***: "),
+    Case("cosmos-ipv6-encoded-key", "cosmosdb://[::1]:{port}/db/c?key=S3cr3tXYZ%2B%2F%3D%3D"),
+    Case("cosmos-missing-container", "cosmosdb://127.0.0.1:{port}/db?key=S3cr3tXYZ", shown="key=***"),
+    Case("cosmos-other-params", "cosmosdb://127.0.0.1:{port}/db/c?Key=S3cr3tXYZ&COSMOS_TOKEN=S3cr3tTOK"),
+    Case("cosmos-bad-percent", "cosmosdb://127.0.0.1:{port}/db/c?key=S3cr3tXYZ%zz", shown="%XX escape"),
+    # unknown schemes
+    Case("mysql", "mysql://user:S3cr3tXYZ@h/db?token=S3cr3tTOK", shown="'mysql://user:***@h/db?token=***'"),
+    Case("redis-ipv6", "redis://:S3cr3tXYZ@[::1]:6379/0?credentialId=S3cr3tCRED", shown="credentialId=***"),
+]  # fmt: skip
+
+# Every output mode of the three commands (demo only makes sense with a store URL).
+MODES = [
+    ["inspect", "{url}"],
+    ["inspect", "{url}", "--json"],
+    ["inspect", "{url}", "--debug"],
+    ["compact", "{url}", "--dry-run"],
+    ["compact", "{url}", "--dry-run", "--json"],
+    ["compact", "{url}", "--dry-run", "--prune-old"],
+    ["compact", "{url}", "--max-messages", "6", "--min-messages", "2"],
+    ["compact", "{url}", "--json", "--max-messages", "6", "--min-messages", "2"],
+    ["compact", "{url}", "--debug", "--thread", "nope"],
+    ["demo", "--turns", "1", "--store", "{url}"],
+]
+
+
+def spellings(secret: str) -> set[str]:
+    """A secret as it could be printed: raw, repr- and JSON-escaped."""
+    return {secret, repr(secret)[1:-1], repr('"' + secret)[2:-1], json.dumps(secret)[1:-1]}
+
+
+def assert_hidden(text: str, markers: tuple[str, ...], secrets: tuple[str, ...] = ()) -> None:
+    for marker in (MARKER, *markers):
+        assert marker not in text and marker.lower() not in text, text
+    for secret in secrets:
+        for form in spellings(secret):
+            assert form not in text, text
+
+
+def run_corpus_case(
+    case: Case,
+    url: str,
+    capfd: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    env: dict[str, str],
+    secrets: tuple[str, ...] = (),
+    modes: list[list[str]] = MODES,
+) -> dict[str, tuple[int, str, str]]:
+    """Run every mode on ``url``; assert no secret was written; return ``{mode: (code, out, err)}``."""
+    for name in SECRET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    capfd.readouterr()
+    results = {}
+    for mode in modes:
+        argv = [a.replace("{url}", url) for a in mode]
+        code = cli.main(argv)
+        out, err = capfd.readouterr()
+        assert code in (0, 1, 2), (argv, code, err)
+        assert out or err, argv  # something was said
+        if code == 0 and "--json" in argv:
+            json.loads(out)  # redaction keeps the JSON valid
+        assert_hidden(out + err, case.markers, secrets)
+        results[" ".join(a for a in mode if a != "{url}")] = (code, out, err)
+    return results
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=lambda c: c.id)
+def test_corpus_never_prints_a_secret(
+    case: Case, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = str(closed_port())
+    fill = {"{port}": port, "{tmp}": str(tmp_path)}
+    url = case.url
+    env = dict(case.env)
+    for key, value in fill.items():
+        url = url.replace(key, value)
+        env = {k: v.replace(key, value) for k, v in env.items()}
+    if case.id == "sqlite-env-secrets":
+        seed_threads(f"sqlite:///{url}", {"t": 3})
+    results = run_corpus_case(case, url, capfd, monkeypatch, env=env)
+    assert len(results) == len(MODES)
+    if case.shown is not None:
+        _, out, err = results["inspect"]
+        assert case.shown.replace("{port}", port) in out + err
+
+
+def test_corpus_covers_every_scheme_and_at_least_thirty_urls() -> None:
+    schemes = {c.url.split("://")[0] for c in CORPUS if "://" in c.url}
+    assert {"sqlite", "postgresql", "postgres", "postgresql+psycopg", "cosmosdb"} <= schemes
+    assert len(CORPUS) >= 30
+    assert any("[::1" in c.url for c in CORPUS) and any(c.env for c in CORPUS)
+
+
+def with_secrets(url: str) -> str:
+    """``url`` with a marked password (unless it has one) and a secret-named query parameter."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is None:
+        user, _, host = netloc.rpartition("@")
+        netloc = f"{user or 'postgres'}:S3cr3tPW@{host}"
+    query = "&".join(q for q in (parts.query, "sslpassword=S3cr3tSSL&connect_timeout=5") if q)
+    return urlunsplit(parts._replace(netloc=netloc, query=query))
+
+
+@pytest.mark.postgres
+def test_real_postgres_with_secrets_in_the_url_and_the_environment(
+    postgres_server: Any, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = postgres_server.new_database("cli_secrets")
+    seed_threads(plain, {"long": 9, "short": 2})
+    url = with_secrets(plain)
+    case = Case("pg-real", url)
+    results = run_corpus_case(case, url, capfd, monkeypatch, env={"PGPASSWORD": "S3cr3tENV"})
+    # The commands worked: the URL is shown redacted where the CLI names the store.
+    for mode in ("inspect", "inspect --json", "compact --dry-run", "demo --turns 1 --store"):
+        assert results[mode][0] == 0, results[mode]
+    assert "store: postgresql://" in results["inspect"][1]
+    assert ":***@" in results["inspect"][1] and "sslpassword=***" in results["inspect"][1]
+    assert json.loads(results["inspect --json"][1])["summary"]["threads"] == 2
+    assert f"(try: agentstate-reducer inspect {redact(url)})" in results["demo --turns 1 --store"][1]
+
+
+@pytest.mark.cosmos
+def test_real_cosmosdb_with_the_key_in_the_url(
+    request: pytest.FixtureRequest, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = request.getfixturevalue("cosmos_server")
+    database = request.getfixturevalue("cosmos_database")
+    # The local server accepts any key; an external account needs its own (then that is the secret).
+    key = MARKED_KEY if server.pid is not None else server.key
+    url = f"cosmosdb://{urlsplit(server.endpoint).netloc}/{database}/checkpoints?key={key}"
+    demo_first = [MODES[-1], *MODES[:-1]]  # demo creates the container the others read
+    results = run_corpus_case(
+        Case("cosmos-real", url), url, capfd, monkeypatch, env={}, secrets=(key,), modes=demo_first
+    )
+    for mode in ("demo --turns 1 --store", "inspect", "inspect --json", "compact --dry-run"):
+        assert results[mode][0] == 0, results[mode]  # the '+' and '/' of the key arrived intact
+    assert "?key=***" in results["inspect"][1]
+    assert json.loads(results["inspect --json"][1])["summary"]["threads"] == 2
+
+
+@pytest.mark.parametrize(
+    "case_id", ["pg-sslpassword", "pg-raw-at-named", "cosmos-no-endpoint", "cosmos-env-endpoint"]
+)
+def test_console_script_never_prints_a_secret(case_id: str) -> None:
+    case = next(c for c in CORPUS if c.id == case_id)
+    port = str(closed_port())
+    url = case.url.replace("{port}", port)
+    env = {k: v for k, v in os.environ.items() if k not in SECRET_ENV}
+    env.update({k: v.replace("{port}", port) for k, v in case.env.items()})
+    script = Path(sys.executable).with_name("agentstate-reducer")
+    for argv in (["inspect", url, "--json", "--debug"], ["demo", "--turns", "1", "--store", url]):
+        done = subprocess.run([str(script), *argv], capture_output=True, text=True, timeout=120, env=env)
+        assert done.returncode in (1, 2)
+        assert done.stderr.strip().splitlines()[-1].startswith("agentstate-reducer: error: ")
+        assert_hidden(done.stdout + done.stderr, case.markers)
+
+
+# --- the redactor itself ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgresql://u:pw@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u@h/db?sslpassword=x&a=1&SECRET_id=y;sig=z", "postgresql://u@h/db?sslpassword=***&a=1&SECRET_id=***;sig=***"),
+        ("postgresql://u@h/db?pass%77ord=x", "postgresql://u@h/db?pass%77ord=***"),
+        ("postgres://u:a@b@h/db", "postgres://u:***@h/db"),
+        ("postgresql://u:pa/ss@h/db", "postgresql://u:***@h/db"),
+        ("postgresql://u:pw@[::1/db", "postgresql://u:***@[::1/db"),
+        ("sqlite:///data/me@home.db", "sqlite:///data/me@home.db"),
+        ("cosmosdb:///db/c?key=a+b/c==", "cosmosdb:///db/c?key=***"),
+        ("https://h/?apiToken=t#x", "https://h/?apiToken=***#x"),
+        ("/plain/path?key=x", "/plain/path?key=x"),
+    ],
+)  # fmt: skip
+def test_redact_url_by_structure(url: str, expected: str) -> None:
+    assert redact_url(url) == expected
+
+
+def test_secrets_of_a_url_cover_every_reading_of_the_user_info() -> None:
+    assert secrets_in_url("postgres://u:SEC@RET@h/db") == {"SEC", "RET", "SEC@RET"}
+    assert secrets_in_url("postgresql://u:pa#ss@h/db") == {"pa#ss"}
+    assert secrets_in_url("postgresql://u@h/db?sslpassword=a%20b&x=c") == {"a%20b"}
+    assert secrets_in_url("sqlite:///data/me:x@home.db") == set()
+    assert secrets_in_url("--store=postgresql://u:pw@h/db") == {"pw"}
+
+
+def test_known_secrets_are_hidden_at_token_boundaries_in_any_text() -> None:
+    r = Redactor(["ab", "SEC%zz", "p'q\"r"])
+    assert r.text("ab abc cab x@ab: 'ab'") == "*** abc cab x@***: '***'"
+    assert r.text('invalid percent-encoded token: "SEC%zz"') == 'invalid percent-encoded token: "***"'
+    assert r.text("SEC%25zz and SEC%zz") == "*** and ***"  # percent-encoded spelling too
+    assert r.text(repr("a p'q\"r b") + json.dumps("p'q\"r")) == "'a *** b'\"***\""
+    # A part of a URL equal to a secret is hidden as well: printing it would print the secret.
+    assert redact("postgresql://S3cr3t:S3cr3t@S3cr3t/db") == "postgresql://***:***@***/db"
+
+
+def test_secrets_from_the_environment() -> None:
+    r = Redactor.for_command(
+        ["inspect", "cosmosdb:///db/c"],
+        {
+            "COSMOSDB_KEY": "k3yXYZ==\n",
+            "PGPASSWORD": "pgPW",
+            "COSMOSDB_ENDPOINT": "https://u:epPW@h/?sig=s1g",
+        },
+    )
+    text = r.text("key k3yXYZ== pw pgPW endpoint epPW sig s1g other")
+    assert text == "key *** pw *** endpoint *** sig *** other"
+
+
+def test_the_stream_sees_a_secret_written_in_pieces() -> None:
+    sink = io.StringIO()
+    stream = RedactingStream(sink, Redactor(["S3cr3tXYZ"]).text)
+    for piece in ("a S3cr", "3tX", "YZ b", "\n", "c S3cr3tXYZ"):
+        stream.write(piece)
+    assert sink.getvalue() == "a *** b\n"
+    stream.flush()
+    assert sink.getvalue() == "a *** b\nc ***"
+
+
+def test_one_line_redacts_before_it_shortens() -> None:
+    restore = activate_redactor(Redactor(["S3cr3tXYZ"]))
+    try:
+        text = one_line(RuntimeError("x" * 290 + " S3cr3tXYZ tail"), limit=300)
+    finally:
+        restore()
+    # Shortened first, "S3cr3t..." would be left, and no longer match the whole secret.
+    assert text == "x" * 290 + " *** tail"
+
+
+def test_execute_raises_cli_errors_with_the_message_redacted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COSMOSDB_ENDPOINT", raising=False)
+    with pytest.raises(CliError) as caught:
+        cli.execute(["inspect", "cosmosdb:///db/c?key=S3cr3tXYZ"])
+    assert MARKER not in str(caught.value) and "key=***" in str(caught.value)
