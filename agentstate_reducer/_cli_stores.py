@@ -412,9 +412,10 @@ class SqliteStore(Store):
         "overhead not included); database bytes = the file plus its -wal file"
     )
 
-    def __init__(self, saver: Any, label: str, path: Path) -> None:
+    def __init__(self, saver: Any, label: str, path: Path, *, read_only: bool = False) -> None:
         super().__init__(saver, label)
         self.path = path
+        self.read_only = read_only
 
     def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
         # The saver's own connection, under its lock: sqlite3 connections are not thread-safe and
@@ -452,7 +453,8 @@ class SqliteStore(Store):
         return total
 
     def flush(self) -> None:
-        self._query("PRAGMA wal_checkpoint(TRUNCATE)")
+        if not self.read_only:  # a checkpoint writes the log into the database file
+            self._query("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         self.saver.conn.close()
@@ -504,7 +506,77 @@ class PostgresStore(Store):
         self.conn.close()
 
 
-def _sqlite(spec: StoreSpec, *, create: bool, feature: str) -> Store:
+#: The columns SqliteSaver reads, per table.
+_SQLITE_COLUMNS = {
+    "checkpoints": ("thread_id", "checkpoint_ns", "checkpoint_id", "parent_checkpoint_id", "type",
+                    "checkpoint", "metadata"),
+    "writes": ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "type", "value"),
+}  # fmt: skip
+_NOT_CHECKPOINTS = "is not a LangGraph checkpoint database (SqliteSaver)"
+
+
+def _sqlite_header(path: Path) -> bytes:
+    """The file's 100-byte SQLite header; ``CliError`` when the file is empty or not SQLite."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(100)
+    except OSError as exc:
+        raise CliError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from exc
+    if not header:
+        raise CliError(f"{str(path)!r} {_NOT_CHECKPOINTS}: it is an empty file (check the path)")
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        raise CliError(f"{str(path)!r} {_NOT_CHECKPOINTS}: it is not an SQLite file (check the path)")
+    return header
+
+
+def _checkpoint_tables(conn: sqlite3.Connection, path: Path) -> set[str]:
+    """The columns of the writes table; ``CliError`` unless SqliteSaver's tables are there."""
+    columns = {
+        table: {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+        for table in _SQLITE_COLUMNS
+    }
+    missing = [t for t, cols in columns.items() if not cols]
+    if missing:
+        raise CliError(
+            f"{str(path)!r} {_NOT_CHECKPOINTS}: it is an SQLite database without the "
+            f"{' and '.join(missing)} table{'s' if len(missing) > 1 else ''} (check the path)"
+        )
+    for table, needed in _SQLITE_COLUMNS.items():
+        lacking = [c for c in needed if c not in columns[table]]
+        if lacking:
+            raise CliError(
+                f"{str(path)!r} {_NOT_CHECKPOINTS}: its {table} table has no column {', '.join(lacking)}"
+            )
+    return columns["writes"]
+
+
+def _read_only_uri(path: Path, header: bytes) -> str:
+    """A ``file:`` URI that reads the database and writes nothing, files beside it included.
+
+    ``mode=ro`` never writes the database file. A rollback-journal database needs nothing more.
+    In WAL mode (header bytes 18-19 are 2) ``mode=ro`` reads through the ``-wal`` and ``-shm``
+    files, and creates them when they are missing (and leaves them). So: with both there (a
+    writer is running, or did not close), ``mode=ro``; with no ``-wal`` or an empty one, the
+    database file holds every commit, and ``immutable=1`` reads it with no lock and no side file
+    (in a read-only folder too; a writer starting meanwhile is not seen). A non-empty ``-wal``
+    without its ``-shm`` index cannot be read without creating the index: refused, saying so."""
+    uri = path.absolute().as_uri()
+    if header[18:20] != b"\x02\x02":
+        return uri + "?mode=ro"
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if wal.exists() and shm.exists():
+        return uri + "?mode=ro"
+    if not wal.exists() or wal.stat().st_size == 0:
+        return uri + "?mode=ro&immutable=1"
+    raise CliError(
+        f"{str(path)!r} has a write-ahead log ({wal.name}) without its index ({shm.name}): the last "
+        "process writing it did not close it, and reading it would create the index. Open it once "
+        f"with a writer (your application, or sqlite3 {str(path)!r} 'PRAGMA wal_checkpoint(TRUNCATE)'), "
+        "then re-run"
+    )
+
+
+def _sqlite(spec: StoreSpec, *, create: bool, read_only: bool, feature: str) -> Store:
     require("langgraph.checkpoint.sqlite", extra="sqlite", feature=feature)
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -520,24 +592,31 @@ def _sqlite(spec: StoreSpec, *, create: bool, feature: str) -> Store:
         raise CliError(
             f"no SQLite database at {str(path)!r} (check the path; sqlite:////abs/path for an absolute one)"
         )
+    header = b"" if create else _sqlite_header(path)
+    conn: sqlite3.Connection | None = None
     try:
-        conn = sqlite3.connect(str(path), check_same_thread=False)
-        if not create:
-            found = conn.execute(
-                "SELECT COUNT(*) FROM sqlite_master "
-                "WHERE type = 'table' AND name IN ('checkpoints', 'writes')"
-            ).fetchone()[0]
-            if found != 2:
-                conn.close()
-                raise CliError(
-                    f"{str(path)!r} is an SQLite database without LangGraph's checkpoints and "
-                    "writes tables: is it a SqliteSaver database?"
-                )
+        if read_only:
+            conn = sqlite3.connect(_read_only_uri(path, header), uri=True, check_same_thread=False)
+        else:
+            conn = sqlite3.connect(str(path), check_same_thread=False)
+        writes_columns = set() if create else _checkpoint_tables(conn, path)
         saver = SqliteSaver(conn)
-        saver.setup()  # idempotent; creates the tables of a new file
+        if read_only:
+            # setup() writes (journal_mode=WAL, CREATE TABLE, ALTER TABLE): the tables are checked
+            # above, so mark the saver as set up and its methods never call it.
+            saver.is_setup = True
+            saver._has_task_path = "task_path" in writes_columns
+        else:
+            saver.setup()  # idempotent; creates the tables of a new file
     except sqlite3.Error as exc:
-        raise CliError(f"cannot open the SQLite database {str(path)!r}: {one_line(exc)}") from exc
-    return SqliteStore(saver, spec.label, path)
+        if conn is not None:
+            conn.close()
+        raise CliError(f"cannot read the SQLite database {str(path)!r}: {one_line(exc)}") from exc
+    except CliError:
+        if conn is not None:
+            conn.close()
+        raise
+    return SqliteStore(saver, spec.label, path, read_only=read_only)
 
 
 def _postgres(spec: StoreSpec, *, create: bool, feature: str) -> Store:
@@ -684,12 +763,16 @@ def open_cosmos_store(module: ModuleType, spec: StoreSpec, *, create: bool) -> S
     return store
 
 
-def open_store(url: str, *, create: bool, feature: str) -> Store:
+def open_store(url: str, *, create: bool, feature: str, read_only: bool = False) -> Store:
     """Parse ``url`` and open a saver on it. ``create``: set the store up (demo); otherwise it must
-    already hold LangGraph checkpoints (inspect, compact), so a typo never creates an empty store."""
+    already hold LangGraph checkpoints (inspect, compact), so a typo never creates an empty store.
+    ``read_only`` (inspect, compact --dry-run): SQLite is opened read-only and never set up, so
+    neither the file nor its journal mode changes and no file appears beside it."""
+    if create and read_only:
+        raise ValueError("open_store: create and read_only exclude each other")
     spec = parse_store_url(url)
     if spec.kind == "sqlite":
-        return _sqlite(spec, create=create, feature=feature)
+        return _sqlite(spec, create=create, read_only=read_only, feature=feature)
     if spec.kind == "postgres":
         return _postgres(spec, create=create, feature=feature)
     return _cosmosdb(spec, create=create, feature=feature)

@@ -401,7 +401,7 @@ def run_inspect(args: argparse.Namespace) -> InspectReport:
         if args.token_counter == "tiktoken"
         else heuristic_counter()
     )
-    with open_store(args.store, create=False, feature=feature) as store:
+    with open_store(args.store, create=False, read_only=True, feature=feature) as store:
         rows = _sorted_rows(store.threads())
         infos = []
         with Progress(len(rows), "inspect") as bar:
@@ -581,7 +581,7 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
     feature = f"{PROG} compact"
     require("langgraph.checkpoint.base", extra="langgraph", feature=feature)
     reducer, counter, _ = _reducer_from(args)
-    with open_store(args.store, create=False, feature=feature) as store:
+    with open_store(args.store, create=False, read_only=args.dry_run, feature=feature) as store:
         saver = store.saver
         if args.prune_old and not _supports_prune(saver):
             raise CliError(

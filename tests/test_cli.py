@@ -478,15 +478,6 @@ def test_cosmosdb_missing_container_is_one_line(
     assert only_line(capsys.readouterr().err).startswith(f"{ERROR}no container 'checkpoints' in database ")
 
 
-def test_not_a_checkpoint_database(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "notes.txt").write_text("hello " * 1000)
-    assert cli.main(["inspect", str(tmp_path / "notes.txt")]) == 1
-    assert only_line(capsys.readouterr().err).startswith(f"{ERROR}cannot open the SQLite database ")
-    sqlite3.connect(tmp_path / "other.sqlite").execute("CREATE TABLE t (x)").connection.close()
-    assert cli.main(["inspect", str(tmp_path / "other.sqlite")]) == 1
-    assert "without LangGraph's checkpoints and writes tables" in only_line(capsys.readouterr().err)
-
-
 @pytest.mark.postgres
 def test_postgres_database_without_checkpoint_tables(
     postgres_server: Any, capsys: pytest.CaptureFixture[str]
