@@ -33,15 +33,20 @@ request carries two user messages in a row: OpenAI accepts that and Anthropic co
 consecutive user turns into one. For an API or chat template that demands strict user/assistant
 alternation, merge consecutive user messages before the call or pass a ``summary_message_factory``.
 
-This module is pure: no I/O, no state. The reducer calls it between planning and applying.
+The reducer calls this module between planning and applying: to recognise and build summary
+messages, and to call the summarizer (in a worker thread or on a private event loop when a timeout
+or an async-only summarizer needs one). ``SummaryMemo`` is per-conversation state kept by callers
+that reduce the same growing list again and again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .messages import MessageInfo, read_message
 
@@ -309,3 +314,174 @@ async def asummarize(config: ReducerConfig, messages: list[Any]) -> str:
         return _checked(await asyncio.wait_for(pending, timeout))
     except asyncio.TimeoutError:
         raise TimeoutError(f"the summarizer did not return within {timeout} s (summary_timeout)") from None
+
+
+# -- remembering what the running summary covers -------------------------------------------------
+
+
+class _Reduced(Protocol):
+    """What ``MemoizedReduction.record`` reads of a reduction's result (a ``ReducerResult``)."""
+
+    @property
+    def pruned(self) -> Sequence[Any]: ...
+
+    @property
+    def surviving(self) -> Sequence[Any]: ...
+
+
+def _message_id(msg: Any) -> str | None:
+    mid = msg.get("id") if isinstance(msg, Mapping) else getattr(msg, "id", None)
+    if isinstance(mid, str) and mid:
+        return mid
+    return read_message(msg).id  # serialized dict forms keep the id one level down
+
+
+@dataclass(frozen=True, slots=True)
+class _Coverage:
+    """What a conversation's running summary covers since the list its run started from."""
+
+    #: content of the summary message in that starting list (None: it had none)
+    base: Any
+    #: ids of the messages pruned since then
+    covered: frozenset[str]
+    #: the summary message now standing for them (None without ``inject_summary``)
+    summary: Any
+    #: ``(start, end, first, last)``: the covered messages were ``run_list[start:end]``, ``first``
+    #: and ``last`` the objects at its ends; None when they were not one contiguous slice
+    span: tuple[int, int, Any, Any] | None = None
+
+
+class SummaryMemo:
+    """Remembers, per conversation, what the running summary already covers, so a summarizer is
+    called once per pruned message although the caller reduces the run's full list again and again
+    (a checkpoint saver on every put, a middleware on every model call).
+
+    Use: ``run = memo.start(key, messages, preserve_first=...)``, reduce ``run.messages`` (the list
+    with the covered messages cut out and the summary standing for them in), then
+    ``run.record(result)``. ``key`` names the conversation (a saver uses ``(thread_id,
+    checkpoint_ns)``); only reductions with a summarizer need a memo.
+
+    It is only a cache, bounded to the ``max_threads`` most recently recorded conversations: it
+    applies when the list still starts from the summary it recorded and holds every covered id (the
+    same run, a retried call), and is ignored otherwise (a new run starts from the stored, already
+    reduced list; a fork or replay from another one). Messages need ids; a batch with an id-less
+    message is not remembered. Thread-safe.
+    """
+
+    def __init__(self, max_threads: int = 1024) -> None:
+        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
+            raise ValueError(f"max_threads must be an int >= 1, got {max_threads!r}")
+        self.max_threads = max_threads
+        self._coverage: OrderedDict[Hashable, _Coverage] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._coverage)
+
+    def start(self, key: Hashable, messages: list[Any], *, preserve_first: bool) -> MemoizedReduction:
+        """Begin one reduction of conversation ``key``'s ``messages`` (never changed): its
+        ``messages`` is the list to reduce, ``messages`` itself when the memo does not apply."""
+        leading = leading_summaries(messages, preserve_first=preserve_first)
+        current = read_message(messages[leading[0]]).content if leading else None
+        with self._lock:
+            coverage = self._coverage.get(key)
+            if coverage is not None:
+                self._coverage.move_to_end(key)
+        if coverage is not None and coverage.base == current and coverage.covered:
+            cut = _cut(messages, leading, coverage, preserve_first)
+            if cut is not None:
+                return MemoizedReduction(self, key, messages, cut, preserve_first, coverage)
+        nothing = _Coverage(current, frozenset(), None)
+        return MemoizedReduction(self, key, messages, messages, preserve_first, nothing)
+
+    def _store(self, key: Hashable, coverage: _Coverage | None) -> None:
+        with self._lock:
+            if coverage is None:
+                self._coverage.pop(key, None)
+                return
+            self._coverage[key] = coverage
+            self._coverage.move_to_end(key)
+            while len(self._coverage) > self.max_threads:
+                self._coverage.popitem(last=False)
+
+
+def _cut(
+    messages: list[Any], leading: tuple[int, ...], coverage: _Coverage, preserve_first: bool
+) -> list[Any] | None:
+    """``messages`` without the covered ones, the recorded summary in place of the leading ones;
+    None when ``messages`` is not the list the coverage was recorded on (a fork, a replay, another
+    run)."""
+    span = coverage.span
+    if span is not None and _same_run(messages, span, preserve_first):
+        # The run's list grows at the end and keeps its objects: the covered messages are the
+        # slice they were, so the list is cut there without reading its messages.
+        head, tail = messages[: span[0]], messages[span[1] :]
+        if coverage.summary is None:
+            return head + tail
+        return with_summary(without(head, leading) + tail, coverage.summary, preserve_first=preserve_first)
+    if not coverage.covered <= {_message_id(m) for m in messages}:
+        return None
+    if coverage.summary is None:  # no injection: only drop what was pruned
+        return [m for m in messages if _message_id(m) not in coverage.covered]
+    rest = [m for m in without(messages, leading) if _message_id(m) not in coverage.covered]
+    return with_summary(rest, coverage.summary, preserve_first=preserve_first)
+
+
+def _same_run(messages: list[Any], span: tuple[int, int, Any, Any], preserve_first: bool) -> bool:
+    start, end, first, last = span
+    return (
+        end <= len(messages)
+        and messages[start] is first
+        and messages[end - 1] is last
+        and insert_position(messages, preserve_first=preserve_first) == start
+    )
+
+
+class MemoizedReduction:
+    """One reduction through a ``SummaryMemo`` (from ``SummaryMemo.start``): ``messages`` is the
+    list to reduce; ``record(result)`` remembers what the reduction pruned."""
+
+    __slots__ = ("_key", "_memo", "_original", "_preserve_first", "_start", "messages")
+
+    def __init__(
+        self,
+        memo: SummaryMemo,
+        key: Hashable,
+        original: list[Any],
+        messages: list[Any],
+        preserve_first: bool,
+        start: _Coverage,
+    ) -> None:
+        self._memo = memo
+        self._key = key
+        self._original = original
+        self._preserve_first = preserve_first
+        #: what the running summary covered when this reduction started (its ``base`` and ``covered``)
+        self._start = start
+        #: the list to reduce: ``original``, or a new list the memo cut from it
+        self.messages = messages
+
+    def record(self, result: _Reduced) -> None:
+        """Remember the result of reducing ``messages``: the ids it pruned join the covered ones."""
+        if not result.pruned:
+            return
+        ids = [_message_id(m) for m in result.pruned if not is_summary_message(m)]
+        if any(i is None for i in ids):
+            self._memo._store(self._key, None)
+            return
+        leading = leading_summaries(result.surviving, preserve_first=self._preserve_first)
+        summary = result.surviving[leading[0]] if leading else None
+        covered = self._start.covered.union(i for i in ids if i is not None)
+        self._memo._store(self._key, _Coverage(self._start.base, covered, summary, self._span(covered)))
+
+    def _span(self, covered: frozenset[str]) -> tuple[int, int, Any, Any] | None:
+        """Where the covered messages sit in the run's list: right after its leading block (the
+        oldest messages are pruned first). Walks the covered messages once, when a batch is pruned."""
+        run = self._original
+        start = insert_position(run, preserve_first=self._preserve_first)
+        end = start
+        while end < len(run) and _message_id(run[end]) in covered:
+            end += 1
+        if end - start != len(covered):
+            return None
+        return start, end, run[start], run[end - 1]

@@ -32,19 +32,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message
-from agentstate_reducer.summary import (
-    insert_position,
-    is_summary_message,
-    leading_summaries,
-    with_summary,
-    without,
-)
+from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats
+from agentstate_reducer.summary import SummaryMemo
 
 __all__ = ["OnReduce", "PutReduction", "SummaryMemo", "areduce_checkpoint", "reduce_checkpoint"]
 
@@ -177,10 +170,17 @@ def _reduction(
         return checkpoint, _report(config, checkpoint, messages_key, new_version, value, None, on_reduce)
     as_tuple = isinstance(value, tuple)
     messages = list(value) if isinstance(value, tuple) else value  # the memo and reducer take a list
-    memo = _MemoUse(summary_memo, reducer, config, messages)
-    result = yield memo.messages
-    memo.record(result)
-    out = _apply(checkpoint, messages_key, messages, memo.messages, result, as_tuple)
+    c = reducer.config
+    memoized = None
+    if summary_memo is not None and (c.summarize_fn is not None or c.asummarize_fn is not None):
+        conf = config.get("configurable") or {}
+        key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
+        memoized = summary_memo.start(key, messages, preserve_first=c.preserve_first)
+    to_reduce = memoized.messages if memoized is not None else messages
+    result = yield to_reduce
+    if memoized is not None:
+        memoized.record(result)
+    out = _apply(checkpoint, messages_key, messages, to_reduce, result, as_tuple)
     return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
 
@@ -231,151 +231,6 @@ def _namespace(config: Mapping[str, Any]) -> Any:
     if ns is not None:
         return ns
     return ("memories", conf.get("thread_id"))
-
-
-# -- summarizer dedupe ------------------------------------------------------------------------------
-
-
-def _message_id(msg: Any) -> str | None:
-    mid = msg.get("id") if isinstance(msg, Mapping) else getattr(msg, "id", None)
-    if isinstance(mid, str) and mid:
-        return mid
-    return read_message(msg).id  # serialized dict forms keep the id one level down
-
-
-@dataclass(frozen=True, slots=True)
-class _Chain:
-    """What a thread's running summary covers since the list the run started from."""
-
-    #: content of the summary message in that starting list (None: it had none)
-    base: Any
-    #: ids of the messages pruned since then
-    covered: frozenset[str]
-    #: the summary message now standing for them (None without ``inject_summary``)
-    summary: Any
-    #: ``(start, end, first, last)``: the covered messages were ``run_list[start:end]``, ``first``
-    #: and ``last`` the objects at its ends; None when they were not one contiguous slice
-    span: tuple[int, int, Any, Any] | None = None
-
-
-class SummaryMemo:
-    """Remembers, per (thread, checkpoint_ns), what the running summary already covers, so a
-    summarizer is called once per pruned message although a run re-puts its full list.
-
-    One per saver (``ReducingCheckpointSaver`` and ``CosmosDBSaver`` each hold one); bounded to the
-    ``max_threads`` most recently reduced threads. It is only a cache: it applies when the list
-    still starts from the summary it recorded and holds every covered id (the same run, a retried
-    put), and is ignored otherwise (a new run starts from the stored, already reduced list; a fork
-    or replay starts from another one). Messages need ids (LangGraph gives every message one); a
-    batch with an id-less message is not remembered. Thread-safe.
-    """
-
-    def __init__(self, max_threads: int = 1024) -> None:
-        if isinstance(max_threads, bool) or not isinstance(max_threads, int) or max_threads < 1:
-            raise ValueError(f"max_threads must be an int >= 1, got {max_threads!r}")
-        self.max_threads = max_threads
-        self._chains: OrderedDict[tuple[Any, Any], _Chain] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._chains)
-
-    def _get(self, key: tuple[Any, Any]) -> _Chain | None:
-        with self._lock:
-            chain = self._chains.get(key)
-            if chain is not None:
-                self._chains.move_to_end(key)
-            return chain
-
-    def _set(self, key: tuple[Any, Any], chain: _Chain | None) -> None:
-        with self._lock:
-            if chain is None:
-                self._chains.pop(key, None)
-                return
-            self._chains[key] = chain
-            self._chains.move_to_end(key)
-            while len(self._chains) > self.max_threads:
-                self._chains.popitem(last=False)
-
-
-class _MemoUse:
-    """One reduction's use of a ``SummaryMemo``: the list to reduce, then recording the result."""
-
-    def __init__(
-        self,
-        memo: SummaryMemo | None,
-        reducer: MessageReducer,
-        config: Mapping[str, Any],
-        messages: list[Any],
-    ) -> None:
-        c = reducer.config
-        self.memo = memo if c.summarize_fn is not None or c.asummarize_fn is not None else None
-        self.messages = self.original = messages
-        if self.memo is None:
-            return
-        conf = config.get("configurable") or {}
-        self.key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
-        self.preserve_first = c.preserve_first
-        held = leading_summaries(messages, preserve_first=self.preserve_first)
-        current = read_message(messages[held[0]]).content if held else None
-        chain = self.memo._get(self.key)
-        self.base, self.covered = current, frozenset[str]()
-        if chain is None or chain.base != current or not chain.covered:
-            return
-        span = chain.span
-        fast = span is not None and self._same_run(messages, span)
-        if not fast and not chain.covered <= {_message_id(m) for m in messages}:
-            return  # not the list the chain was recorded on (a fork, a replay, another run)
-        self.base, self.covered = chain.base, chain.covered
-        if fast:
-            # The run's list grows at the end and keeps its objects: the covered messages are the
-            # slice they were, so the list is cut there without reading its messages.
-            assert span is not None
-            head, tail = messages[: span[0]], messages[span[1] :]
-            if chain.summary is None:
-                self.messages = head + tail
-            else:
-                self.messages = with_summary(without(head, held) + tail, chain.summary,
-                                             preserve_first=self.preserve_first)
-            return
-        if chain.summary is None:  # no injection: only drop what was pruned
-            self.messages = [m for m in messages if _message_id(m) not in chain.covered]
-            return
-        rest = [m for m in without(messages, held) if _message_id(m) not in chain.covered]
-        self.messages = with_summary(rest, chain.summary, preserve_first=self.preserve_first)
-
-    def _same_run(self, messages: list[Any], span: tuple[int, int, Any, Any]) -> bool:
-        start, end, first, last = span
-        return (
-            end <= len(messages)
-            and messages[start] is first
-            and messages[end - 1] is last
-            and insert_position(messages, preserve_first=self.preserve_first) == start
-        )
-
-    def record(self, result: ReducerResult) -> None:
-        if self.memo is None or not result.pruned:
-            return
-        ids = [_message_id(m) for m in result.pruned if not is_summary_message(m)]
-        if any(i is None for i in ids):
-            self.memo._set(self.key, None)
-            return
-        held = leading_summaries(result.surviving, preserve_first=self.preserve_first)
-        summary = result.surviving[held[0]] if held else None
-        covered = self.covered.union(i for i in ids if i is not None)
-        self.memo._set(self.key, _Chain(self.base, covered, summary, self._span(covered)))
-
-    def _span(self, covered: frozenset[str]) -> tuple[int, int, Any, Any] | None:
-        """Where the covered messages sit in the run's list: right after its leading block (the
-        oldest messages are pruned first). Walks the covered messages once, when a batch is pruned."""
-        run = self.original
-        start = insert_position(run, preserve_first=self.preserve_first)
-        end = start
-        while end < len(run) and _message_id(run[end]) in covered:
-            end += 1
-        if end - start != len(covered):
-            return None
-        return start, end, run[start], run[end - 1]
 
 
 class DefaultMemo:

@@ -1,4 +1,4 @@
-"""Running summaries (issue 6): one marked summary message that rolls forward and never accumulates,
+"""Running summaries: one marked summary message that rolls forward and never accumulates,
 failure policies, timeouts, and one summarizer call per pruned message through real savers."""
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from agentstate_reducer.summary import (
     is_summary_message,
     summary_count,
 )
+from agentstate_reducer.summary import SummaryMemo as CoreSummaryMemo
 from checkpointers.reduction import SummaryMemo, areduce_checkpoint, reduce_checkpoint
 from checkpointers.saver import ReducingCheckpointSaver
 from tests.convo import BUILDERS, Spec, ids
@@ -555,3 +556,50 @@ def test_memo_without_injection_summarizes_only_new_messages() -> None:
     out, report = put([*full, *BUILDERS["openai_dict"]([*turn(3), *turn(4)])])
     assert ids(out["channel_values"]["messages"]) == ["s", "h4", "c4", "t4", "a4"]
     assert report.summary == "h2 c2 t2 a2 h3 c3 t3 a3"  # not h0..a1 again
+
+
+@pytest.mark.parametrize("same_objects", [True, False], ids=["same objects", "copies"])
+def test_memo_from_the_core_summarizes_a_list_reduced_again_on_every_call(same_objects: bool) -> None:
+    """A caller that reduces the whole state on every model call (a middleware) uses the core's
+    memo: one ``start`` before reducing, one ``record`` after; each message is summarized once."""
+    model = FakeModel()
+    reducer = MessageReducer(config=ReducerConfig(
+        min_messages=4, max_messages=8, summarize_fn=model, inject_summary=True
+    ))
+    memo = CoreSummaryMemo()
+    full = BUILDERS["openai_dict"]([("system", "s")])
+    for t in range(6):
+        full = [*full, *BUILDERS["openai_dict"](turn(t))]
+        given = full if same_objects else copy.deepcopy(full)
+        snapshot = copy.deepcopy(given)
+        run = memo.start("thread", given, preserve_first=False)
+        result = reducer.reduce(run.messages)
+        run.record(result)
+        assert given == snapshot  # the memo never changes the caller's list
+        # nothing recorded before the first prune (t == 1); from then on the memo cuts what the
+        # summary already covers, and the reducer gets the list as a stored checkpoint has it
+        assert (run.messages is given) == (t <= 1)
+        if t == 0:
+            assert result.pruned == []  # under the trigger: nothing to do
+        else:
+            assert ids(result.surviving) == ["s", SUMMARY_ID, f"h{t}", f"c{t}", f"t{t}", f"a{t}"]
+    # every message but the last turn's reached the model exactly once, in order
+    assert model.new_ids() == [i for t in range(5) for i in (f"h{t}", f"c{t}", f"t{t}", f"a{t}")]
+    assert summarized_ids(result.surviving[1]) == model.new_ids()
+    assert len(memo) == 1
+
+
+def test_memo_start_without_a_record_for_the_key_hands_back_the_list_itself() -> None:
+    memo = CoreSummaryMemo()
+    msgs = BUILDERS["openai_dict"]([("system", "s"), *turn(0)])
+    run = memo.start(("t", ""), msgs, preserve_first=True)
+    assert run.messages is msgs
+    run.record(MessageReducer().reduce(msgs))  # nothing pruned: nothing remembered
+    assert len(memo) == 0
+
+
+def test_checkpointers_reexport_the_core_memo() -> None:
+    import checkpointers
+    import checkpointers.reduction
+
+    assert checkpointers.SummaryMemo is checkpointers.reduction.SummaryMemo is CoreSummaryMemo
