@@ -15,12 +15,15 @@ import os
 import socket
 import subprocess
 import sys
+from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentstate_reducer import cli
 from agentstate_reducer._cli_render import RedactingStream
@@ -350,3 +353,73 @@ def test_execute_raises_cli_errors_with_the_message_redacted(monkeypatch: pytest
     with pytest.raises(CliError) as caught:
         cli.execute(["inspect", "cosmosdb:///db/c?key=S3cr3tXYZ"])
     assert MARKER not in str(caught.value) and "key=***" in str(caught.value)
+
+
+# --- generated secrets -----------------------------------------------------------------------
+
+_PORT = closed_port()
+_ODD = st.text(
+    st.characters(min_codepoint=32, max_codepoint=0x24F, blacklist_categories=("Cs",)), max_size=12
+)
+_SECRET_NAMES = st.sampled_from(
+    [
+        "password",
+        "sslpassword",
+        "PassWord",
+        "key",
+        "sslkey",
+        "api_key",
+        "secret",
+        "x_token",
+        "Sig",
+        "credential",
+    ]
+)
+
+
+@st.composite
+def secret_urls(draw: st.DrawFn) -> tuple[str, dict[str, str]]:
+    """A store URL of any scheme carrying a marked secret with odd characters, raw or encoded."""
+    secret = MARKER + draw(_ODD)
+    written = draw(st.sampled_from([secret, quote(secret, safe=""), quote(secret)]))
+    host = draw(st.sampled_from([f"127.0.0.1:{_PORT}", f"[::1]:{_PORT}", f"localhost:{_PORT}"]))
+    form = draw(st.sampled_from(["password", "query", "cosmos-key", "cosmos-env", "sqlite", "user-like"]))
+    scheme = draw(st.sampled_from(["postgresql", "postgres", "postgresql+psycopg"]))
+    env: dict[str, str] = {}
+    if form == "password":
+        url = f"{scheme}://user:{written}@{host}/db"
+    elif form == "user-like":
+        url = f"{scheme}://{written}:{written}@{host}/db"
+    elif form == "query":
+        url = f"{scheme}://user@{host}/db?sslmode=disable&{draw(_SECRET_NAMES)}={written}"
+    elif form == "cosmos-key":
+        url = f"cosmosdb://{host}/db/c?key={written}"
+    elif form == "cosmos-env":
+        url, env = f"cosmosdb://{host}/db/c", {"COSMOSDB_KEY": secret}
+    else:
+        url = f"sqlite://user:{written}@{host}/x.sqlite"
+    return url, env
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    case=secret_urls(),
+    command=st.sampled_from([["inspect"], ["inspect", "--json"], ["compact", "--dry-run"]]),
+)
+def test_generated_secret_urls_never_print_the_marker(
+    case: tuple[str, dict[str, str]], command: list[str]
+) -> None:
+    url, env = case
+    out, err = io.StringIO(), io.StringIO()
+    saved = {name: os.environ.pop(name, None) for name in SECRET_ENV}
+    os.environ.update(env)
+    try:
+        with redirect_stdout(out), redirect_stderr(err):
+            code = cli.main([command[0], url, *command[1:]])
+    finally:
+        for name, value in saved.items():
+            os.environ.pop(name, None)
+            if value is not None:
+                os.environ[name] = value
+    assert code in (1, 2) and err.getvalue().startswith("agentstate-reducer: error: ")
+    assert MARKER not in out.getvalue() + err.getvalue(), err.getvalue()
