@@ -154,7 +154,6 @@ class Redactor:
         for secret in secrets:
             if secret:
                 spellings |= _spellings(secret)
-        self._spellings = frozenset(spellings)
         # Longest first: at one position the alternation takes the first that matches.
         ordered = sorted(spellings, key=lambda s: (-len(s), s))
         self._known = re.compile("|".join(map(_as_token, ordered))) if ordered else None
@@ -170,10 +169,6 @@ class Redactor:
         for name in URL_ENV:
             secrets |= secrets_in_url(environ.get(name, ""))
         return cls(secrets)
-
-    def hides(self, secret: str) -> bool:
-        """Whether ``secret`` is one this redactor hides by value."""
-        return secret in self._spellings
 
     def text(self, text: str) -> str:
         text = _URL_IN_TEXT.sub(lambda m: redact_url(m[0]), text)
