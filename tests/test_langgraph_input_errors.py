@@ -7,12 +7,15 @@ containers ``reduce()`` accepts (list, tuple, generator, one message) are accept
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -363,6 +366,130 @@ def test_bad_update_inside_a_graph_names_the_message() -> None:
     graph = builder.compile(checkpointer=InMemorySaver())
     with pytest.raises(TypeError, match=r"new\[0\]\.tool_calls must be a list of tool calls, got dict"):
         graph.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "bad-update"}})
+
+
+# -- random malformed messages ---------------------------------------------------------------------
+
+_ROLES = ["user", "assistant", "ai", "human", "system", "developer", "tool", "function", "remove",
+          "critic", "User", "", "constructor"]
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-1, 2),
+    st.text(max_size=3),
+    st.sampled_from(["c1", "h1", "sys", "success", "error", "{}", '{"a": 1}', "[1]", "{", "null"]),
+    st.lists(st.one_of(st.text(max_size=2), st.integers(0, 1), st.just({"type": "text", "text": "t"})),
+             max_size=2),
+    st.dictionaries(st.one_of(st.sampled_from(["a", "status", "example", "type"]), st.integers(0, 1)),
+                    st.one_of(st.none(), st.integers(0, 1), st.text(max_size=2)), max_size=2),
+    st.tuples(st.text(max_size=2)),
+)
+_ROLE_VALUES = st.one_of(st.sampled_from(_ROLES), _VALUES)
+_FUNCTION = st.one_of(_VALUES, st.fixed_dictionaries({}, optional={
+    "name": st.one_of(st.just("f"), _VALUES),
+    "arguments": st.one_of(st.sampled_from(["{}", '{"a": 1}', "[1]", "{", "null", '"s"']), _VALUES),
+}))
+_TOOL_CALL = st.one_of(_VALUES, st.fixed_dictionaries({}, optional={
+    "id": st.one_of(st.just("c1"), _VALUES),
+    "name": st.one_of(st.just("f"), _VALUES),
+    "args": st.one_of(st.just({"a": 1}), _VALUES),
+    "type": st.one_of(st.just("tool_call"), st.just("function"), _VALUES),
+    "function": _FUNCTION,
+    "zzz": _VALUES,
+}))
+_FIELDS = {
+    "role": _ROLE_VALUES,
+    "type": _ROLE_VALUES,
+    "content": _VALUES,
+    "id": st.one_of(st.sampled_from(["h1", "sys", "x", "y"]), _VALUES),
+    "name": _VALUES,
+    "tool_call_id": st.one_of(st.just("c1"), _VALUES),
+    "tool_calls": st.one_of(_VALUES, st.lists(_TOOL_CALL, max_size=3), st.tuples(_TOOL_CALL)),
+    "additional_kwargs": _VALUES,
+    "response_metadata": _VALUES,
+    "status": _VALUES,
+    "example": _VALUES,
+    "message_type": _VALUES,
+    "data": _VALUES,
+}
+_DICT_MESSAGE = st.fixed_dictionaries({}, optional=_FIELDS).flatmap(
+    lambda m: st.one_of(
+        st.just(m),
+        st.just({**m, 7: "seven"}),
+        st.sampled_from(["HumanMessage", "AIMessageChunk", "ToolMessage", "RemoveMessage", "Foo"]).map(
+            lambda cls: {"lc": 1, "type": "constructor", "id": ["langchain", cls], "kwargs": m}
+        ),
+    )
+)
+_VALID_MESSAGES = [
+    {"role": "user", "content": "q", "id": "u"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "f", "args": {"a": 1}}]},
+    {"role": "assistant", "content": "",
+     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": '{"a": 1}'}}]},
+    {"role": "tool", "content": "r", "tool_call_id": "c1", "status": "success"},
+    {"type": "remove", "id": "h1"},
+    {"role": "function", "content": "r", "name": "f"},
+    {"type": "human", "content": [{"type": "text", "text": "t"}], "additional_kwargs": {"a": 1}},
+]
+_DELETE = object()
+
+
+@st.composite
+def _one_field_broken(draw: st.DrawFn) -> dict[str, Any]:
+    """A valid message with one or two fields, at any depth, replaced by a random value or deleted."""
+    message = copy.deepcopy(draw(st.sampled_from(_VALID_MESSAGES)))
+    for _ in range(draw(st.integers(1, 2))):
+        target: Any = message
+        calls = message.get("tool_calls")
+        if isinstance(calls, list) and calls and isinstance(calls[0], dict) and draw(st.booleans()):
+            target = calls[0]
+            if isinstance(target.get("function"), dict) and draw(st.booleans()):
+                target = target["function"]
+        key = draw(st.one_of(st.sampled_from(sorted(target)), st.sampled_from(sorted(_FIELDS))))
+        value = draw(st.one_of(st.just(_DELETE), _VALUES, st.sampled_from(_ROLES)))
+        if value is _DELETE:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    return message
+
+
+_MESSAGE = st.one_of(
+    _DICT_MESSAGE,
+    _one_field_broken(),
+    _one_field_broken(),
+    _VALUES,
+    st.tuples(_ROLE_VALUES, _VALUES),
+    st.just(HumanMessage("obj", id="obj")),
+)
+
+
+def _outcome(merge: Callable[[Any, Any], list[Any]], existing: list[Any], new: list[Any]) -> tuple[str, str]:
+    try:
+        out = merge(existing, new)
+    except (TypeError, ValueError) as exc:
+        return type(exc).__name__, str(exc)
+    assert isinstance(out, list)
+    return "ok", ""
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_MESSAGE, min_size=1, max_size=3), st.booleans())
+def test_random_malformed_messages_raise_type_or_value_error(new: list[Any], as_existing: bool) -> None:
+    """Never AttributeError/NotImplementedError/KeyError from LangChain; the same outcome, with the
+    same message, with and without langgraph; never an error the checks left to LangChain."""
+    existing, update = (list(EXISTING_DICTS) + new, []) if as_existing else (list(EXISTING_DICTS), new)
+    got = _outcome(annotation, existing, update)
+    event(f"outcome: {got[0]}")
+    fallback = _outcome(without_langgraph, existing, update)
+    assert got == fallback
+    assert "cannot be coerced to a LangChain message" not in got[1]
+    if got[0] == "ok":
+        out = annotation(existing, update)
+        assert all(isinstance(m, BaseMessage) for m in out)
+    else:
+        side = "existing" if as_existing else "new"
+        assert got[1].startswith(f"{side}[")
 
 
 def test_tool_message_objects_pass_unchecked() -> None:
