@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats
-from agentstate_reducer.summary import SummaryMemo
+from agentstate_reducer.summary import MemoizedReduction, SummaryMemo
 
 __all__ = ["OnReduce", "PutReduction", "SummaryMemo", "areduce_checkpoint", "reduce_checkpoint"]
 
@@ -139,21 +139,26 @@ def _report(
     return report
 
 
-def _apply(
-    checkpoint: Any, key: str, messages: list[Any], reduced: list[Any], result: ReducerResult, as_tuple: bool
-) -> Any:
-    # The reducer got the checkpoint's own list (no SummaryMemo cut) and pruned nothing: surviving
-    # is that list, message for message (a summary is only injected when something is pruned), so
-    # the very same checkpoint is handed on, O(1) on the hot path.
-    if reduced is messages and not result.pruned and len(result.surviving) == len(messages):
-        return checkpoint
-    return _with_messages(checkpoint, key, tuple(result.surviving) if as_tuple else result.surviving)
+@dataclass(frozen=True, slots=True)
+class _ReadyPut:
+    """A put whose messages are ready to reduce: what ``_finish`` needs besides the result."""
+
+    config: Mapping[str, Any]
+    checkpoint: Any
+    messages_key: str
+    new_version: bool
+    on_reduce: OnReduce | None
+    #: the channel's messages, as a list
+    original: list[Any]
+    as_tuple: bool
+    #: the list to reduce: ``original``, or the list a ``SummaryMemo`` cut from it
+    messages: list[Any]
+    memoized: MemoizedReduction | None
+    #: what the reducer's hooks receive
+    namespace: Any
 
 
-_Flow = Generator[list[Any], ReducerResult, tuple[Any, PutReduction]]
-
-
-def _reduction(
+def _prepare(
     reducer: MessageReducer,
     config: Mapping[str, Any],
     checkpoint: Any,
@@ -161,14 +166,12 @@ def _reduction(
     messages_key: str,
     on_reduce: OnReduce | None,
     summary_memo: SummaryMemo | None,
-) -> _Flow:
-    """The reduction of one put, written once: it yields the list to reduce and receives the
-    result; ``reduce_checkpoint`` and ``areduce_checkpoint`` only differ in how they reduce it."""
+) -> _ReadyPut | tuple[Any, PutReduction]:
+    """The put ready to reduce, or, when its channel holds nothing to reduce, the finished put."""
     new_version = messages_key in new_versions
     value = _messages_or_skip(checkpoint, messages_key)
     if isinstance(value, str):
         return checkpoint, _report(config, checkpoint, messages_key, new_version, value, None, on_reduce)
-    as_tuple = isinstance(value, tuple)
     messages = list(value) if isinstance(value, tuple) else value  # the memo and reducer take a list
     c = reducer.config
     memoized = None
@@ -176,12 +179,27 @@ def _reduction(
         conf = config.get("configurable") or {}
         key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
         memoized = summary_memo.start(key, messages, preserve_first=c.preserve_first)
-    to_reduce = memoized.messages if memoized is not None else messages
-    result = yield to_reduce
-    if memoized is not None:
-        memoized.record(result)
-    out = _apply(checkpoint, messages_key, messages, to_reduce, result, as_tuple)
-    return out, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
+    return _ReadyPut(
+        config, checkpoint, messages_key, new_version, on_reduce, messages, isinstance(value, tuple),
+        memoized.messages if memoized is not None else messages, memoized, _namespace(config),
+    )
+
+
+def _finish(put: _ReadyPut, result: ReducerResult) -> tuple[Any, PutReduction]:
+    """``(checkpoint to store, report)`` once ``put.messages`` is reduced to ``result``."""
+    if put.memoized is not None:
+        put.memoized.record(result)
+    # The reducer got the channel's own list (no memo cut) and pruned nothing: surviving is that
+    # list, message for message (a summary is only injected when something is pruned), so the very
+    # same checkpoint is handed on, O(1) on the hot path.
+    if put.messages is put.original and not result.pruned and len(result.surviving) == len(put.original):
+        out = put.checkpoint
+    else:
+        surviving = tuple(result.surviving) if put.as_tuple else result.surviving
+        out = _with_messages(put.checkpoint, put.messages_key, surviving)
+    return out, _report(
+        put.config, put.checkpoint, put.messages_key, put.new_version, None, result, put.on_reduce
+    )
 
 
 def reduce_checkpoint(
@@ -195,13 +213,10 @@ def reduce_checkpoint(
     summary_memo: SummaryMemo | None = None,
 ) -> tuple[Any, PutReduction]:
     """Return ``(checkpoint to store, report)``; the input checkpoint is never changed."""
-    flow = _reduction(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
-    try:
-        messages = next(flow)
-        flow.send(reducer.reduce(messages, namespace=_namespace(config)))
-    except StopIteration as done:
-        return done.value
-    raise RuntimeError("the reduction flow yields once")
+    put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
+    if not isinstance(put, _ReadyPut):
+        return put
+    return _finish(put, reducer.reduce(put.messages, namespace=put.namespace))
 
 
 async def areduce_checkpoint(
@@ -215,13 +230,10 @@ async def areduce_checkpoint(
     summary_memo: SummaryMemo | None = None,
 ) -> tuple[Any, PutReduction]:
     """``reduce_checkpoint`` for ``aput``: the summarizer, if any, runs off the event loop."""
-    flow = _reduction(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
-    try:
-        messages = next(flow)
-        flow.send(await reducer.areduce(messages, namespace=_namespace(config)))
-    except StopIteration as done:
-        return done.value
-    raise RuntimeError("the reduction flow yields once")
+    put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
+    if not isinstance(put, _ReadyPut):
+        return put
+    return _finish(put, await reducer.areduce(put.messages, namespace=put.namespace))
 
 
 def _namespace(config: Mapping[str, Any]) -> Any:

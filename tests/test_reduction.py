@@ -1,0 +1,106 @@
+"""``reduce_checkpoint`` and ``areduce_checkpoint``: one prepared put, reduced sync or async, the
+same checkpoint and report either way."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentstate_reducer import MessageReducer, ReducerConfig
+from agentstate_reducer.summary import SUMMARY_ID
+from checkpointers.reduction import PutReduction, SummaryMemo, areduce_checkpoint, reduce_checkpoint
+from tests.convo import BUILDERS, ids
+
+CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+
+def _turns(n: int) -> list[Any]:
+    spec: list[tuple[Any, ...]] = [("system", "s")]
+    for t in range(n):
+        spec += [("human", f"h{t}"), ("call", f"c{t}", [f"k{t}"]), ("tool", f"r{t}", f"k{t}")]
+        spec.append(("ai", f"a{t}"))
+    return BUILDERS["openai_dict"](spec)
+
+
+async def _both(
+    reducer: MessageReducer,
+    checkpoint: Any,
+    new_versions: dict[str, Any],
+    memo: Callable[[], SummaryMemo | None] = lambda: None,
+) -> list[tuple[Any, PutReduction, list[PutReduction]]]:
+    """The put through ``reduce_checkpoint`` and through ``areduce_checkpoint`` (a memo from
+    ``memo()`` each, so both start from the same memory), with what ``on_reduce`` received."""
+    out = []
+    for mode in ("sync", "async"):
+        seen: list[PutReduction] = []
+        kwargs: dict[str, Any] = {"on_reduce": seen.append, "summary_memo": memo()}
+        if mode == "sync":
+            stored, report = reduce_checkpoint(reducer, CONFIG, checkpoint, new_versions, **kwargs)
+        else:
+            stored, report = await areduce_checkpoint(reducer, CONFIG, checkpoint, new_versions, **kwargs)
+        out.append((stored, report, seen))
+    return out
+
+
+async def test_a_skipped_put_hands_the_checkpoint_back_and_reports_why() -> None:
+    checkpoint = {"id": "c1", "channel_values": {"other": 1}, "channel_versions": {"other": 1}}
+    for stored, report, seen in await _both(MessageReducer(), checkpoint, {"other": 1}):
+        assert stored is checkpoint
+        assert report.skipped == "absent" and report.stats is None and seen == [report]
+
+
+async def test_an_untouched_list_is_the_same_checkpoint_and_a_new_version_is_reported() -> None:
+    checkpoint = {"id": "c1", "channel_values": {"messages": _turns(1)}, "channel_versions": {"messages": 1}}
+    for stored, report, seen in await _both(MessageReducer(), checkpoint, {}):
+        assert stored is checkpoint
+        assert report.skipped is None and report.new_version is False and seen == [report]
+        assert report.stats is not None and report.stats.messages_after == 5
+
+
+async def test_a_tuple_channel_stays_a_tuple_sync_and_async_alike() -> None:
+    reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8))
+    msgs = tuple(_turns(3))
+    checkpoint: dict[str, Any] = {"id": "c1", "channel_values": {"messages": msgs, "n": 3},
+                  "channel_versions": {"messages": 2}}
+    results = await _both(reducer, checkpoint, {"messages": 2})
+    for stored, report, seen in results:
+        assert isinstance(stored["channel_values"]["messages"], tuple)
+        assert ids(list(stored["channel_values"]["messages"])) == ["s", "h2", "c2", "r2", "a2"]
+        assert stored["channel_values"]["n"] == 3 and stored["channel_versions"] == {"messages": 2}
+        assert checkpoint["channel_values"]["messages"] is msgs  # never mutated
+        assert report.new_version is True and seen == [report]
+    assert results[0][0] == results[1][0] and results[0][1] == results[1][1]
+
+
+@pytest.mark.parametrize("as_tuple", [False, True], ids=["list", "tuple"])
+async def test_a_memo_cut_list_is_reduced_and_stored_in_the_channel_type(as_tuple: bool) -> None:
+    calls: list[list[Any]] = []
+
+    def summarize(pruned: list[Any]) -> str:
+        calls.append(pruned)
+        return "summary"
+
+    reducer = MessageReducer(config=ReducerConfig(
+        min_messages=4, max_messages=8, summarize_fn=summarize, inject_summary=True
+    ))
+    first = _turns(3)
+
+    def primed() -> SummaryMemo:
+        """A memo that saw the run's first put (turns 0 and 1 summarized)."""
+        memo = SummaryMemo()
+        reduce_checkpoint(reducer, CONFIG, {"channel_values": {"messages": first}}, {}, summary_memo=memo)
+        return memo
+
+    # the run goes on with its full list: the memo hands the reducer the stored form
+    grown = first + _turns(4)[len(first):]
+    value = tuple(grown) if as_tuple else grown
+    results = await _both(reducer, {"channel_values": {"messages": value}}, {}, primed)
+    for stored, _report, _seen in results:
+        out = stored["channel_values"]["messages"]
+        assert isinstance(out, tuple) is as_tuple
+        assert ids(list(out)) == ["s", SUMMARY_ID, "h3", "c3", "r3", "a3"]
+    # after each priming put, the reduction summarized only turn 2, which that put had kept
+    first_put = ["h0", "c0", "r0", "a0", "h1", "c1", "r1", "a1"]
+    assert [ids(c) for c in calls] == [first_put, [SUMMARY_ID, "h2", "c2", "r2", "a2"]] * 2
