@@ -222,7 +222,7 @@ def test_langgraph_add_messages_keeps_the_marker() -> None:
     from langgraph.graph.message import add_messages
 
     msg = default_summary_message("g", 3, like={"role": "user", "content": "x"})
-    (converted,) = add_messages([], [msg])
+    (converted,) = add_messages([], [msg])  # type: ignore[misc, str-unpack]  # lists here, not str
     assert isinstance(converted, HumanMessage)
     assert is_summary_message(converted) and summary_count(converted) == 3
 
@@ -391,7 +391,9 @@ def _graph(saver: Any) -> Any:
         return {"messages": [AIMessage(f"answer {t}", id=f"{t}-a")]}
 
     def tools(state: S) -> dict[str, Any]:
-        call = state["messages"][-1].tool_calls[0]
+        last = state["messages"][-1]
+        assert isinstance(last, AIMessage)
+        call = last.tool_calls[0]
         return {"messages": [ToolMessage("result", id=f"{call['id']}-r", tool_call_id=call["id"])]}
 
     def route(state: S) -> str:
@@ -496,7 +498,9 @@ async def test_retried_put_and_same_state_do_not_call_the_model_again(mode: str)
     ))
     memo = SummaryMemo()
     full = BUILDERS["langchain_object"]([("system", "s"), *turn(0), *turn(1), *turn(2)])
-    checkpoint = {"id": "c1", "channel_values": {"messages": full}, "channel_versions": {"messages": 1}}
+    checkpoint: dict[str, Any] = {
+        "id": "c1", "channel_values": {"messages": full}, "channel_versions": {"messages": 1}
+    }
     config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
     async def put(cp: Any) -> Any:
