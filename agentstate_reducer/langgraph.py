@@ -98,8 +98,9 @@ def _is_role_pair(value: Any) -> bool:
     return type(value) in (tuple, list) and len(value) == 2 and isinstance(value[0], str)
 
 
-def _as_messages(value: Any, side: str, base: type) -> list[Any]:
-    """``value`` as a list of messages, each checked as LangChain's coercion will need it.
+def _as_messages(value: Any, side: str, base: type, *, check: bool = True) -> list[Any]:
+    """``value`` as a list of messages, each checked (unless ``check`` is false) as LangChain's
+    coercion will need it.
 
     Raises ``TypeError``/``ValueError`` naming ``side[index].field`` for what cannot be coerced.
     """
@@ -122,7 +123,7 @@ def _as_messages(value: Any, side: str, base: type) -> list[Any]:
         items = list(value)  # a tuple of messages, a generator (read once), ...
     else:
         raise TypeError(f"{side} is {_a(value)}: {_EXPECTED}, or a list of them")
-    if not all(issubclass(t, base) for t in set(map(type, items))):
+    if check and not all(issubclass(t, base) for t in set(map(type, items))):
         for i, m in enumerate(items):
             if not (type(m) is dict and _is_plain(m)) and not isinstance(m, base):
                 _check_message(m, f"{side}[{i}]", base)
@@ -347,11 +348,12 @@ def _prepare(left: list[Any], right: list[Any]) -> tuple[list[Any], list[Any]]:
     return left, kept
 
 
-def merge_messages(existing: Any, new: Any) -> list[Any]:
+def merge_messages(existing: Any, new: Any, *, trusted: Any = None) -> list[Any]:
     """``add_messages`` semantics, tolerant of removals of ids that are already gone.
 
     Raises ``TypeError``/``ValueError`` naming ``existing[i]``/``new[i]`` and the field for a
-    value that cannot be made into a message (see the module docstring).
+    value that cannot be made into a message (see the module docstring). When ``existing`` is
+    the very object ``trusted`` (a list this module returned), its messages are not checked again.
     """
     add_messages: Callable[[Any, Any], Any] | None
     try:
@@ -359,7 +361,8 @@ def merge_messages(existing: Any, new: Any) -> list[Any]:
     except ImportError:
         add_messages = None
     base = _base_message()
-    checked_left, checked_right = _as_messages(existing, "existing", base), _as_messages(new, "new", base)
+    checked_left = _as_messages(existing, "existing", base, check=existing is not trusted or trusted is None)
+    checked_right = _as_messages(new, "new", base)
     left, right = _prepare(checked_left, checked_right)
     if add_messages is None:
         return _merge_dicts(left, right)
@@ -441,10 +444,18 @@ def _merge_dicts(left: list[Any], right: list[Any]) -> list[Any]:
 
 
 def make_state_reducer(reducer: MessageReducer) -> Callable[[Any, Any], list[Any]]:
-    """``(existing, new) -> list``: ``merge_messages`` then ``reducer.reduce``."""
+    """``(existing, new) -> list``: ``merge_messages`` then ``reducer.reduce``.
+
+    Holds the list it returned last: when LangGraph hands that same list back as ``existing`` (one
+    thread, updated in turn), only ``new`` is checked. A list changed in place after it was
+    returned is not checked again (LangGraph's state is not to be mutated in place).
+    """
+    last: list[Any] = [None]
 
     def reduce_state(existing: Any, new: Any) -> list[Any]:
-        return reducer.reduce(merge_messages(existing, new)).surviving
+        out = reducer.reduce(merge_messages(existing, new, trusted=last[0])).surviving
+        last[0] = out
+        return out
 
     reduce_state.__name__ = "agentstate_reduce_messages"
     reduce_state.__qualname__ = "agentstate_reduce_messages"

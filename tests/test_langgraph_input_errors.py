@@ -356,6 +356,37 @@ class GraphState(TypedDict):  # at module level: LangGraph evaluates the (string
     messages: Annotated[list, REDUCER.as_langgraph_reducer()]
 
 
+@pytest.mark.parametrize("merge", BOTH_PATHS)
+def test_the_previous_output_is_not_checked_again(
+    merge: Callable[[Any, Any], list[Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only ``new`` is checked when ``existing`` is the list the annotation returned last."""
+    checked: list[str] = []
+    check = state_module._check_message
+
+    def counting(m: Any, where: str, base: type) -> None:
+        checked.append(where)
+        check(m, where, base)
+
+    monkeypatch.setattr(state_module, "_check_message", counting)
+    fn = REDUCER.as_langgraph_reducer()
+    history: list[Any] = []
+    for i in range(3):
+        history += [ai(id=f"a{i}", tool_calls=[call(id=f"c{i}")]),
+                    {"role": "tool", "content": "r", "tool_call_id": f"c{i}", "id": f"t{i}"}]
+    if merge is without_langgraph:
+        monkeypatch.setitem(sys.modules, "langgraph.graph.message", None)
+    out = fn(history, [])
+    assert checked == [f"existing[{i}]" for i in range(6)]
+    checked.clear()
+    out = fn(out, [ai(id="a9", tool_calls=[call(id="c9")])])
+    assert checked == ["new[0]"]
+    checked.clear()
+    copied = [*out, {"role": "tool", "content": "r", "tool_call_id": 9, "id": "t9"}]
+    with pytest.raises(TypeError, match=r"existing\[7\]\.tool_call_id must be a str, got an int"):
+        fn(copied, [])  # a different list: checked again
+
+
 def test_bad_update_inside_a_graph_names_the_message() -> None:
     def node(state: dict[str, Any]) -> dict[str, Any]:
         return {"messages": [{"role": "assistant", "content": "", "tool_calls": {"id": "c1", "name": "f"}}]}
