@@ -10,6 +10,7 @@ from typing import Any, Literal, NamedTuple
 
 from . import summary as _summary
 from .config import ReducerConfig
+from .merge import make_state_reducer
 from .messages import MessageInfo, is_message_like, read_message
 from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
 from .tokens import count_messages, read_and_count, resolve_token_counter
@@ -402,7 +403,5 @@ class MessageReducer:
 
     def as_langgraph_reducer(self) -> Callable[[Any, Any], list[Any]]:
         """A ``(existing, new) -> list`` for ``Annotated[list, reducer.as_langgraph_reducer()]``:
-        merges with ``add_messages`` semantics, then prunes (see ``agentstate_reducer.langgraph``)."""
-        from .langgraph import make_state_reducer
-
-        return make_state_reducer(self)
+        merges with ``add_messages`` semantics, then prunes (see ``agentstate_reducer.merge``)."""
+        return make_state_reducer(lambda messages: self.reduce(messages).surviving)

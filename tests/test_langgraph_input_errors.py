@@ -21,7 +21,7 @@ from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
 from typing_extensions import Annotated, TypedDict  # noqa: UP035
 
-import agentstate_reducer.langgraph as state_module
+import agentstate_reducer.merge as state_module
 from agentstate_reducer import MessageReducer, read_message
 
 REDUCER = MessageReducer(min_messages=2, max_messages=50)  # never triggers on these small lists

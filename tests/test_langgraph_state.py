@@ -21,8 +21,8 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES, add_messages
 from typing_extensions import Annotated, TypedDict  # noqa: UP035  (the seed README imports these)
 
 from agentstate_reducer import MessageReducer, read_message
-from agentstate_reducer.langgraph import REMOVE_ALL_MESSAGES as OUR_REMOVE_ALL
-from agentstate_reducer.langgraph import _merge_dicts, _prepare, merge_messages
+from agentstate_reducer.merge import REMOVE_ALL_MESSAGES as OUR_REMOVE_ALL
+from agentstate_reducer.merge import _merge_dicts, _prepare, merge_messages
 from tests.scenario_graph import build_graph, contract_violations, run_turns, thread_config, turn_ids
 
 
