@@ -18,20 +18,11 @@ reduction recognises it in that place:
 
 ``surviving`` and ``pruned`` then partition *the input plus the injected summary*. An empty summary
 is not injected (the previous one, if any, stays). Without ``inject_summary`` nothing here applies:
-the summary is only returned on the result (as in 0.2).
+the summary is only returned on the result.
 
-The default message is a user turn, ``"Summary of the earlier conversation (N messages):\n..."``,
-in the shape of the input: a LangChain ``HumanMessage`` for LangChain objects, ``{"role": "user"}``
-for OpenAI/Anthropic-style dicts (``{"role": "human"}`` when the dicts use LangChain role names),
-``{"type": "human"}`` for LangChain-style dicts, and the serialized forms for serialized input.
-Why a user turn: it is valid right after a system prompt for every major chat API, and also when
-there is no system prompt; a system message anywhere but at the start is rejected by Anthropic
-(whose raw message list has no system role at all) and by LangChain's Anthropic integration, and
-an assistant message first is rejected by APIs that require the conversation to open with a user
-turn. The kept history after the summary starts with a human message (``start_on_human``), so the
-request carries two user messages in a row: OpenAI accepts that and Anthropic combines
-consecutive user turns into one. For an API or chat template that demands strict user/assistant
-alternation, merge consecutive user messages before the call or pass a ``summary_message_factory``.
+The default message (``default_summary_message``) is a user turn in the shape of the input; why a
+user turn, and what to do for APIs that demand strict user/assistant alternation, is in
+``docs/summaries.md``.
 
 The reducer calls this module between planning and applying: to recognise and build summary
 messages, and to call the summarizer (in a worker thread or on a private event loop when a timeout
@@ -85,7 +76,7 @@ def _marker(msg: Any) -> Any:
             extra = getattr(msg, "additional_kwargs", None)
         if isinstance(extra, Mapping):
             return extra.get(SUMMARY_MARKER)
-    except Exception:  # a hostile __getattr__ must not break a reduction (as in read_message)
+    except Exception:  # a hostile __getattr__ must not break a reduction (read_message does the same)
         return None
     return None
 
@@ -113,7 +104,10 @@ def summary_content(text: str, count: int) -> str:
 
 
 def default_summary_message(text: str, count: int, *, like: Any = None) -> Any:
-    """The default summary message (a user turn), in the shape of the message ``like``."""
+    """The default summary message (a user turn), in the shape of the message ``like``: a LangChain
+    ``HumanMessage`` for LangChain objects, ``{"role": "user"}`` for OpenAI/Anthropic-style dicts
+    (``{"role": "human"}`` when they use LangChain role names), ``{"type": "human"}`` for
+    LangChain-style dicts, the serialized forms for serialized input, else an OpenAI-style dict."""
     content = summary_content(text, count)
     marker = {SUMMARY_MARKER: {"count": count}}
     if like is not None and not isinstance(like, Mapping):
@@ -352,9 +346,9 @@ class _Coverage:
 
 
 class SummaryMemo:
-    """Remembers, per conversation, what the running summary already covers, so a summarizer is
-    called once per pruned message although the caller reduces the run's full list again and again
-    (a checkpoint saver on every put, a middleware on every model call).
+    """Remembers, per conversation, what the running summary already covers, so a summarizer (and
+    each ``on_prune`` hook) sees a pruned message once although the caller reduces the run's full
+    list again and again (a checkpoint saver on every put, a middleware on every model call).
 
     Use: ``run = memo.start(key, messages, preserve_first=...)``, reduce ``run.messages`` (the list
     with the covered messages cut out and the summary standing for them in), then

@@ -1,31 +1,20 @@
 """Reducing the messages channel of a checkpoint: the one code path every saver here uses.
 
 ``ReducingCheckpointSaver`` and ``CosmosDBSaver(reducer=...)`` both call ``reduce_checkpoint`` /
-``areduce_checkpoint``. The rules (see ``../shared/reference/langgraph-checkpoint-facts.md``):
+``areduce_checkpoint``; what a saver promises its users is in ``docs/savers.md``. Invariants:
 
-* never mutate the checkpoint given (its list is the live run's list): build new dicts and lists;
-* never add or delete keys, never touch versions, ids or metadata;
-* the channel's value may be a list or a tuple (``reduce()`` takes either); the reduced value has
-  the type the channel had, so a tuple channel stays a tuple;
+* the checkpoint given is never mutated (its list is the live run's list): the result is a new
+  dict with new ``channel_values``; no key is added or deleted; versions, ids and metadata are
+  untouched; a checkpoint that needs no change is handed back as it is;
+* the reduced value has the type the channel had (a tuple channel stays a tuple);
 * the reduction is deterministic and idempotent, so it is applied whenever the channel's value is
-  in the checkpoint, also when ``messages_key`` is not in ``new_versions``: row savers (SqliteSaver)
-  store ``channel_values`` whole on every put, and the value there is the live
-  run's *full* list. Reducing only new versions let a step that did not touch the messages (a node
-  writing another key, the last step of a run) persist and hand the next run the unreduced list.
-  Blob savers (InMemorySaver, PostgresSaver, CosmosDBSaver) ignore the value of a version they
-  already stored,
-  which was this same reduction. ``PutReduction.new_version`` tells the two cases apart, so
-  metrics can count each version once;
-* a ``DeltaChannel`` messages channel (its value is absent, or a ``_DeltaSnapshot``) is left as it
-  is, with one warning per process: its state is rebuilt by replaying writes onto the snapshot,
-  and the writes may remove or edit ids a reduced snapshot no longer has. Use ``Annotated[list,
-  reducer.as_langgraph_reducer()]`` for such graphs;
-* with a summarizer, pass a ``SummaryMemo`` (one per saver): within one run the graph keeps its
-  full list, so every put would prune, and summarize, the same messages again. The memo remembers,
-  per (thread, checkpoint_ns), which message ids the running summary already covers and which
-  summary message stands for them, and hands the reducer the list as the stored checkpoint has it
-  (covered messages out, that summary in). The summarizer then sees each pruned message once, and
-  ``on_prune`` hooks get each once per run.
+  in the checkpoint, also when ``messages_key`` is not in ``new_versions`` (row savers store
+  ``channel_values`` whole on every put, and that value is the live run's full list);
+  ``PutReduction.new_version`` tells the two cases apart;
+* a ``DeltaChannel`` messages channel (value absent, or a ``_DeltaSnapshot``) is left as it is,
+  with one warning per process;
+* with a summarizer and a ``SummaryMemo``, the reducer gets the list the memo cut
+  (``agentstate_reducer.summary.SummaryMemo`` says how); one memo per saver.
 """
 
 from __future__ import annotations
