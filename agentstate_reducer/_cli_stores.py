@@ -23,6 +23,7 @@ import os
 import re
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Set as AbstractSet
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,20 +94,48 @@ def _secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(unquote_plus(name)))
 
 
-def redact_url(url: str) -> str:
-    """``url`` with the user-info password and secret-named query values replaced by ``***``.
+def _leading(pattern: re.Pattern[str], text: str) -> str:
+    match = pattern.match(text)
+    return match[0] if match else ""
+
+
+_AUTHORITY = re.compile(r"[^/?#]*")
+_PATH = re.compile(r"[^?#]*")
+_HOST = re.compile(r"\[[^\]]*\]|[^:]*")  # a bracketed IPv6 address, or up to the port
+
+
+def redact_url(url: str, secrets: AbstractSet[str] = frozenset()) -> str:
+    """``url`` with the user-info password and secret-named query values replaced by ``***``, and
+    every other part (user name, host, path segment, query name or value) whose text or
+    percent-decoded value is in ``secrets``.
 
     Never raises (no URL parser is involved): a malformed URL is redacted as well as a valid one."""
     start = _URL_START.match(url)
     if start is None:
         return url
+
+    def hide(part: str) -> str:
+        return MASK if part and (part in secrets or unquote(part) in secrets) else part
+
     head, rest = url[: start.end()], url[start.end() :]
     at = rest.rfind("@")
     if at >= 0 and not rest.startswith("/"):  # "scheme:///path" has no user info
         user, colon, _ = rest[:at].partition(":")
-        if colon:
-            rest = f"{user}:{MASK}{rest[at:]}"
-    return head + _QUERY_PAIR.sub(lambda m: f"{m[1]}{m[2]}={MASK}" if _secret_name(m[2]) else m[0], rest)
+        head += f"{hide(user)}{':' + MASK if colon else ''}@"
+        rest = rest[at + 1 :]
+    authority = _leading(_AUTHORITY, rest)
+    host = _leading(_HOST, authority)
+    bracketed = host.startswith("[") and host.endswith("]")
+    head += f"[{hide(host[1:-1])}]" if bracketed else hide(host)
+    head += authority[len(host) :]  # the port
+    rest = rest[len(authority) :]
+    path = _leading(_PATH, rest)
+    rest = "/".join(map(hide, path.split("/"))) + rest[len(path) :]
+
+    def pair(m: re.Match[str]) -> str:
+        return f"{m[1]}{hide(m[2])}={MASK if _secret_name(m[2]) else hide(m[3])}"
+
+    return head + _QUERY_PAIR.sub(pair, rest)
 
 
 def secrets_in_url(text: str) -> set[str]:
@@ -154,6 +183,8 @@ class Redactor:
         for secret in secrets:
             if secret:
                 spellings |= _spellings(secret)
+        # A URL part is compared by its text and its percent-decoded value.
+        self._values = frozenset(spellings | {unquote(s) for s in spellings})
         # Longest first: at one position the alternation takes the first that matches.
         ordered = sorted(spellings, key=lambda s: (-len(s), s))
         self._known = re.compile("|".join(map(_as_token, ordered))) if ordered else None
@@ -171,8 +202,13 @@ class Redactor:
         return cls(secrets)
 
     def text(self, text: str) -> str:
-        text = _URL_IN_TEXT.sub(lambda m: redact_url(m[0]), text)
+        """``text`` with every URL in it redacted, then every known secret standing as a token."""
+        text = _URL_IN_TEXT.sub(lambda m: redact_url(m[0], self._values), text)
         return self._known.sub(MASK, text) if self._known is not None else text
+
+    def url(self, url: str) -> str:
+        """One whole URL (spaces and quotes included) redacted, then its known secrets."""
+        return self.text(redact_url(url, self._values))
 
 
 _ACTIVE: ContextVar[Redactor | None] = ContextVar("agentstate_reducer_cli_redactor", default=None)
@@ -197,7 +233,7 @@ def redact_text(text: str) -> str:
 def redact(url: str) -> str:
     """``url`` for printing: its secrets hidden by structure, then by value wherever else they
     occur in it (a user named like its password)."""
-    return Redactor(secrets_in_url(url)).text(redact_url(url))
+    return Redactor(secrets_in_url(url)).url(url)
 
 
 # --- URLs (pure) ----------------------------------------------------------------------------
