@@ -20,6 +20,7 @@ Supported shapes:
 
 from __future__ import annotations
 
+import json.encoder
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, repeat
@@ -211,19 +212,47 @@ def read_message(msg: Any) -> MessageInfo:
 
 
 def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
-    """``(id, name, arguments)`` of every tool call a message makes, for token counting."""
-    body, _ = _unwrap(msg)
+    """``(id, name, arguments)`` of every tool call a message makes, for token counting.
+
+    Never raises: a field that cannot be read (a property or ``__getattr__`` that raises, a
+    ``__str__`` that raises) counts as absent, a call list whose iteration fails gives the calls
+    read before, and the other fields and calls are read as usual.
+    """
     out: list[tuple[str, str, str]] = []
-    calls = _get(body, "tool_calls")
-    if _seq(calls):
-        for call in calls:
-            fn = _get(call, "function")  # OpenAI shape keeps name and arguments under "function"
-            src = fn if fn is not None else call
-            args = _get(src, "arguments", _MISSING)
-            if args is _MISSING:
-                args = _get(src, "args", "")
-            out.append((str(_get(call, "id") or ""), str(_get(src, "name") or ""), _as_text(args)))
+    try:
+        body, _ = _unwrap(msg)
+        calls = _get(body, "tool_calls")
+        if _seq(calls):
+            for call in calls:
+                out.append(_call_payload(call))
+    except Exception:  # a hostile message or call list: what was read so far
+        pass
     return out
+
+
+def _call_payload(call: Any) -> tuple[str, str, str]:
+    fn = _read(call, "function")  # OpenAI shape keeps name and arguments under "function"
+    src = fn if fn is not None else call
+    args = _read(src, "arguments", _MISSING)
+    if args is _MISSING:
+        args = _read(src, "args", "")
+    return _str_or_empty(_read(call, "id")), _str_or_empty(_read(src, "name")), _as_text(args)
+
+
+def _read(obj: Any, key: str, default: Any = None) -> Any:
+    """``_get``, with ``default`` for a field whose reading raises."""
+    try:
+        return _get(obj, key, default)
+    except Exception:
+        return default
+
+
+def _str_or_empty(value: Any) -> str:
+    """``str(value or "")``, or "" when the value cannot say whether it is true or what its text is."""
+    try:
+        return str(value or "")
+    except Exception:
+        return ""
 
 
 # What json.dumps(value, ensure_ascii=False, sort_keys=True, default=str) builds on every call: one
@@ -240,8 +269,6 @@ def _fast_json() -> Callable[[Any, int], Any] | None:
     internal API), else None.
     """
     try:
-        import json.encoder
-
         c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
         if c_make_encoder is None:  # no C accelerator
             return None
@@ -257,19 +284,159 @@ _FAST_JSON: Final = _fast_json()
 
 
 def _as_text(value: Any) -> str:
-    if isinstance(value, str):
+    """Tool-call arguments as text: a string as it is, None as "", anything else ``json_text``."""
+    if type(value) is str:
         return value
     if value is None:
         return ""
+    try:
+        if isinstance(value, str):
+            return value
+    except Exception:  # a __class__ that raises
+        pass
+    return json_text(value)
+
+
+def json_text(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)``, or ``str(value)``
+    when json refuses the value (keys it cannot sort or write, a reference cycle). Never raises.
+
+    Where both fail (nesting deeper than the recursion limit, an object whose ``str`` raises),
+    ``_walk_json`` writes the JSON form without recursion, at most ``JSON_WALK_LIMIT``
+    characters. Normal values take json's C encoder only: the fallbacks cost nothing until used.
+    """
     if _FAST_JSON is not None:
         try:
             return "".join(_FAST_JSON(value, 0))
-        except Exception:  # a cycle, unsortable keys: json.dumps's own way, below
+        except Exception:  # a cycle, unsortable keys, deep nesting: json.dumps's own way, below
             pass
     try:
         return _JSON.encode(value)
-    except (TypeError, ValueError):
+    except Exception:
+        pass
+    try:
         return str(value)
+    except Exception:  # deep nesting (RecursionError), a str() that raises
+        return _walk_json(value)
+
+
+#: Characters ``json_text`` writes at most when json's encoders and ``str`` fail on a value.
+JSON_WALK_LIMIT: Final = 1 << 18
+_encode_str: Final[Callable[[str], str]] = json.encoder.encode_basestring
+_INF: Final = float("inf")
+
+
+class _Raw(str):
+    """Text the walk writes as it is (punctuation, keys), as opposed to a value to encode."""
+
+    __slots__ = ()
+
+
+_OPEN: Final = _Raw("{")
+_CLOSE: Final = _Raw("}")
+_OPEN_LIST: Final = _Raw("[")
+_CLOSE_LIST: Final = _Raw("]")
+_COMMA: Final = _Raw(", ")
+
+
+def _walk_json(value: Any) -> str:
+    """``json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)`` written with an
+    explicit stack instead of recursion, so any depth is written; stops after about
+    ``JSON_WALK_LIMIT`` characters (a reference cycle, a huge value). Never raises: keys that
+    cannot be sorted stay in their order, a key json refuses is written as its text, and a value
+    or key whose ``str`` raises as its type name."""
+    out: list[str] = []
+    size = 0
+    stack: list[Any] = [value]
+    while stack and size < JSON_WALK_LIMIT:
+        item = stack.pop()
+        piece: str
+        if type(item) is _Raw:
+            piece = item
+        else:
+            try:
+                piece = _json_scalar(item)
+                if not piece:  # a container: its parts go on the stack, last first
+                    piece = _open_container(item, stack)
+            except Exception:
+                piece = _encode_str(_type_name(item))
+        out.append(piece)
+        size += len(piece)
+    return "".join(out)[:JSON_WALK_LIMIT]
+
+
+def _json_scalar(value: Any) -> str:
+    """json's text of a value that is no dict, list or tuple; "" for one that is."""
+    if isinstance(value, str):
+        return _encode_str(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        return int.__repr__(value)
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value == _INF or value == -_INF:
+            return "Infinity" if value > 0 else "-Infinity"
+        return float.__repr__(value)
+    if isinstance(value, dict | list | tuple):
+        return ""
+    return _encode_str(str(value))  # default=str
+
+
+def _json_key(key: Any) -> str:
+    """json's text of a dict key and the separator after it."""
+    try:
+        if isinstance(key, str):
+            text = key
+        elif isinstance(key, float) or key is None or key is True or key is False or isinstance(key, int):
+            text = _json_scalar(key)
+        else:
+            text = str(key)  # json refuses such a key; its text is what a reader would see
+    except Exception:
+        text = _type_name(key)
+    return _encode_str(text) + ": "
+
+
+def _open_container(item: Any, stack: list[Any]) -> str:
+    """Push the parts of a dict, list or tuple onto ``stack`` (last first); return its opening."""
+    parts: list[Any] = []
+    if isinstance(item, dict):
+        items = list(item.items())
+        try:
+            items.sort(key=_first)
+        except Exception:  # keys that cannot be compared: in their order
+            pass
+        for i, (key, val) in enumerate(items):
+            if i:
+                parts.append(_COMMA)
+            parts.append(_Raw(_json_key(key)))
+            parts.append(val)
+        close, opening = _CLOSE, _OPEN
+    else:
+        for i, val in enumerate(item):
+            if i:
+                parts.append(_COMMA)
+            parts.append(val)
+        close, opening = _CLOSE_LIST, _OPEN_LIST
+    stack.append(close)
+    stack.extend(reversed(parts))
+    return opening
+
+
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
+def _type_name(value: Any) -> str:
+    try:
+        return f"<{type(value).__name__}>"
+    except Exception:
+        return "<object>"
 
 
 def is_message_like(value: Any) -> bool:

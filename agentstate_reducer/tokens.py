@@ -18,7 +18,11 @@ What one message costs (both built-in counters use the same rule; only the text 
   (LangChain messages from Anthropic) is counted once.
 
 Each text piece is measured on its own. The heuristic measures ``ceil(len(text) / 4)`` and needs
-nothing installed; tiktoken measures exactly for OpenAI-family models.
+nothing installed; tiktoken measures exactly for OpenAI-family models, at most
+``MAX_ENCODED_CHARS`` characters of one message (the rest by the heuristic).
+
+Counting never raises on a message: content and arguments are walked without recursion (any
+depth), and a field whose reading raises counts as absent (see ``message_parts``).
 
 tiktoken downloads its encoding file on first use. Where that fails (a firewall, no network) this
 module warns once per process and encoding and counts with the heuristic. The load is tried once
@@ -48,7 +52,6 @@ import warnings
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, repeat
-from json import JSONEncoder
 from operator import add, eq, floordiv, is_, is_not, itemgetter, not_
 from typing import Any, Final, cast
 
@@ -57,6 +60,7 @@ from .messages import (
     READ_FIELDS,
     MessageInfo,
     fields_in_dict,
+    json_text,
     read_message,
     read_plain,
     tool_call_payloads,
@@ -68,6 +72,12 @@ MESSAGE_OVERHEAD: Final = 4
 #: OpenAI's cost of one high-detail 1024x1024 image (85 base + 4 tiles x 170).
 IMAGE_TOKENS: Final = 765
 HEURISTIC_CHARS_PER_TOKEN: Final = 4
+#: Characters of one message's text handed to a tokenizer (tiktoken) at most; the characters past
+#: them are counted with the heuristic. tiktoken's time grows faster than the text on long runs
+#: of one character (seconds and hundreds of MB for 5 MB), so one such message cannot stall a put.
+MAX_ENCODED_CHARS: Final = 65_536
+#: Content items (blocks, nested lists) read per message at most: a list holding itself ends there.
+MAX_CONTENT_ITEMS: Final = 100_000
 DEFAULT_ENCODING: Final = "cl100k_base"
 DEFAULT_CACHE_SIZE: Final = 65_536
 #: Seconds the first resolve waits for tiktoken to load an encoding before falling back for good.
@@ -91,67 +101,69 @@ def heuristic_text_tokens(text: str) -> int:
     return -(-len(text) // HEURISTIC_CHARS_PER_TOKEN)
 
 
-# json.dumps(value, ensure_ascii=False, sort_keys=True, default=str), without building an encoder per call
-_JSON: Final = JSONEncoder(ensure_ascii=False, sort_keys=True, default=str)
-
-
-def _json_text(value: Any) -> str:
-    try:
-        return _JSON.encode(value)
-    except (TypeError, ValueError):  # unsortable keys, a reference cycle
-        return str(value)
-
-
 # --- what is counted ---------------------------------------------------------------------------
 
 
 class _Parts:
     """The texts of one message to measure, its fixed media count, and the call ids already seen
-    in content blocks (so ``tool_calls`` mirroring ``tool_use`` blocks is not counted twice)."""
+    in content blocks (so ``tool_calls`` mirroring ``tool_use`` blocks is not counted twice).
 
-    __slots__ = ("media", "seen_ids", "texts")
+    Content is walked with an explicit stack, not recursion, so nesting of any depth is read; at
+    most ``MAX_CONTENT_ITEMS`` items per message (a list that contains itself ends there). An
+    item that cannot be read (a block whose ``get`` raises, a ``str`` that raises) adds nothing.
+    """
+
+    __slots__ = ("budget", "media", "seen_ids", "texts")
 
     def __init__(self) -> None:
         self.texts: list[str] = []
         self.media = 0
         self.seen_ids: set[str] = set()
+        self.budget = MAX_CONTENT_ITEMS
 
     def content(self, content: Any) -> None:
-        if content is None:
-            return
-        if isinstance(content, str):
-            self.texts.append(content)
-        elif isinstance(content, Mapping):
-            self.block(content)
-        elif isinstance(content, Sequence) and not isinstance(content, bytes | bytearray):
-            for block in content:
-                self.content(block)
-        else:
-            self.texts.append(str(content))
+        stack = [content]
+        while stack and self.budget > 0:
+            self.budget -= 1
+            item = stack.pop()
+            try:
+                if item is None:
+                    continue
+                if isinstance(item, str):
+                    self.texts.append(item)
+                elif isinstance(item, Mapping):
+                    self.block(item, stack)
+                elif isinstance(item, Sequence) and not isinstance(item, bytes | bytearray):
+                    stack.extend(reversed(item))  # read in order
+                else:
+                    self.texts.append(str(item))
+            except Exception:  # a hostile block or value: the rest is still read
+                continue
 
-    def block(self, block: Mapping[str, Any]) -> None:
+    def block(self, block: Mapping[str, Any], stack: list[Any]) -> None:
+        """Count one block, pushing the content it holds (tool results, summaries) on ``stack``."""
         btype = block.get("type")
         if btype in _TEXT_BLOCKS or (btype is None and isinstance(block.get("text"), str)):
             self.texts.append(str(block.get("text") or ""))
         elif btype == "tool_use":
             self._call_id(block.get("id"))
             self.texts.append(str(block.get("name") or ""))
-            self.texts.append(_json_text(block.get("input")))
+            self.texts.append(json_text(block.get("input")))
         elif btype == "tool_result":
             self._call_id(block.get("tool_use_id"))
-            self.content(block.get("content"))
+            stack.append(block.get("content"))
         elif btype in ("thinking", "reasoning"):
             text = block.get("thinking") or block.get("reasoning") or block.get("text")
             if isinstance(text, str):
                 self.texts.append(text)
             else:
-                self.content(block.get("summary"))  # OpenAI: a list of summary_text blocks
+                stack.append(block.get("summary"))  # OpenAI: a list of summary_text blocks
         elif (inline := _inline_document(block)) is not None:
-            self.content(inline)
+            stack.append(inline)
         elif btype in _MEDIA_BLOCKS or "image_url" in block or isinstance(block.get("source"), Mapping):
             self.media += 1
         else:
-            self.texts.append(_json_text(block))
+            self.texts.append(json_text(block))
 
     def _call_id(self, value: Any) -> None:
         if isinstance(value, str) and value:
@@ -172,21 +184,48 @@ def _inline_document(block: Mapping[str, Any]) -> Any:
 
 
 def message_parts(message: Any, info: MessageInfo | None = None) -> tuple[list[str], int]:
-    """The text pieces of one message to be measured, and its number of media blocks."""
+    """The text pieces of one message to be measured, and its number of media blocks.
+
+    Never raises: what cannot be read of a message (see ``_Parts``, ``tool_call_payloads``)
+    counts as absent, and the rest is read as usual.
+    """
     if info is None:
         info = read_message(message)
     parts = _Parts()
-    parts.content(info.content)
-    if info.name:
-        parts.texts.append(info.name)
-    if info.kind == "ai":
-        for call_id, name, args in tool_call_payloads(message):
-            if call_id not in parts.seen_ids:
-                parts.texts.extend((call_id, name, args))
-    for result_id in info.result_ids:
-        if result_id not in parts.seen_ids:
-            parts.texts.append(result_id)
+    try:
+        if type(info.content) is str:  # the common case: nothing nested, no ids in blocks
+            parts.texts.append(info.content)
+        else:
+            parts.content(info.content)
+        if info.name:
+            parts.texts.append(info.name)
+        if info.kind == "ai":
+            for call_id, name, args in tool_call_payloads(message):
+                if call_id not in parts.seen_ids:
+                    parts.texts.extend((call_id, name, args))
+        for result_id in info.result_ids:
+            if result_id not in parts.seen_ids:
+                parts.texts.append(result_id)
+    except Exception:  # nothing above should raise; if it does, what was read so far is counted
+        logger.debug("message partly unread for token counting", exc_info=True)
     return parts.texts, parts.media
+
+
+def measure_capped(measure: Callable[[str], int], texts: list[str]) -> int:
+    """``sum(map(measure, texts))`` with at most ``MAX_ENCODED_CHARS`` characters handed to
+    ``measure`` in all; the characters past that are counted with ``heuristic_text_tokens``."""
+    budget = MAX_ENCODED_CHARS
+    if sum(map(len, texts)) <= budget:  # the common case
+        return sum(map(measure, texts))
+    n = 0
+    for text in texts:
+        if len(text) <= budget:
+            n += measure(text)
+            budget -= len(text)
+        else:
+            n += (measure(text[:budget]) if budget else 0) + heuristic_text_tokens(text[budget:])
+            budget = 0
+    return n
 
 
 # --- cache validation --------------------------------------------------------------------------
@@ -408,24 +447,17 @@ class TokenCounter:
         self.misses = 0
 
     def count_uncached(self, message: Any, info: MessageInfo | None = None) -> int:
-        if info is None:
-            info = read_message(message)
-        content = info.content
-        measure = self.measure
-        if type(content) is str:
-            # the common case, text content (no blocks, so nothing to de-duplicate): the general
-            # rule below gives the same number, without collecting the pieces first
-            n = MESSAGE_OVERHEAD + measure(content)
-            if info.name:
-                n += measure(info.name)
-            if info.kind == "ai":
-                for call in tool_call_payloads(message):
-                    n += sum(map(measure, call))
-            for result_id in info.result_ids:
-                n += measure(result_id)
-            return n
+        """The count of one message by the module's rules, without the cache. Never raises on a
+        message: what cannot be read of it counts as absent (``message_parts``)."""
         texts, media = message_parts(message, info)
-        return MESSAGE_OVERHEAD + media * self.image_tokens + sum(measure(t) for t in texts if t)
+        return MESSAGE_OVERHEAD + media * self.image_tokens + self._measure_all(texts)
+
+    def _measure_all(self, texts: list[str]) -> int:
+        """The tokens of one message's text pieces: with the heuristic each piece's length, with
+        any other measure (tiktoken) at most ``MAX_ENCODED_CHARS`` characters measured."""
+        if self.measure is heuristic_text_tokens:
+            return sum(map(heuristic_text_tokens, texts))
+        return measure_capped(self.measure, texts)
 
     def __call__(self, message: Any) -> int:
         return self.count_messages([message])[0]
@@ -536,13 +568,8 @@ class TokenCounter:
 
     def _count_plain(self, info: MessageInfo) -> int:
         """``count_uncached`` of a message ``read_plain`` read without calls: its reading says all."""
-        measure = self.measure
-        n = MESSAGE_OVERHEAD + measure(info.content)
-        if info.name:
-            n += measure(info.name)
-        for result_id in info.result_ids:
-            n += measure(result_id)
-        return n
+        texts = [info.content, info.name, *info.result_ids] if info.name else [info.content, *info.result_ids]
+        return MESSAGE_OVERHEAD + self._measure_all(texts)
 
     def _admit(
         self, messages: Sequence[Any], keys: list[int], infos: list[MessageInfo], counts: list[int]
