@@ -44,9 +44,7 @@ def plain_class(kinds: dict[str, str]) -> type:
         ns["__slots__"] = (*slots, "__dict__")
     for f, k in kinds.items():
         if k == "property":
-            ns[f] = property(
-                lambda self, f=f: self._store.get(f), lambda self, v, f=f: self._store.__setitem__(f, v)
-            )
+            ns[f] = stored_property(f)
     served = {f for f, k in kinds.items() if k == "getattribute"}
     if served:
 
@@ -68,6 +66,18 @@ def plain_class(kinds: dict[str, str]) -> type:
         ns["__getattr__"] = __getattr__
     label = "_".join(f"{f}-{k}" for f, k in sorted(kinds.items()))
     return type(f"Msg_{label}", (), ns)
+
+
+def stored_property(field: str) -> property:
+    """A property serving ``field`` from the instance's ``_store`` dict."""
+
+    def get(self: Any) -> Any:
+        return self._store.get(field)
+
+    def set_(self: Any, value: Any) -> None:
+        self._store[field] = value
+
+    return property(get, set_)
 
 
 def make_plain(cls: type, kinds: dict[str, str], values: dict[str, Any]) -> Any:
@@ -93,7 +103,7 @@ def pydantic_class(declared: tuple[str, ...]) -> type[pydantic.BaseModel]:
     """A pydantic model declaring ``declared``; every other field is an extra (``extra="allow"``)."""
     if declared not in _pydantic_classes:
         fields: dict[str, Any] = {f: (Any, None) for f in declared}
-        _pydantic_classes[declared] = pydantic.create_model(  # type: ignore[call-overload]
+        _pydantic_classes[declared] = pydantic.create_model(
             "PydMsg_" + "_".join(declared), __config__=pydantic.ConfigDict(extra="allow"), **fields
         )
     return _pydantic_classes[declared]
@@ -164,7 +174,7 @@ def test_a_pydantic_extra_changed_in_place_is_recounted() -> None:
     ``__dict__``: a change there is seen (a LangChain FunctionMessage's ``tool_call_id``, a
     model declaring no ``content``)."""
     counter = heuristic_counter()
-    fn = FunctionMessage(name="f", content="result", tool_call_id="call_1")
+    fn = FunctionMessage(name="f", content="result", tool_call_id="call_1")  # type: ignore[call-arg]
     model = pydantic_class(("type",))(type="human", content="short")
     msgs = [fn, model, HumanMessage("hi")]
     for _ in range(3):
