@@ -308,18 +308,20 @@ class MessageReducer:
         return self._config.summarize_fn is not None or self._config.asummarize_fn is not None
 
     def _begin(self, existing: Any, new: Any) -> _Step:
-        messages = as_message_list(existing)
         checked = self._checked
-        if new is not None:  # the common call reduces one list: copy it once, not twice
-            if checked is not None and checked.messages is not None and len(messages) == checked.length:
+        if new is None:  # the common call reduces one list: copy it once
+            messages = as_message_list(existing)
+        else:
+            base = existing if type(existing) is list else as_message_list(existing)
+            if checked is not None and checked.messages is not None and len(base) == checked.length:
                 # reduce(previous output, new): compare before appending, without a slice
-                checked = checked._replace(messages=None) if _equal(messages, checked.messages) else None
-            messages += as_message_list(new)
+                checked = checked._replace(messages=None) if _equal(base, checked.messages) else None
+            messages = base + as_message_list(new)  # one new list of the exact size
         held = self._held(messages)
         the_plan, mode = self._plan_with(messages, held, checked=checked)
         pruned: list[Any]
         if len(the_plan.kept) == len(messages):
-            surviving, pruned = messages, []  # as_message_list made this list: no second copy
+            surviving, pruned = messages, []  # made here above: no second copy
         else:
             surviving, pruned = the_plan.split(messages)
         return _Step(messages, the_plan, mode, surviving, pruned, [messages[i] for i in held])
