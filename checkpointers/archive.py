@@ -61,16 +61,17 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeAlias, TypeVar
 
 from langgraph.store.base import BaseStore, GetOp, Item, Op, PutOp, Result, SearchOp
 
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.summary import insert_position, is_summary_message
 
+from ._flow import Flow, adrive, drive
 from .reduction import _namespace
 
 __all__ = ["ArchiveStats", "StoreArchive", "archive_namespace", "aread_transcript", "read_transcript"]
@@ -81,7 +82,9 @@ logger = logging.getLogger("agentstate_reducer.checkpointers")
 ITEM_KIND: Final = "agentstate.message"
 _PAGE: Final = 10_000
 
-Flow = Generator[list[Op], list[Result], Any]
+R = TypeVar("R")
+#: A flow of store batches (driven by ``_flow.drive``/``adrive`` with the store's ``batch``/``abatch``).
+StoreFlow: TypeAlias = Flow[list[Op], list[Result], R]
 
 
 # -- pure parts: namespaces, items, ordering -----------------------------------------------------
@@ -160,7 +163,7 @@ def _entries(pruned: Sequence[Any], stamp: int) -> list[_Entry]:
     return list(out.values())
 
 
-def _write_flow(ns: tuple[str, ...], entries: list[_Entry], ttl: float | None) -> Flow:
+def _write_flow(ns: tuple[str, ...], entries: list[_Entry], ttl: float | None) -> StoreFlow[tuple[int, int]]:
     """Write the entries whose keys are not in the store yet. Returns ``(written, existing)``."""
     found = yield [GetOp(ns, e.key, refresh_ttl=False) for e in entries]
     missing = [e for e, item in zip(entries, found, strict=True) if item is None]
@@ -169,7 +172,7 @@ def _write_flow(ns: tuple[str, ...], entries: list[_Entry], ttl: float | None) -
     return len(missing), len(entries) - len(missing)
 
 
-def _read_flow(ns: tuple[str, ...]) -> Flow:
+def _read_flow(ns: tuple[str, ...]) -> StoreFlow[list[Item]]:
     """Every archived item of ``ns`` (exactly that namespace), sorted by order."""
     items: dict[str, Item] = {}
     offset = 0
@@ -184,24 +187,6 @@ def _read_flow(ns: tuple[str, ...]) -> Flow:
             break
         offset += _PAGE
     return sorted(items.values(), key=lambda it: (*it.value["order"], it.key))
-
-
-def _drive(flow: Flow, batch: Callable[[list[Op]], list[Result]]) -> Any:
-    try:
-        ops = next(flow)
-        while True:
-            ops = flow.send(batch(ops))
-    except StopIteration as done:
-        return done.value
-
-
-async def _adrive(flow: Flow, abatch: Callable[[list[Op]], Awaitable[list[Result]]]) -> Any:
-    try:
-        ops = next(flow)
-        while True:
-            ops = flow.send(await abatch(ops))
-    except StopIteration as done:
-        return done.value
 
 
 def _abatch_of(store: BaseStore) -> Callable[[list[Op]], Awaitable[list[Result]]]:
@@ -347,7 +332,7 @@ class StoreArchive:
     def _deliver(self, ns: tuple[str, ...], entries: list[_Entry]) -> None:
         for attempt in range(self.retries + 1):
             try:
-                written, existing = _drive(_write_flow(ns, entries, self.ttl), self.store.batch)
+                written, existing = drive(_write_flow(ns, entries, self.ttl), self.store.batch)
             except Exception:
                 if attempt < self.retries:
                     time.sleep(0.05 * 2**attempt)
@@ -361,7 +346,7 @@ class StoreArchive:
         abatch = _abatch_of(self.store)
         for attempt in range(self.retries + 1):
             try:
-                written, existing = await _adrive(_write_flow(ns, entries, self.ttl), abatch)
+                written, existing = await adrive(_write_flow(ns, entries, self.ttl), abatch)
             except Exception:
                 if attempt < self.retries:
                     await asyncio.sleep(0.05 * 2**attempt)
@@ -452,11 +437,11 @@ class StoreArchive:
 
     def messages(self, namespace: Any) -> list[Any]:
         """The archived messages of ``namespace`` (a hook namespace, as given to the hook), in order."""
-        items = _drive(_read_flow(archive_namespace(namespace)), self.store.batch)
+        items = drive(_read_flow(archive_namespace(namespace)), self.store.batch)
         return [_deserialize(it.value) for it in items]
 
     async def amessages(self, namespace: Any) -> list[Any]:
-        items = await _adrive(_read_flow(archive_namespace(namespace)), _abatch_of(self.store))
+        items = await adrive(_read_flow(archive_namespace(namespace)), _abatch_of(self.store))
         return [_deserialize(it.value) for it in items]
 
 
@@ -476,7 +461,7 @@ def read_transcript(
     says whether index 0 of the live list stays in front of the archive). The injected summary
     message is left out unless ``include_summary``.
     """
-    items = _drive(_read_flow(archive_namespace(_namespace(config))), store.batch)
+    items = drive(_read_flow(archive_namespace(_namespace(config))), store.batch)
     live = _live_messages(checkpointer.get_tuple(config), messages_key)
     return merge_transcript([_deserialize(it.value) for it in items], live,
                             preserve_first=preserve_first, include_summary=include_summary)
@@ -492,7 +477,7 @@ async def aread_transcript(
     include_summary: bool = False,
 ) -> list[Any]:
     """``read_transcript`` with the store's and the checkpointer's async APIs."""
-    items = await _adrive(_read_flow(archive_namespace(_namespace(config))), _abatch_of(store))
+    items = await adrive(_read_flow(archive_namespace(_namespace(config))), _abatch_of(store))
     live = _live_messages(await checkpointer.aget_tuple(config), messages_key)
     return merge_transcript([_deserialize(it.value) for it in items], live,
                             preserve_first=preserve_first, include_summary=include_summary)
