@@ -14,6 +14,10 @@ the result back into the flow, until the flow returns. The driver's invariants:
   caller (lazily: the flow resumes, with None, when the caller asks for the next one); ``drive`` and
   ``adrive`` reject ``Emit`` with ``TypeError``.
 
+``recovering(flow, error_type, recover)`` is itself a flow: ``flow``, where an ``error_type`` thrown
+in at an operation is answered by the flow ``recover(error)`` (more operations, performed by the same
+driver) instead, so a recovery is written once for every flow and both kinds of driver.
+
 >>> def double_both() -> Flow[str, int, int]:
 ...     a = yield "x"
 ...     b = yield "y"
@@ -33,12 +37,13 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
-__all__ = ["Emit", "Flow", "adrive", "aiterate", "drive", "iterate"]
+__all__ = ["Emit", "Flow", "adrive", "aiterate", "drive", "iterate", "recovering"]
 
 Op = TypeVar("Op")
 Result = TypeVar("Result")
 Return = TypeVar("Return")
 T = TypeVar("T")
+E = TypeVar("E", bound=Exception)
 
 #: A flow: yields operations of type ``Op``, is sent a ``Result`` for each, returns ``Return``.
 Flow: TypeAlias = Generator[Op, Result, Return]
@@ -134,3 +139,29 @@ def aiterate(
 ) -> AsyncGenerator[T, None]:
     """``iterate`` with an async ``perform`` (an async iterator: ``async for``)."""
     return _asteps(_Driving(flow), perform)
+
+
+def recovering(
+    flow: Flow[Op, Result, Return],
+    error_type: type[E],
+    recover: Callable[[E], Flow[Op, Result, Result]],
+) -> Flow[Op, Result, Return]:
+    """``flow``, where an ``error_type`` thrown in at an operation runs the flow ``recover(error)``:
+    what it returns is sent to ``flow`` as that operation's result, what it raises is thrown into
+    ``flow`` there. Other exceptions are thrown into ``flow`` as they are; what ``flow`` emits passes
+    through."""
+    driving = _Driving(flow)
+    while (op := driving.next()) is not _END:
+        try:
+            driving.result = yield op
+            continue
+        except error_type as caught:
+            error = caught
+        except Exception as exc:
+            driving.error = exc
+            continue
+        try:  # outside the except block above: what recover raises is not chained to ``error``
+            driving.result = yield from recover(error)
+        except Exception as exc:
+            driving.error = exc
+    return driving.returned

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from checkpointers import _flow
-from checkpointers._flow import Emit, Flow, adrive, aiterate, drive, iterate
+from checkpointers._flow import Emit, Flow, adrive, aiterate, drive, iterate, recovering
 
 
 class Boom(Exception):
@@ -261,6 +261,82 @@ def test_only_exceptions_are_thrown_in_base_exceptions_are_not() -> None:
     assert handled == []
     gen.close()
     assert len(handled) == 1 and isinstance(handled[0], GeneratorExit)
+
+
+def explain(error: Boom) -> Flow[str, Any, str]:
+    """A recovery flow: one more operation, whose result answers the failed one."""
+    return "recovered " + (yield f"explain-{error.args[0]}")
+
+
+@MODES
+def test_recovering_answers_a_failed_op_with_the_recovery_flow(mode: str) -> None:
+    def flow() -> Flow[str, str, list[str]]:
+        return [(yield "a"), (yield "boom"), (yield "c")]
+
+    recorder = Recorder()
+    assert run(recovering(flow(), Boom, explain), recorder, mode) == ["A", "recovered EXPLAIN-BOOM", "C"]
+    assert recorder.performed == ["a", "boom", "explain-boom", "c"]
+
+
+@MODES
+def test_recovering_throws_what_the_recovery_raises_into_the_flow(mode: str) -> None:
+    def fail(error: Boom) -> Flow[str, str, str]:
+        yield "look"
+        raise LookupError("gone") from error
+
+    seen: list[BaseException] = []
+
+    def flow() -> Flow[str, str, None]:
+        try:
+            yield "boom"
+        except LookupError as exc:
+            seen.append(exc)
+            raise
+
+    recorder = Recorder()
+    with pytest.raises(LookupError, match="gone") as info:
+        run(recovering(flow(), Boom, fail), recorder, mode)
+    assert seen == [info.value] and isinstance(info.value.__cause__, Boom)
+    assert info.value.__suppress_context__ and recorder.performed == ["boom", "look"]
+
+
+@MODES
+def test_recovering_does_not_chain_a_re_raised_error_to_the_recovered_one(mode: str) -> None:
+    original = ValueError("the I/O layer's own error")
+
+    def reraise(error: Boom) -> Flow[str, str, str]:
+        yield "look"
+        raise original
+
+    def flow() -> Flow[str, str, None]:
+        yield "boom"
+
+    with pytest.raises(ValueError) as info:
+        run(recovering(flow(), Boom, reraise), Recorder(), mode)
+    assert info.value is original and info.value.__context__ is None
+
+
+@MODES
+def test_recovering_throws_other_errors_into_the_flow_and_passes_emits_through(mode: str) -> None:
+    def flow() -> Flow[str | Emit[str], str | None, None]:
+        yield Emit((yield "a") or "")
+        try:
+            yield "other"
+        except KeyError:
+            yield Emit("the flow saw KeyError")
+        yield Emit((yield "boom") or "")
+
+    class Other(Recorder):
+        def __call__(self, op: str) -> str:
+            if op == "other":
+                self.performed.append(op)
+                raise KeyError(op)
+            return super().__call__(op)
+
+    recorder = Other()
+    listing = recovering(flow(), Boom, explain)
+    assert run_listing(listing, recorder, mode) == ["A", "the flow saw KeyError", "recovered EXPLAIN-BOOM"]
+    assert recorder.performed == ["a", "other", "boom", "explain-boom"]
 
 
 def test_docstring_examples() -> None:
