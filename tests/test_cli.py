@@ -107,7 +107,7 @@ def dump_rows(url: str) -> list[Any]:
     if url.startswith("cosmosdb://"):
         with open_saver(url) as saver:
             saver.setup()
-            container = saver._link.container  # the saver's own container client (test-only peek)
+            container = saver._connection.container  # the saver's own container client (test-only peek)
             return sorted(container.read_all_items(), key=lambda item: item["id"])
     import psycopg
 

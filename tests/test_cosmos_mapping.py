@@ -3,6 +3,7 @@ filters, batching, chunking and the prune/delete plans. No server needed."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import re
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from checkpointers._flow import adrive, drive
 from checkpointers.cosmosdb import _mapping as m
 from checkpointers.cosmosdb import sync as sync_module
 
@@ -112,7 +114,7 @@ def test_filter_keys_are_validated(key: str) -> None:
 
 def test_filter_non_string_key_and_non_json_value() -> None:
     with pytest.raises(ValueError, match="must be strings"):
-        m.metadata_conditions({1: 1})
+        m.metadata_conditions({1: 1})  # type: ignore[dict-item]  # a wrong key type on purpose
     with pytest.raises(TypeError, match="must be JSON"):
         m.metadata_conditions({"a": object()})
     with pytest.raises(TypeError, match="filter must be a dict"):
@@ -337,7 +339,7 @@ def test_check_account_key_refuses_what_the_sdk_cannot_sign_with_and_never_shows
 
 
 def _explain(miss: m.Missing, answers: dict[bool, bool | None]) -> tuple[Any, list[Any]]:
-    """Drive ``explain_missing`` with fixed answers to its ``Exists`` ops; return (result, ops)."""
+    """Drive ``explain_missing_flow`` with fixed answers to its ``Exists`` ops; return (result, ops)."""
     asked: list[Any] = []
 
     def execute(op: m.Op) -> Any:
@@ -345,7 +347,7 @@ def _explain(miss: m.Missing, answers: dict[bool, bool | None]) -> tuple[Any, li
         asked.append(op)
         return answers[op.database]
 
-    return m.run(m.explain_missing(miss), execute), asked
+    return drive(m.explain_missing_flow(miss), execute), asked
 
 
 def test_explain_missing_tells_an_item_miss_from_a_missing_container() -> None:
@@ -369,3 +371,60 @@ def test_explain_missing_tells_an_item_miss_from_a_missing_container() -> None:
     assert gone.value.__cause__ is error and (gone.value.database, gone.value.container) == ("db", "c")
     with pytest.raises(m.ContainerNotFoundError, match="pass client= and database_name= so setup"):
         _explain(miss(False, database=None), {False: False})
+
+
+
+class _SdkNotFound(LookupError):
+    """Stands for the SDK's 404 error."""
+
+
+def _missing_execute(gone: bool, log: list[Any]) -> Any:
+    """An I/O half whose container exists (``gone=False``) or not; ``Read`` of "absent" and every
+    ``Query`` answer 404 (``Missing``), the way ``CosmosDBSaver._execute`` does."""
+
+    def execute(op: m.Op) -> Any:
+        log.append(op)
+        if isinstance(op, m.Exists):
+            return not gone
+        if isinstance(op, m.Read) and op.id != "absent" and not gone:
+            return {"id": op.id}
+        raise m.Missing(_SdkNotFound("404"), database=None, container="c", item=isinstance(op, m.Read))
+
+    return execute
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_explaining_missing_answers_an_item_miss_and_names_a_gone_container(mode: str) -> None:
+    def run(flow: m.CosmosFlow[Any], execute: Any) -> Any:
+        if mode == "sync":
+            return drive(m.explaining_missing(flow), execute)
+
+        async def aexecute(op: m.Op) -> Any:
+            return execute(op)
+
+        return asyncio.run(adrive(m.explaining_missing(flow), aexecute))
+
+    def reads() -> m.CosmosFlow[list[Any]]:
+        return [(yield m.Read("pk", "present")), (yield m.Read("pk", "absent")), (yield m.Read("pk", "x"))]
+
+    log: list[Any] = []
+    assert run(reads(), _missing_execute(False, log)) == [{"id": "present"}, None, {"id": "x"}]
+    assert log == [m.Read("pk", "present"), m.Read("pk", "absent"), m.Exists(), m.Read("pk", "x")]
+
+    seen: list[BaseException] = []
+
+    def query() -> m.CosmosFlow[None]:
+        try:
+            yield m.Query("SELECT * FROM c", (), "pk")
+        except m.ContainerNotFoundError as exc:
+            seen.append(exc)  # the flow is told at the op that failed
+            raise
+
+    with pytest.raises(m.ContainerNotFoundError, match="container 'c' does not exist") as info:
+        run(query(), _missing_execute(True, []))
+    assert seen == [info.value] and isinstance(info.value.__cause__, _SdkNotFound)
+
+    log = []
+    with pytest.raises(_SdkNotFound) as sdk:  # a query's 404 in a container that exists: the SDK's error
+        run(query(), _missing_execute(False, log))
+    assert sdk.value.__context__ is None and log[-1] == m.Exists()

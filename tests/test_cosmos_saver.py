@@ -785,7 +785,7 @@ async def test_from_conn_info_owns_and_closes_its_client(
         endpoint=cosmos_server.endpoint, credential=cosmos_server.key, database_name=cosmos_database, ttl=60
     ) as saver:
         assert saver.ttl == 60 and saver.get_tuple(cfg("t")) is None
-        client = saver._link.client
+        client = saver._connection.client
     with pytest.raises(ValueError, match="transport has already been closed"):
         list(client.list_databases())
 
@@ -793,7 +793,7 @@ async def test_from_conn_info_owns_and_closes_its_client(
         endpoint=cosmos_server.endpoint, credential=cosmos_server.key, database_name=cosmos_database, ttl=60
     ) as asaver:
         assert asaver.ttl == 60 and await asaver.aget_tuple(cfg("t")) is None
-        aclient = asaver._link.client
+        aclient = asaver._connection.client
     assert aclient.client_connection.pipeline_client._pipeline._transport.session is None  # closed
 
     with cosmos_server.client() as given:  # a client passed in stays open

@@ -60,8 +60,9 @@ class Secret:
         return "Secret(<hidden>)"
 
 
-class Link:
-    """The client and container of a saver; shared by its shallow copies (``with_allowlist``)."""
+class Connection:
+    """A saver's client, database and container, and whether it owns them; shared by its shallow
+    copies (``with_allowlist``)."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -166,8 +167,7 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
             check_name("container_name", container_name)
         secret = None
         if own:
-            # The documented constructor (the seed's example) reads these two variables; nothing else
-            # is read from the environment.
+            # These two variables are all the saver reads from the environment.
             endpoint = endpoint or _env(ENDPOINT_ENV)
             if not endpoint:
                 raise ValueError(
@@ -190,18 +190,18 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
             create_if_missing=create_if_missing,
             ttls=Ttls(ttl),
         )
-        self._link = Link()
+        self._connection = Connection()
         if client is not None:
             self._check_sdk_object(client, "client")
-            self._link.client = client
-            self._link.database = client.get_database_client(database_name)
-            self._link.container = self._link.database.get_container_client(container_name)
+            self._connection.client = client
+            self._connection.database = client.get_database_client(database_name)
+            self._connection.container = self._connection.database.get_container_client(container_name)
         elif container is not None:
             self._check_sdk_object(container, "container")
-            self._link.container = container
+            self._connection.container = container
         if self._aio:
             try:  # the loop AsyncCosmosDBSaver's sync methods run on; else set by its first async call
-                self._link.loop = asyncio.get_running_loop()
+                self._connection.loop = asyncio.get_running_loop()
             except RuntimeError:
                 pass
         self._written = WrittenValues()
@@ -280,25 +280,25 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         return self._settings.ttls.ttl
 
     def __repr__(self) -> str:
-        s = self._settings
+        settings = self._settings
         where = (
-            f"database_name={s.database_name!r}, container_name={s.container_name!r}"
-            if s.database_name is not None
-            else f"container={getattr(self._link.container, 'id', '?')!r}"
+            f"database_name={settings.database_name!r}, container_name={settings.container_name!r}"
+            if settings.database_name is not None
+            else f"container={getattr(self._connection.container, 'id', '?')!r}"
         )
-        endpoint = f", endpoint={s.endpoint!r}" if s.endpoint else ""
+        endpoint = f", endpoint={settings.endpoint!r}" if settings.endpoint else ""
         return (
-            f"{type(self).__name__}({where}{endpoint}, ttl={s.ttls.ttl!r}, reducer={self._reducer!r}, "
+            f"{type(self).__name__}({where}{endpoint}, ttl={settings.ttls.ttl!r}, reducer={self._reducer!r}, "
             f"messages_key={self._messages_key!r})"
         )
 
     def _missing(self, op: Op, error: Exception) -> Missing:
         """The SDK answered ``op`` with 404: what the flow driver needs to explain it."""
-        link = self._link
+        conn = self._connection
         return Missing(
             error,
-            database=self._settings.database_name if link.database is not None else None,
-            container=str(getattr(link.container, "id", None) or self._settings.container_name),
+            database=self._settings.database_name if conn.database is not None else None,
+            container=str(getattr(conn.container, "id", None) or self._settings.container_name),
             sub_status=getattr(error, "sub_status", None),
             item=isinstance(op, Read),
         )
@@ -345,12 +345,12 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         if after is not None:
             # With a TTL, an unchanged value still read by this checkpoint is rewritten when its
             # last known write is old (see Ttls); else it could expire before this checkpoint.
-            target = parse_config(config)
-            ns = target.checkpoint_ns or ""
+            address = parse_config(config)
+            ns = address.checkpoint_ns or ""
             values = checkpoint["channel_values"]
             for channel, version in checkpoint["channel_versions"].items():
                 if channel not in write_versions and channel in values and self._written.stale(
-                    target.pk, blob_item_id(ns, channel, version), started, after
+                    address.pk, blob_item_id(ns, channel, version), started, after
                 ):
                     write_versions[channel] = version
         return plan_put(config, checkpoint, metadata, write_versions, self.serde, ttls), started

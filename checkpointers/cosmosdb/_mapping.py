@@ -23,12 +23,13 @@ version) goes through ``encode_part``: reversible escaping into ``[A-Za-z0-9_.-~
 when too long, so ids never hold ``/ \\ ? #`` and stay far below 1,023 bytes. Ids are never parsed
 back: the raw values are stored as fields.
 
-Multi-step operations are generators of ``Op``s (``Read``, ``Query``, ``Pages``, ``NextPage``,
-``Batch``, ``Emit``) that a tiny driver (``run`` / ``iterate`` here, ``arun`` / ``aiterate`` for
-async) executes with the I/O half's ``execute``; each flow is written once for sync and async.
-When ``execute`` answers an op with ``Missing`` (Cosmos DB said 404), the driver asks with
-``Exists`` ops whether the container or database is gone and raises ``ContainerNotFoundError``
-naming it (``explain_missing``), so neither half decides that on its own.
+Multi-step operations are flows (``checkpointers._flow``): generators of ``Op``s (``Read``,
+``Query``, ``Pages``, ``NextPage``, ``Batch``, ``Exists``; a listing also yields ``Emit``), each
+written once for sync and async and driven by ``_flow.drive``/``iterate`` (``adrive``/``aiterate``)
+with the I/O half's ``execute``. When ``execute`` answers an op with ``Missing`` (Cosmos DB said
+404), ``explaining_missing`` has the flow ask with ``Exists`` ops whether the container or database
+is gone and raise ``ContainerNotFoundError`` naming it (``explain_missing_flow``), so neither half
+decides that on its own.
 
 Names and keys are checked before any request (``check_name``, ``check_account_key``).
 """
@@ -42,18 +43,9 @@ import json
 import math
 import random
 import re
-from collections.abc import (
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Generator,
-    Iterable,
-    Iterator,
-    Mapping,
-    Sequence,
-)
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeAlias, TypeVar, overload
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -66,6 +58,8 @@ from langgraph.checkpoint.base import (
     writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from .._flow import Emit, recovering
 
 # -- one source of truth for the container ---------------------------------------------------------
 
@@ -263,8 +257,9 @@ def next_version(current: Any) -> str:
 # -- config ----------------------------------------------------------------------------------------
 
 
-class Target(NamedTuple):
-    """A RunnableConfig's ``configurable`` part, parsed once."""
+class CheckpointAddress(NamedTuple):
+    """The thread, namespace and checkpoint a RunnableConfig's ``configurable`` part names, parsed
+    once."""
 
     thread_id: str
     #: None only where "every namespace" is meant (list)
@@ -276,7 +271,7 @@ class Target(NamedTuple):
         return partition_key(self.thread_id)
 
 
-def parse_config(config: RunnableConfig, *, any_namespace: bool = False) -> Target:
+def parse_config(config: RunnableConfig, *, any_namespace: bool = False) -> CheckpointAddress:
     conf = config.get("configurable") or {}
     thread_id = conf.get("thread_id")
     if thread_id is None or thread_id == "":
@@ -287,7 +282,7 @@ def parse_config(config: RunnableConfig, *, any_namespace: bool = False) -> Targ
     ns = conf.get("checkpoint_ns")
     if ns is None and not any_namespace:
         ns = ""
-    return Target(str(thread_id), None if ns is None else str(ns), get_checkpoint_id(config))
+    return CheckpointAddress(str(thread_id), None if ns is None else str(ns), get_checkpoint_id(config))
 
 
 def thread_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> RunnableConfig:
@@ -295,11 +290,18 @@ def thread_config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Run
     return {"configurable": conf}
 
 
-# -- ops and drivers -------------------------------------------------------------------------------
+# -- ops -------------------------------------------------------------------------------------------
+
+
+class Op:
+    """What a flow asks its saver's I/O half to do: ``Read``, ``Query``, ``Pages``, ``NextPage``,
+    ``Batch`` or ``Exists``; each says what its result is."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True, slots=True)
-class Read:
+class Read(Op):
     """Point read of one item; result: the item, or None when it does not exist."""
 
     pk: str
@@ -307,7 +309,7 @@ class Read:
 
 
 @dataclass(frozen=True, slots=True)
-class Query:
+class Query(Op):
     """A parameterized query; result: all rows. ``pk`` None: cross-partition."""
 
     sql: str
@@ -320,7 +322,7 @@ class Query:
 
 
 @dataclass(frozen=True, slots=True)
-class Pages:
+class Pages(Op):
     """Start a paged query; result: a pager handle for ``NextPage``."""
 
     query: Query
@@ -328,14 +330,14 @@ class Pages:
 
 
 @dataclass(frozen=True, slots=True)
-class NextPage:
+class NextPage(Op):
     """Next page of a ``Pages`` query; result: its rows, or None when there are no more."""
 
     pager: Any
 
 
 @dataclass(frozen=True, slots=True)
-class Batch:
+class Batch(Op):
     """One transactional batch (<= 100 operations, <= 2 MB) in one partition; result: None.
 
     ``missing_ok``: the operations are deletes/patches of items that may already be gone (TTL,
@@ -347,23 +349,18 @@ class Batch:
 
 
 @dataclass(frozen=True, slots=True)
-class Emit:
-    """Hand one result to the caller of a listing (``iterate``); result: None."""
-
-    value: CheckpointTuple
-
-
-@dataclass(frozen=True, slots=True)
-class Exists:
+class Exists(Op):
     """Does the saver's container (or, ``database=True``, its database) exist? Result: True, False,
     or None when that cannot be told (no database handle, or the service refused to say)."""
 
     database: bool = False
 
 
-Op = Read | Query | Pages | NextPage | Batch | Emit | Exists
 R = TypeVar("R")
-Flow = Generator[Op, Any, R]
+#: A flow of Cosmos DB ops returning ``R``; each op's result is as its class says.
+CosmosFlow: TypeAlias = Generator[Op, Any, R]
+#: A listing: a flow that also emits the checkpoints it lists, newest first.
+ListingFlow: TypeAlias = Generator[Op | Emit[CheckpointTuple], Any, None]
 
 
 # -- a missing container or database ---------------------------------------------------------------
@@ -383,7 +380,7 @@ class ContainerNotFoundError(LookupError):
 
 class Missing(Exception):
     """What an I/O half's ``execute`` raises when Cosmos DB answered an op with 404; the driver
-    then finds out what is missing (``explain_missing``). Never escapes a driver."""
+    then finds out what is missing (``explaining_missing``). Never escapes a saver."""
 
     def __init__(
         self, error: BaseException, *, database: str | None, container: str, sub_status: Any = None,
@@ -399,7 +396,7 @@ class Missing(Exception):
         self.item = item
 
 
-def explain_missing(miss: Missing) -> Flow[None]:
+def explain_missing_flow(miss: Missing) -> CosmosFlow[None]:
     """After a 404: return (the op's result is None) when it was a point read of a missing item
     in an existing container; raise ``ContainerNotFoundError`` when the container or database is
     gone; else re-raise the SDK's error. One round trip (container properties) unless Cosmos DB
@@ -436,78 +433,18 @@ def _missing_error(
     return ContainerNotFoundError(text, database, container)
 
 
-def run(flow: Flow[R], execute: Callable[[Op], Any]) -> R:
-    """Drive ``flow`` to its return value, executing each op with ``execute``."""
-    result = None
-    while True:
-        try:
-            op = flow.send(result)
-        except StopIteration as done:
-            return done.value
-        try:
-            result = execute(op)
-            continue
-        except Missing as caught:
-            miss = caught  # explained outside the except block: no "during handling" chain
-        result = run(explain_missing(miss), execute)
+@overload
+def explaining_missing(flow: ListingFlow) -> ListingFlow: ...
 
 
-def iterate(flow: Flow[None], execute: Callable[[Op], Any]) -> Iterator[CheckpointTuple]:
-    """Drive a listing flow, yielding what it emits."""
-    result = None
-    while True:
-        try:
-            op = flow.send(result)
-        except StopIteration:
-            return
-        if isinstance(op, Emit):
-            result = None
-            yield op.value
-            continue
-        try:
-            result = execute(op)
-            continue
-        except Missing as caught:
-            miss = caught  # explained outside the except block: no "during handling" chain
-        result = run(explain_missing(miss), execute)
+@overload
+def explaining_missing(flow: CosmosFlow[R]) -> CosmosFlow[R]: ...
 
 
-async def arun(flow: Flow[R], execute: Callable[[Op], Awaitable[Any]]) -> R:
-    """``run`` with an async ``execute``."""
-    result = None
-    while True:
-        try:
-            op = flow.send(result)
-        except StopIteration as done:
-            return done.value
-        try:
-            result = await execute(op)
-            continue
-        except Missing as caught:
-            miss = caught  # explained outside the except block: no "during handling" chain
-        result = await arun(explain_missing(miss), execute)
-
-
-async def aiterate(
-    flow: Flow[None], execute: Callable[[Op], Awaitable[Any]]
-) -> AsyncIterator[CheckpointTuple]:
-    """``iterate`` with an async ``execute``."""
-    result = None
-    while True:
-        try:
-            op = flow.send(result)
-        except StopIteration:
-            return
-        if isinstance(op, Emit):
-            result = None
-            yield op.value
-            continue
-        try:
-            result = await execute(op)
-            continue
-        except Missing as caught:
-            miss = caught  # explained outside the except block: no "during handling" chain
-        result = await arun(explain_missing(miss), execute)
+def explaining_missing(flow: Generator[Any, Any, Any]) -> Generator[Any, Any, Any]:
+    """``flow`` with each ``Missing`` explained by ``explain_missing_flow``: the op's result is
+    None (an item's miss) or the flow gets ``ContainerNotFoundError`` (or the SDK's error) there."""
+    return recovering(flow, Missing, explain_missing_flow)
 
 
 # -- values: serialize, chunk, reassemble ----------------------------------------------------------
@@ -686,11 +623,11 @@ def _group(pk: str, kind: str, thread_id: str, ns: str, ttl: int | None, **extra
 
 
 def blob_items(
-    target: Target, channel: str, version: Any, value: Any, serde: SerializerProtocol, ttls: Ttls
+    address: CheckpointAddress, channel: str, version: Any, value: Any, serde: SerializerProtocol, ttls: Ttls
 ) -> list[dict[str, Any]]:
-    ns = target.checkpoint_ns or ""
+    ns = address.checkpoint_ns or ""
     head_id = blob_item_id(ns, channel, version)
-    group = _group(target.pk, "blob", target.thread_id, ns, ttls.blob)
+    group = _group(address.pk, "blob", address.thread_id, ns, ttls.blob)
     return value_items(head_id, group, {"channel": channel, "version": version}, serde.dumps_typed(value))
 
 
@@ -702,7 +639,7 @@ class PutPlan:
     #: head ids of the channel values written (for the saver's TTL refresh bookkeeping)
     blob_ids: list[str]
 
-    def flow(self) -> Flow[RunnableConfig]:
+    def flow(self) -> CosmosFlow[RunnableConfig]:
         for batch in self.batches:
             yield Batch(self.pk, tuple(batch))
         return self.next_config
@@ -720,23 +657,23 @@ def plan_put(
     in the checkpoint (absent values are not stored; a read then finds the channel empty, as with
     the Postgres saver), then the checkpoint item, last, so no reader sees a checkpoint before its
     values; in as few transactional batches as the limits allow (one for small puts)."""
-    target = parse_config(config)
-    ns = target.checkpoint_ns or ""
+    address = parse_config(config)
+    ns = address.checkpoint_ns or ""
     cid = checkpoint["id"]
     values = checkpoint["channel_values"]
     items: list[dict[str, Any]] = []
     blob_ids: list[str] = []
     for channel, version in write_versions.items():
         if channel in values:
-            items.extend(blob_items(target, channel, version, values[channel], serde, ttls))
+            items.extend(blob_items(address, channel, version, values[channel], serde, ttls))
             blob_ids.append(items[-1]["ref"])
     body = {k: v for k, v in checkpoint.items() if k != "channel_values"}
     type_, data = serde.dumps_typed(body)
     doc = {
         "id": checkpoint_item_id(ns, cid),
-        **_group(target.pk, "checkpoint", target.thread_id, ns, ttls.checkpoint),
+        **_group(address.pk, "checkpoint", address.thread_id, ns, ttls.checkpoint),
         "checkpoint_id": cid,
-        "parent_checkpoint_id": target.checkpoint_id,
+        "parent_checkpoint_id": address.checkpoint_id,
         "blobs": [blob_item_id(ns, ch, ver) for ch, ver in checkpoint["channel_versions"].items()],
         **metadata_fields(config, metadata, serde),
         "type": type_,
@@ -745,33 +682,33 @@ def plan_put(
     size = item_bytes(doc)
     if size > MAX_ITEM_BYTES:
         raise ValueError(
-            f"checkpoint {cid!r} of thread {target.thread_id!r} needs a {size:,}-byte Cosmos DB item, over "
+            f"checkpoint {cid!r} of thread {address.thread_id!r} needs a {size:,}-byte Cosmos DB item, over "
             f"the {MAX_ITEM_BYTES:,}-byte item limit (its metadata or channel versions are too large)"
         )
     ops = [("upsert", (item,)) for item in items]
     ops.append(("upsert", (doc,)))
-    return PutPlan(target.pk, plan_batches(ops), thread_config(target.thread_id, ns, cid), blob_ids)
+    return PutPlan(address.pk, plan_batches(ops), thread_config(address.thread_id, ns, cid), blob_ids)
 
 
-def plan_writes(
+def put_writes_flow(
     config: RunnableConfig,
     writes: Sequence[tuple[str, Any]],
     task_id: str,
     task_path: str,
     serde: SerializerProtocol,
     ttls: Ttls,
-) -> Flow[None]:
+) -> CosmosFlow[None]:
     """Pending writes: one item (or chunks) each, keyed by (task, idx) so a retried call
     overwrites instead of duplicating; special channels (ERROR, INTERRUPT, ...) use their fixed
     negative idx as LangGraph requires."""
-    target = parse_config(config)
-    if target.checkpoint_id is None:
+    address = parse_config(config)
+    if address.checkpoint_id is None:
         raise ValueError(
             "put_writes needs config['configurable']['checkpoint_id'] (the checkpoint the writes belong to)"
         )
-    ns = target.checkpoint_ns or ""
-    cid = target.checkpoint_id
-    group = _group(target.pk, "write", target.thread_id, ns, ttls.checkpoint, checkpoint_id=cid,
+    ns = address.checkpoint_ns or ""
+    cid = address.checkpoint_id
+    group = _group(address.pk, "write", address.thread_id, ns, ttls.checkpoint, checkpoint_id=cid,
                    cp=checkpoint_item_id(ns, cid))
     by_id: dict[str, list[dict[str, Any]]] = {}
     for i, (channel, value) in enumerate(writes):
@@ -782,7 +719,7 @@ def plan_writes(
         by_id[head_id] = value_items(head_id, group, head, serde.dumps_typed(value))
     ops = [("upsert", (item,)) for items in by_id.values() for item in items]
     for batch in plan_batches(ops):
-        yield Batch(target.pk, tuple(batch))
+        yield Batch(address.pk, tuple(batch))
 
 
 def item_bytes(item: Mapping[str, Any]) -> int:
@@ -828,32 +765,32 @@ def plan_batches(
 _CHECKPOINT = "c.kind = 'checkpoint'"
 
 
-def latest_query(target: Target) -> Query:
+def latest_query(address: CheckpointAddress) -> Query:
     return Query(
         f"SELECT TOP 1 * FROM c WHERE {_CHECKPOINT} AND c.thread_id = @thread AND c.checkpoint_ns = @ns "
         "ORDER BY c.checkpoint_id DESC",
-        (("@thread", target.thread_id), ("@ns", target.checkpoint_ns or "")),
-        target.pk,
+        (("@thread", address.thread_id), ("@ns", address.checkpoint_ns or "")),
+        address.pk,
     )
 
 
 def list_query(
-    target: Target | None,
+    address: CheckpointAddress | None,
     filter: Mapping[str, Any] | None,
     before: RunnableConfig | None,
     limit: int | None,
 ) -> Query:
     conds = [_CHECKPOINT]
     params: list[tuple[str, Any]] = []
-    if target is not None:
+    if address is not None:
         conds.append("c.thread_id = @thread")
-        params.append(("@thread", target.thread_id))
-        if target.checkpoint_ns is not None:
+        params.append(("@thread", address.thread_id))
+        if address.checkpoint_ns is not None:
             conds.append("c.checkpoint_ns = @ns")
-            params.append(("@ns", target.checkpoint_ns))
-        if target.checkpoint_id is not None:
+            params.append(("@ns", address.checkpoint_ns))
+        if address.checkpoint_id is not None:
             conds.append("c.checkpoint_id = @cid")
-            params.append(("@cid", target.checkpoint_id))
+            params.append(("@cid", address.checkpoint_id))
     md_conds, md_params = metadata_conditions(filter)
     conds += md_conds
     params += md_params
@@ -865,7 +802,7 @@ def list_query(
         top = "TOP @limit "
         params.append(("@limit", limit))
     sql = f"SELECT {top}* FROM c WHERE {' AND '.join(conds)} ORDER BY c.checkpoint_id DESC"
-    return Query(sql, tuple(params), None if target is None else target.pk)
+    return Query(sql, tuple(params), None if address is None else address.pk)
 
 
 def _split_by_size(values: Sequence[str], budget: int = MAX_QUERY_PARAM_CHARS) -> list[list[str]]:
@@ -975,16 +912,16 @@ def _tuples(
     return out
 
 
-def get_tuple_flow(config: RunnableConfig, serde: SerializerProtocol) -> Flow[CheckpointTuple | None]:
+def get_tuple_flow(config: RunnableConfig, serde: SerializerProtocol) -> CosmosFlow[CheckpointTuple | None]:
     """A checkpoint by id: point read; the latest: ``TOP 1 ... ORDER BY``. Then one query for its
     values and writes: two requests."""
-    target = parse_config(config)
-    if target.checkpoint_id is not None:
-        doc = yield Read(target.pk, checkpoint_item_id(target.checkpoint_ns or "", target.checkpoint_id))
-        if doc is not None and doc.get("thread_id") != target.thread_id:
+    address = parse_config(config)
+    if address.checkpoint_id is not None:
+        doc = yield Read(address.pk, checkpoint_item_id(address.checkpoint_ns or "", address.checkpoint_id))
+        if doc is not None and doc.get("thread_id") != address.thread_id:
             doc = None  # another thread whose hashed partition key collides: not ours
     else:
-        rows = yield latest_query(target)
+        rows = yield latest_query(address)
         doc = rows[0] if rows else None
     if doc is None:
         return None
@@ -1000,15 +937,15 @@ def list_flow(
     before: RunnableConfig | None,
     limit: int | None,
     serde: SerializerProtocol,
-) -> Flow[None]:
+) -> ListingFlow:
     """Checkpoints newest first, a page at a time: one query for a page of checkpoint items, one
     for all their values and writes (``list(limit=10)``: two requests)."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
     if limit == 0:
         return
-    target = None if config is None else parse_config(config, any_namespace=True)
-    query = list_query(target, filter, before, limit)
+    address = None if config is None else parse_config(config, any_namespace=True)
+    query = list_query(address, filter, before, limit)
     pager = yield Pages(query, min(limit or PAGE_SIZE, PAGE_SIZE))
     left = limit
     while left is None or left > 0:
@@ -1040,7 +977,7 @@ def _delete_ops(ids: Iterable[str]) -> list[tuple[str, tuple[Any, ...]]]:
     return [("delete", (i,)) for i in ids]
 
 
-def delete_thread_flow(thread_id: str) -> Flow[None]:
+def delete_thread_flow(thread_id: str) -> CosmosFlow[None]:
     """Every item of the thread: checkpoints first, values last, so a concurrent reader never sees
     a checkpoint whose values are gone. (Items are listed and deleted in batches rather than with
     delete_all_items_by_partition_key, which real Cosmos DB runs in the background, later, and only
@@ -1124,7 +1061,7 @@ def _ids_where_in(pk: str, column: str, values: Sequence[str]) -> Iterator[Query
         yield Query(f"SELECT c.id FROM c WHERE ARRAY_CONTAINS(@v, c.{column})", (("@v", part),), pk)
 
 
-def removal_flow(pk: str, removal: Removal) -> Flow[None]:
+def removal_flow(pk: str, removal: Removal) -> CosmosFlow[None]:
     """Writes of the removed checkpoints, then the checkpoints (and parent relinks), then the
     garbage values: a reader never meets a checkpoint whose values are gone."""
     write_ids: list[str] = []
@@ -1147,7 +1084,7 @@ def removal_flow(pk: str, removal: Removal) -> Flow[None]:
 PRUNE_STRATEGIES = ("keep_latest", "delete")
 
 
-def prune_flow(thread_ids: Sequence[str], strategy: str) -> Flow[None]:
+def prune_flow(thread_ids: Sequence[str], strategy: str) -> CosmosFlow[None]:
     if strategy not in PRUNE_STRATEGIES:
         raise ValueError(f"unknown prune strategy {strategy!r}; use one of {PRUNE_STRATEGIES}")
     if isinstance(thread_ids, str):
@@ -1161,7 +1098,7 @@ def prune_flow(thread_ids: Sequence[str], strategy: str) -> Flow[None]:
         yield from removal_flow(pk, plan_keep_latest(rows))
 
 
-def delete_for_runs_flow(run_ids: Sequence[str]) -> Flow[None]:
+def delete_for_runs_flow(run_ids: Sequence[str]) -> CosmosFlow[None]:
     """Checkpoints whose ``metadata.run_id`` is one of ``run_ids`` (any thread), with their writes
     and the values only they read; later checkpoints are relinked to their nearest kept ancestor."""
     if isinstance(run_ids, str):
@@ -1190,7 +1127,7 @@ def delete_for_runs_flow(run_ids: Sequence[str]) -> Flow[None]:
 _SYSTEM = frozenset(("_rid", "_self", "_etag", "_attachments", "_ts", "_lsn"))
 
 
-def copy_thread_flow(source_thread_id: str, target_thread_id: str, ttls: Ttls) -> Flow[None]:
+def copy_thread_flow(source_thread_id: str, target_thread_id: str, ttls: Ttls) -> CosmosFlow[None]:
     """Every item of the source thread into the target's partition, values first and checkpoints
     last; item ids do not name the thread, so they stay as they are. The copies get this saver's
     TTL."""

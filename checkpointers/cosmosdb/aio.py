@@ -12,12 +12,13 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 
+from .._flow import adrive, aiterate
 from . import _mapping as m
 from ._base import CosmosSaverBase
 
 __all__ = ["AsyncCosmosDBSaver"]
 
-T = TypeVar("T")
+R = TypeVar("R")
 
 
 def _cosmos() -> Any:
@@ -86,13 +87,13 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
 
     async def aclose(self) -> None:
         """Close the client (and credential) if this saver created them; a given client stays open."""
-        link = self._link
-        if link.owns_client and link.client is not None:
-            await link.client.close()
-        if link.owned_credential is not None:
-            await link.owned_credential.close()
-        link.client = link.database = link.container = link.owned_credential = None
-        link.owns_client = link.ready = False
+        conn = self._connection
+        if conn.owns_client and conn.client is not None:
+            await conn.client.close()
+        if conn.owned_credential is not None:
+            await conn.owned_credential.close()
+        conn.client = conn.database = conn.container = conn.owned_credential = None
+        conn.owns_client = conn.ready = False
 
     async def __aenter__(self) -> AsyncCosmosDBSaver:
         return self
@@ -105,79 +106,79 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
     # -- connection and setup ---------------------------------------------------------------------
 
     def _connect_locked(self) -> None:
-        link, s = self._link, self._settings
-        if link.container is not None:
+        conn, settings = self._connection, self._settings
+        if conn.container is not None:
             return
-        assert s.credential is not None
-        credential = s.credential.value
+        assert settings.credential is not None
+        credential = settings.credential.value
         if credential is None:
-            credential = link.owned_credential = _default_credential()
+            credential = conn.owned_credential = _default_credential()
         _cosmos()
         from azure.cosmos.aio import CosmosClient
 
-        assert s.endpoint is not None
-        link.client = CosmosClient(s.endpoint, credential, **s.client_kwargs)
-        link.owns_client = True
-        link.database = link.client.get_database_client(s.database_name)
-        link.container = link.database.get_container_client(s.container_name)
+        assert settings.endpoint is not None
+        conn.client = CosmosClient(settings.endpoint, credential, **settings.client_kwargs)
+        conn.owns_client = True
+        conn.database = conn.client.get_database_client(settings.database_name)
+        conn.container = conn.database.get_container_client(settings.container_name)
 
     def _lock(self) -> asyncio.Lock:
-        link = self._link
-        if link.loop is None:
-            link.loop = asyncio.get_running_loop()
-        if link.alock is None:
-            link.alock = asyncio.Lock()
-        return link.alock
+        conn = self._connection
+        if conn.loop is None:
+            conn.loop = asyncio.get_running_loop()
+        if conn.alock is None:
+            conn.alock = asyncio.Lock()
+        return conn.alock
 
     async def _container(self) -> Any:
-        link = self._link
-        if not link.ready:
+        conn = self._connection
+        if not conn.ready:
             async with self._lock():
-                if not link.ready:
+                if not conn.ready:
                     self._connect_locked()
                     if self._settings.create_if_missing:
                         await self._setup_locked()
-                    link.ready = True
-        return link.container
+                    conn.ready = True
+        return conn.container
 
     async def asetup(self) -> None:
         """See ``CosmosDBSaver.setup``."""
         async with self._lock():
             self._connect_locked()
             await self._setup_locked()
-            self._link.ready = True
+            self._connection.ready = True
 
     async def _setup_locked(self) -> None:
         cosmos = _cosmos()
-        link, s = self._link, self._settings
+        conn, settings = self._connection, self._settings
         pk = cosmos.PartitionKey(path=m.PARTITION_KEY_PATH)
-        if link.database is not None:
+        if conn.database is not None:
             try:
-                await link.client.create_database_if_not_exists(s.database_name)
-                link.container = await link.database.create_container_if_not_exists(
-                    id=s.container_name, partition_key=pk, indexing_policy=m.INDEXING_POLICY,
-                    default_ttl=-1 if s.ttls.ttl is not None else None,
+                await conn.client.create_database_if_not_exists(settings.database_name)
+                conn.container = await conn.database.create_container_if_not_exists(
+                    id=settings.container_name, partition_key=pk, indexing_policy=m.INDEXING_POLICY,
+                    default_ttl=-1 if settings.ttls.ttl is not None else None,
                 )
             except cosmos.exceptions.CosmosHttpResponseError as exc:
                 # Azure AD data-plane roles may not create databases or containers: use existing ones
                 if exc.status_code != 403:
                     raise
         try:
-            properties = await link.container.read()
+            properties = await conn.container.read()
         except cosmos.exceptions.CosmosResourceNotFoundError:
             raise ValueError(
-                f"Cosmos DB container {link.container.id!r} does not exist and could not be created with "
+                f"Cosmos DB container {conn.container.id!r} does not exist and could not be created with "
                 f"this credential; create it with partition key {m.PARTITION_KEY_PATH!r}"
             ) from None
-        check = m.check_container(properties, link.container.id, s.ttls.ttl)
+        check = m.check_container(properties, conn.container.id, settings.ttls.ttl)
         if check.enable_ttl:
-            if link.database is None:
+            if conn.database is None:
                 raise ValueError(
-                    f"ttl is set but TTL is off in container {link.container.id!r}; switch it on "
+                    f"ttl is set but TTL is off in container {conn.container.id!r}; switch it on "
                     "(default_ttl=-1) or pass database_name=/client= so setup() can"
                 )
-            link.container = await link.database.replace_container(
-                link.container, partition_key=pk, indexing_policy=dict(check.indexing_policy), default_ttl=-1
+            conn.container = await conn.database.replace_container(
+                conn.container, partition_key=pk, indexing_policy=dict(check.indexing_policy), default_ttl=-1
             )
 
     # -- the one place ops meet the SDK -----------------------------------------------------------
@@ -186,11 +187,11 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         container = await self._container()
         cosmos = _cosmos()
         if isinstance(op, m.Exists):
-            target = self._link.database if op.database else container
-            if target is None:
+            resource = self._connection.database if op.database else container
+            if resource is None:
                 return None
             try:
-                await target.read()
+                await resource.read()
             except cosmos.exceptions.CosmosResourceNotFoundError:
                 return False
             except cosmos.exceptions.CosmosHttpResponseError:
@@ -237,8 +238,8 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
             return None
         raise TypeError(f"unknown operation {op!r}")
 
-    async def _run(self, flow: m.Flow[Any]) -> Any:
-        return await m.arun(flow, self._execute)
+    async def _run(self, flow: m.CosmosFlow[R]) -> R:
+        return await adrive(m.explaining_missing(flow), self._execute)
 
     # -- BaseCheckpointSaver, async ---------------------------------------------------------------
 
@@ -253,7 +254,8 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        async for item in m.aiterate(m.list_flow(config, filter, before, limit, self.serde), self._execute):
+        listing = m.explaining_missing(m.list_flow(config, filter, before, limit, self.serde))
+        async for item in aiterate(listing, self._execute):
             yield item
 
     async def aput(
@@ -276,7 +278,8 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await self._run(m.plan_writes(config, writes, task_id, task_path, self.serde, self._settings.ttls))
+        ttls = self._settings.ttls
+        await self._run(m.put_writes_flow(config, writes, task_id, task_path, self.serde, ttls))
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._run(m.delete_thread_flow(str(thread_id)))
@@ -294,8 +297,8 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
 
     # -- sync: the async methods on the saver's loop, from another thread --------------------------
 
-    def _sync(self, coro: Coroutine[Any, Any, T]) -> T:
-        loop = self._link.loop
+    def _sync(self, coro: Coroutine[Any, Any, R]) -> R:
+        loop = self._connection.loop
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:

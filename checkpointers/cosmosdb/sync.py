@@ -7,17 +7,19 @@ import builtins
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 
+from .._flow import drive, iterate
 from . import _mapping as m
 from ._base import CosmosSaverBase
 
 __all__ = ["CosmosDBSaver"]
 
 _DONE = object()
+R = TypeVar("R")
 
 
 def _cosmos() -> Any:
@@ -121,14 +123,14 @@ class CosmosDBSaver(CosmosSaverBase):
 
     def close(self) -> None:
         """Close the client (and credential) if this saver created them; a given client stays open."""
-        link = self._link
-        with link.lock:
-            if link.owns_client and link.client is not None:
-                _close_client(link.client)
-            if link.owned_credential is not None:
-                link.owned_credential.close()
-            link.client = link.database = link.container = link.owned_credential = None
-            link.owns_client = link.ready = False
+        conn = self._connection
+        with conn.lock:
+            if conn.owns_client and conn.client is not None:
+                _close_client(conn.client)
+            if conn.owned_credential is not None:
+                conn.owned_credential.close()
+            conn.client = conn.database = conn.container = conn.owned_credential = None
+            conn.owns_client = conn.ready = False
 
     def __enter__(self) -> CosmosDBSaver:
         return self
@@ -141,69 +143,69 @@ class CosmosDBSaver(CosmosSaverBase):
     # -- connection and setup ---------------------------------------------------------------------
 
     def _connect_locked(self) -> None:
-        link, s = self._link, self._settings
-        if link.container is not None:
+        conn, settings = self._connection, self._settings
+        if conn.container is not None:
             return
-        assert s.credential is not None
-        credential = s.credential.value
+        assert settings.credential is not None
+        credential = settings.credential.value
         if credential is None:
-            credential = link.owned_credential = _default_credential()
-        link.client = _cosmos().CosmosClient(s.endpoint, credential, **s.client_kwargs)
-        link.owns_client = True
-        link.database = link.client.get_database_client(s.database_name)
-        link.container = link.database.get_container_client(s.container_name)
+            credential = conn.owned_credential = _default_credential()
+        conn.client = _cosmos().CosmosClient(settings.endpoint, credential, **settings.client_kwargs)
+        conn.owns_client = True
+        conn.database = conn.client.get_database_client(settings.database_name)
+        conn.container = conn.database.get_container_client(settings.container_name)
 
     def _container(self) -> Any:
-        link = self._link
-        if not link.ready:
-            with link.lock:
-                if not link.ready:
+        conn = self._connection
+        if not conn.ready:
+            with conn.lock:
+                if not conn.ready:
                     self._connect_locked()
                     if self._settings.create_if_missing:
                         self._setup_locked()
-                    link.ready = True
-        return link.container
+                    conn.ready = True
+        return conn.container
 
     def setup(self) -> None:
         """Create the database and container if missing (partition key ``/pk``, the indexing policy
         of ``checkpointers.cosmosdb._mapping``), check an existing one, and switch TTL on when
         ``ttl`` is used. Idempotent."""
-        with self._link.lock:
+        with self._connection.lock:
             self._connect_locked()
             self._setup_locked()
-            self._link.ready = True
+            self._connection.ready = True
 
     def _setup_locked(self) -> None:
         cosmos = _cosmos()
-        link, s = self._link, self._settings
+        conn, settings = self._connection, self._settings
         pk = cosmos.PartitionKey(path=m.PARTITION_KEY_PATH)
-        if link.database is not None:
+        if conn.database is not None:
             try:
-                link.client.create_database_if_not_exists(s.database_name)
-                link.container = link.database.create_container_if_not_exists(
-                    id=s.container_name, partition_key=pk, indexing_policy=m.INDEXING_POLICY,
-                    default_ttl=-1 if s.ttls.ttl is not None else None,
+                conn.client.create_database_if_not_exists(settings.database_name)
+                conn.container = conn.database.create_container_if_not_exists(
+                    id=settings.container_name, partition_key=pk, indexing_policy=m.INDEXING_POLICY,
+                    default_ttl=-1 if settings.ttls.ttl is not None else None,
                 )
             except cosmos.exceptions.CosmosHttpResponseError as exc:
                 # Azure AD data-plane roles may not create databases or containers: use existing ones
                 if exc.status_code != 403:
                     raise
         try:
-            properties = link.container.read()
+            properties = conn.container.read()
         except cosmos.exceptions.CosmosResourceNotFoundError:
             raise ValueError(
-                f"Cosmos DB container {link.container.id!r} does not exist and could not be created with "
+                f"Cosmos DB container {conn.container.id!r} does not exist and could not be created with "
                 f"this credential; create it with partition key {m.PARTITION_KEY_PATH!r}"
             ) from None
-        check = m.check_container(properties, link.container.id, s.ttls.ttl)
+        check = m.check_container(properties, conn.container.id, settings.ttls.ttl)
         if check.enable_ttl:
-            if link.database is None:
+            if conn.database is None:
                 raise ValueError(
-                    f"ttl is set but TTL is off in container {link.container.id!r}; switch it on "
+                    f"ttl is set but TTL is off in container {conn.container.id!r}; switch it on "
                     "(default_ttl=-1) or pass database_name=/client= so setup() can"
                 )
-            link.container = link.database.replace_container(
-                link.container, partition_key=pk, indexing_policy=dict(check.indexing_policy), default_ttl=-1
+            conn.container = conn.database.replace_container(
+                conn.container, partition_key=pk, indexing_policy=dict(check.indexing_policy), default_ttl=-1
             )
 
     # -- the one place ops meet the SDK -----------------------------------------------------------
@@ -212,11 +214,11 @@ class CosmosDBSaver(CosmosSaverBase):
         container = self._container()
         cosmos = _cosmos()
         if isinstance(op, m.Exists):
-            target = self._link.database if op.database else container
-            if target is None:
+            resource = self._connection.database if op.database else container
+            if resource is None:
                 return None
             try:
-                target.read()
+                resource.read()
             except cosmos.exceptions.CosmosResourceNotFoundError:
                 return False
             except cosmos.exceptions.CosmosHttpResponseError:
@@ -260,8 +262,8 @@ class CosmosDBSaver(CosmosSaverBase):
             return None
         raise TypeError(f"unknown operation {op!r}")
 
-    def _run(self, flow: m.Flow[Any]) -> Any:
-        return m.run(flow, self._execute)
+    def _run(self, flow: m.CosmosFlow[R]) -> R:
+        return drive(m.explaining_missing(flow), self._execute)
 
     # -- BaseCheckpointSaver ----------------------------------------------------------------------
 
@@ -276,7 +278,8 @@ class CosmosDBSaver(CosmosSaverBase):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        return m.iterate(m.list_flow(config, filter, before, limit, self.serde), self._execute)
+        listing = m.explaining_missing(m.list_flow(config, filter, before, limit, self.serde))
+        return iterate(listing, self._execute)
 
     def put(
         self,
@@ -306,7 +309,8 @@ class CosmosDBSaver(CosmosSaverBase):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        self._run(m.plan_writes(config, writes, task_id, task_path, self.serde, self._settings.ttls))
+        ttls = self._settings.ttls
+        self._run(m.put_writes_flow(config, writes, task_id, task_path, self.serde, ttls))
 
     def delete_thread(self, thread_id: str) -> None:
         self._run(m.delete_thread_flow(str(thread_id)))
