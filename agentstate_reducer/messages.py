@@ -538,8 +538,8 @@ def fields_in_dict(cls: type) -> bool:
     attributes with ``object.__getattribute__``, serves none of the fields at class level (no
     property, slot, descriptor or class attribute) and has no ``__getattr__``, except pydantic's:
     that one serves only private attributes and the model's extras, the dict ``PYDANTIC_EXTRA``,
-    so a field missing from ``__dict__`` is there or absent (the bulk paths read ``__dict__`` and
-    that dict; LangChain's messages are such models). Anything else is read with ``getattr``.
+    so a field missing from ``__dict__`` is there or absent (LangChain's messages are such models;
+    a message whose extras hold a field is read with ``getattr``, as is any other class).
     """
     ok = _dict_field_classes.get(cls)
     if ok is None:

@@ -191,9 +191,11 @@ def message_parts(message: Any, info: MessageInfo | None = None) -> tuple[list[s
     """
     if info is None:
         info = read_message(message)
+    if type(info.content) is str and info.kind != "ai":  # the common case: no blocks, no calls
+        return _plain_texts(info), 0
     parts = _Parts()
     try:
-        if type(info.content) is str:  # the common case: nothing nested, no ids in blocks
+        if type(info.content) is str:  # no blocks: no call ids seen in them
             parts.texts.append(info.content)
         else:
             parts.content(info.content)
@@ -209,6 +211,14 @@ def message_parts(message: Any, info: MessageInfo | None = None) -> tuple[list[s
     except Exception:  # nothing above should raise; if it does, what was read so far is counted
         logger.debug("message partly unread for token counting", exc_info=True)
     return parts.texts, parts.media
+
+
+def _plain_texts(info: MessageInfo) -> list[str]:
+    """The text pieces of a message with text content and no tool calls: its reading says all."""
+    texts = [info.content, info.name] if info.name else [info.content]
+    if info.result_ids:
+        texts += info.result_ids
+    return texts
 
 
 def measure_capped(measure: Callable[[str], int], texts: list[str]) -> int:
@@ -267,19 +277,42 @@ def _copy(value: Any) -> Any:
 
 
 def _live_fields(message: Any, cls: type) -> tuple[Any, ...]:
-    """What ``read_message`` may read from an object message, as it is now (shared, not copied).
+    """``(cls, *values)``: the ``READ_FIELDS`` of an object message as ``getattr`` (and so
+    ``read_message``) reads them now; shared, not copied.
 
-    ``(cls, *READ_FIELDS values, pydantic extras)`` when the class keeps its fields in
-    ``__dict__`` (``fields_in_dict``, the common case: read at C speed, with no slow
-    ``__getattr__`` for a missing field), ``(cls, *READ_FIELDS values)`` read with ``getattr``
-    otherwise (properties, slots, ``__getattribute__`` or ``__getattr__``).
+    Read from the instance ``__dict__`` when the class keeps its fields there (``fields_in_dict``,
+    the common case: C-speed lookups, and no slow pydantic ``__getattr__`` for a missing field)
+    and the message's pydantic extras hold none of them; else with ``getattr``.
     """
-    if fields_in_dict(cls):
+    if fields_in_dict(cls) and not _extras_hold_fields(getattr(message, PYDANTIC_EXTRA, None)):
         attrs = getattr(message, "__dict__", None)
         if not isinstance(attrs, dict):  # no __dict__: a field not at class level is absent
             attrs = _NO_ATTRS
-        return (cls, *map(_dict_get, repeat(attrs), READ_FIELDS), getattr(message, PYDANTIC_EXTRA, None))
+        return (cls, *map(_dict_get, repeat(attrs), READ_FIELDS))
     return (cls, *[getattr(message, f, None) for f in READ_FIELDS])
+
+
+_READ_SET: Final = frozenset(READ_FIELDS)
+
+
+def _extras_hold_fields(extras: Any) -> bool:
+    """True when a pydantic model's extras (``__pydantic_extra__``) hold a ``READ_FIELDS`` field:
+    then ``__dict__`` alone does not say what ``getattr`` reads."""
+    if not extras:  # None, or {} (LangChain's messages)
+        return False
+    try:
+        return not _READ_SET.isdisjoint(extras)
+    except Exception:
+        return True
+
+
+def _extras_holding_fields(messages: Sequence[Any]) -> list[int]:
+    """The indices of ``messages`` whose pydantic extras hold a ``READ_FIELDS`` field (one
+    ``map`` over the list; almost always none)."""
+    extras = list(map(getattr, messages, repeat(PYDANTIC_EXTRA), repeat(None)))
+    if not any(extras):
+        return []
+    return [i for i in compress(range(len(extras)), extras) if _extras_hold_fields(extras[i])]
 
 
 def snapshot(message: Any) -> Any:
@@ -350,7 +383,7 @@ def snapshots(messages: Sequence[Any]) -> list[Any]:
             # a dict whose values are all atomic is snapshot by a shallow copy
             value_types = map(set, map(map, repeat(type), map(dict.values, messages)))
             atomic = list(map(_ATOMIC.issuperset, value_types))
-            out = list(map(dict.copy, messages))
+            out: list[Any] = list(map(dict.copy, messages))
             for i in compress(range(len(out)), map(not_, atomic)):
                 out[i] = snapshot(messages[i])
             return out
@@ -358,8 +391,10 @@ def snapshots(messages: Sequence[Any]) -> list[Any]:
             # _live_fields of each, by columns
             attrs = cast("list[dict[str, Any]]", list(map(vars, messages)))
             columns = [_copied_column(list(map(_dict_get, attrs, repeat(f)))) for f in READ_FIELDS]
-            columns.append(_copied_column(list(map(getattr, messages, repeat(PYDANTIC_EXTRA), repeat(None)))))
-            return list(zip(types, *columns, strict=True))
+            out = list(zip(types, *columns, strict=True))
+            for i in _extras_holding_fields(messages):
+                out[i] = snapshot(messages[i])
+            return out
     except Exception:  # a __dict__ that is no dict, a reference cycle: one by one
         pass
     return list(map(snapshot, messages))
@@ -568,8 +603,7 @@ class TokenCounter:
 
     def _count_plain(self, info: MessageInfo) -> int:
         """``count_uncached`` of a message ``read_plain`` read without calls: its reading says all."""
-        texts = [info.content, info.name, *info.result_ids] if info.name else [info.content, *info.result_ids]
-        return MESSAGE_OVERHEAD + self._measure_all(texts)
+        return MESSAGE_OVERHEAD + self._measure_all(_plain_texts(info))
 
     def _admit(
         self, messages: Sequence[Any], keys: list[int], infos: list[MessageInfo], counts: list[int]
@@ -618,12 +652,14 @@ class TokenCounter:
             except Exception:  # an object without __dict__
                 return None
             columns = [map(_dict_get, attrs, repeat(f)) for f in READ_FIELDS]
-            extras = map(getattr, messages, repeat(PYDANTIC_EXTRA), repeat(None))
-            lives = zip(types, *columns, extras, strict=True)
+            lives = zip(types, *columns, strict=True)
         else:
             return None
         try:
             same = list(map(eq, map(itemgetter(1), entries), lives))
+            if classes != {dict}:
+                for i in _extras_holding_fields(messages):  # __dict__ alone does not say: recount
+                    same[i] = False
         except Exception:  # an == that does not answer a bool (numpy arrays): check one by one
             return None
         # an entry found by id(message) is the message's own while cached (the entry holds it)

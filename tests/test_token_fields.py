@@ -183,6 +183,11 @@ def test_a_pydantic_extra_changed_in_place_is_recounted() -> None:
     model.content = "y" * 800  # type: ignore[attr-defined]
     assert counter.count_messages(msgs) == [fresh(counter, m) for m in msgs]
     assert counter.count_messages(msgs)[1] == MESSAGE_OVERHEAD + 200
+    # an extra that was None, then set: __dict__ says None both times, the extras do not
+    empty = pydantic_class(("type",))(type="human", content=None, name=None)
+    counter.count_messages([empty, empty])
+    empty.content = "z" * 400  # type: ignore[attr-defined]
+    assert counter.count_messages([empty, HumanMessage("hi")])[0] == MESSAGE_OVERHEAD + 100
 
 
 def test_fields_in_dict_is_the_one_test_every_bulk_path_uses() -> None:
