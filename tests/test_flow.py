@@ -100,13 +100,18 @@ def test_an_error_is_thrown_into_the_flow_which_may_handle_it_and_go_on(mode: st
             yield "boom"
         except Boom as exc:
             seen.append(exc)
-        raise ValueError((yield "after"))
+        after = yield "after"  # went on after handling the error
+        try:
+            yield "boom"
+        except Boom as exc:
+            seen.append(exc)
+        raise ValueError(after)  # right after handling the second one
 
     recorder = Recorder()
     with pytest.raises(ValueError, match="AFTER") as info:
         run(flow(), recorder, mode)
-    assert recorder.performed == ["boom", "after"]
-    assert len(seen) == 1 and isinstance(seen[0], Boom) and seen[0].args == ("boom",)
+    assert recorder.performed == ["boom", "after", "boom"]
+    assert len(seen) == 2 and all(isinstance(e, Boom) and e.args == ("boom",) for e in seen)
     assert info.value.__context__ is None
 
 
