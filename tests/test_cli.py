@@ -21,9 +21,10 @@ import pytest
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agentstate_reducer import MessageReducer, cli
-from agentstate_reducer._demo_graph import build_demo_graph, turn_input
+import checkpointers.cli.main as cli
+from agentstate_reducer import MessageReducer
 from agentstate_reducer.tokens import heuristic_counter
+from checkpointers.cli.demo_graph import build_demo_graph, turn_input
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ERROR = "agentstate-reducer: error: "
@@ -502,7 +503,7 @@ def test_missing_plot_extra_is_one_line(
     )
     assert only_line(capsys.readouterr().err) == (
         "agentstate-reducer demo --plot needs the plot extra (module 'matplotlib' is missing): "
-        'pip install "agentstate-reducer[plot]"'
+        'pip install ".[plot]"'
     )
     assert not (tmp_path / "x.png").exists()
 
@@ -511,13 +512,13 @@ def test_missing_langgraph_extra_is_one_line() -> None:
     # A fresh interpreter where langgraph cannot be imported: the CLI module itself still loads.
     code = (
         "import sys; sys.modules['langgraph'] = None; "
-        "from agentstate_reducer.cli import main; sys.exit(main(['demo', '--turns', '2']))"
+        "from checkpointers.cli.main import main; sys.exit(main(['demo', '--turns', '2']))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     line = only_line(done.stderr)
     assert line.startswith("agentstate-reducer demo needs the langgraph extra (module 'langgraph")
-    assert line.endswith(' is missing): pip install "agentstate-reducer[langgraph]"')
+    assert line.endswith(' is missing): pip install ".[langgraph]"')
 
 
 def test_cosmosdb_without_a_key_is_one_line(

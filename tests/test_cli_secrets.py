@@ -25,13 +25,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentstate_reducer import cli
-from agentstate_reducer._cli_render import RedactingStream
-from agentstate_reducer._cli_stores import (
-    CliError,
+import checkpointers.cli.main as cli
+from checkpointers.cli.errors import CliError, one_line
+from checkpointers.cli.redact import (
+    RedactingStream,
     Redactor,
     activate_redactor,
-    one_line,
     redact,
     redact_url,
     secrets_in_url,

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from agentstate_reducer import cli
-from agentstate_reducer._cli_stores import open_store
-from agentstate_reducer._demo_graph import build_demo_graph, turn_input
+import checkpointers.cli.main as cli
+from checkpointers.cli.demo_graph import build_demo_graph, turn_input
+from checkpointers.cli.stores import open_checkpoint_db
 from tests.test_cli import ERROR, only_line, seed_threads
 
 ROLLBACK, WAL = b"\x01\x01", b"\x02\x02"  # header bytes 18-19: the journal mode
@@ -135,7 +135,7 @@ def test_the_read_only_store_refuses_writes_and_is_never_set_up(tmp_path: Path, 
     conn = sqlite3.connect(db)
     conn.execute(f"PRAGMA journal_mode={journal}")
     conn.close()
-    with open_store(f"sqlite:///{db}", create=False, read_only=True, feature="test") as store:
+    with open_checkpoint_db(f"sqlite:///{db}", create=False, read_only=True, feature="test") as store:
         assert store.saver.is_setup  # its methods will not call setup()
         with pytest.raises(sqlite3.OperationalError, match="attempt to write a readonly database"):
             store.saver.conn.execute("CREATE TABLE x (y)")

@@ -9,9 +9,18 @@
 '/pk'
 """
 
-from ._mapping import INDEXING_POLICY, PARTITION_KEY_PATH, ContainerNotFoundError
+from typing import Any
+
+from ._mapping import (
+    INDEXING_POLICY,
+    PARTITION_KEY_PATH,
+    ContainerNotFoundError,
+    check_account_key,
+    check_name,
+    partition_key,
+)
 from .aio import AsyncCosmosDBSaver
-from .sync import CosmosDBSaver
+from .sync import CosmosDBSaver, _close_client
 
 __all__ = [
     "INDEXING_POLICY",
@@ -19,4 +28,16 @@ __all__ = [
     "AsyncCosmosDBSaver",
     "ContainerNotFoundError",
     "CosmosDBSaver",
+    "check_account_key",
+    "check_name",
+    "close_client",
+    "partition_key",
 ]
+
+
+def close_client(client: Any) -> None:
+    """Close a sync ``azure.cosmos.CosmosClient`` the way ``CosmosDBSaver`` closes the clients it
+    creates: after the client's start-up health check has finished, so closing never makes that
+    check fail with a stray traceback. For a client you created and handed to a saver as
+    ``client=`` (the saver never closes those)."""
+    _close_client(client)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any, TextIO
 
 
@@ -21,6 +21,10 @@ def human_bytes(n: int | None) -> str:
             return f"{int(value)} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1000
     raise AssertionError("unreachable")
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def table(
@@ -39,39 +43,6 @@ def table(
     out = [line(list(headers)), "  ".join("-" * w for w in widths)]
     out.extend(line(r) for r in cells)
     return "\n".join(s.rstrip() for s in out)
-
-
-class RedactingStream:
-    """A text stream that hands every line written to it through ``redact`` before ``stream``.
-
-    Text is held until a newline or ``flush()``, so a secret written in several pieces (``print``
-    writes its arguments one by one) is seen whole. Everything else (``isatty``, ``encoding``,
-    ``fileno``...) is the wrapped stream's."""
-
-    def __init__(self, stream: TextIO, redact: Callable[[str], str]) -> None:
-        self.stream = stream
-        self.redact = redact
-        self._pending = ""
-
-    def write(self, text: str) -> int:
-        self._pending += text
-        if "\n" in self._pending:
-            done, self._pending = self._pending.rsplit("\n", 1)
-            self.stream.write(self.redact(done + "\n"))
-        return len(text)
-
-    def writelines(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            self.write(line)
-
-    def flush(self) -> None:
-        if self._pending:
-            text, self._pending = self._pending, ""
-            self.stream.write(self.redact(text))
-        self.stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
 
 
 class Progress:

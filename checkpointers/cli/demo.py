@@ -1,0 +1,268 @@
+"""``agentstate-reducer demo``: a scripted agent run twice, on a bare saver and through
+``ReducingCheckpointSaver``, and what each stored.
+
+By default each run gets its own temporary SQLite file (``--db-dir`` keeps them); with ``--store``
+both runs write their own thread in that database, which is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from .errors import PROG, CliError, require
+from .options import TokenCounter, count_tokens, reducer_from
+from .render import Progress, ascii_chart, human_bytes, table, write_png_chart
+from .stores import CheckpointDb, open_checkpoint_db
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    name: str  # "bare" or "reduced"
+    saver: str  # e.g. "SqliteSaver" or "ReducingCheckpointSaver(SqliteSaver)"
+    thread_id: str
+    turns: int
+    messages: int  # in the latest stored checkpoint
+    tokens: int  # of those messages, by the report's token counter
+    stored_bytes: int | None  # the thread's bytes in the store (see DemoReport.bytes_meaning)
+    database_bytes: int | None  # the run's own database file; None when both runs share a store
+    wall_seconds: float  # graph.invoke time only (measuring between turns is not counted)
+    growth: list[int | None] = field(repr=False)  # stored_bytes after each turn
+    reductions: int = 0  # puts where the wrapper pruned messages
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    store: str
+    bytes_meaning: str
+    reducer: str
+    token_counter: str
+    durability: str
+    bare: DemoRun
+    reduced: DemoRun
+    plot: str | None = None
+    kept_paths: list[str] = field(default_factory=list)
+
+
+def _demo_run(
+    name: str,
+    db: CheckpointDb,
+    saver: Any,
+    thread_id: str,
+    graph_module: Any,
+    *,
+    turns: int,
+    durability: str,
+    counter: TokenCounter,
+    messages_key: str,
+    separate_file: bool,
+    reductions: Callable[[], int],
+) -> DemoRun:
+    from checkpointers.compact import checkpoint_messages
+
+    graph = graph_module.build_demo_graph(saver)
+    config = {"configurable": {"thread_id": thread_id}}
+    growth: list[int | None] = []
+    wall = 0.0
+    with Progress(turns, f"{name:>7}") as bar:
+        for turn in range(1, turns + 1):
+            start = time.perf_counter()
+            graph.invoke(graph_module.turn_input(turn), config, durability=durability)
+            wall += time.perf_counter() - start
+            growth.append(db.thread_bytes(thread_id))
+            bar.update()
+    latest = db.saver.get_tuple({"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}})
+    messages = checkpoint_messages(latest, messages_key) or []
+    database_bytes = None
+    if separate_file:
+        db.flush()
+        database_bytes = db.database_bytes()
+    inner = type(db.saver).__name__
+    return DemoRun(
+        name=name,
+        # The wrapper's class carries its mirrored capabilities in its name ("...[prune]").
+        saver=inner if saver is db.saver else f"{type(saver).__name__.split('[')[0]}({inner})",
+        thread_id=thread_id,
+        turns=turns,
+        messages=len(messages),
+        tokens=count_tokens(counter, messages) or 0,
+        stored_bytes=growth[-1] if growth else db.thread_bytes(thread_id),
+        database_bytes=database_bytes,
+        wall_seconds=wall,
+        growth=growth,
+        reductions=reductions(),
+    )
+
+
+def run_demo(args: argparse.Namespace) -> DemoReport:
+    feature = f"{PROG} demo"
+    if args.turns < 1:
+        raise CliError(f"--turns must be at least 1, got {args.turns}", exit_code=2)
+    if args.store and args.db_dir:
+        raise CliError(
+            "give --store or --db-dir, not both (--db-dir is where the default SQLite files go)", exit_code=2
+        )
+    if args.plot:
+        require("matplotlib", extra="plot", feature=f"{feature} --plot")
+    graph_module = require("checkpointers.cli.demo_graph", extra="langgraph", feature=feature)
+    require("langgraph.checkpoint.sqlite", extra="langgraph", feature=feature)
+    from checkpointers.saver import ReducingCheckpointSaver
+
+    reducer, counter, counter_name = reducer_from(args)
+    pruned_puts = 0
+
+    def on_reduce(report: Any) -> None:
+        nonlocal pruned_puts
+        if report.stats is not None and report.stats.pruned_count:
+            pruned_puts += 1
+
+    tmp_dir: str | None = None
+    dbs: list[CheckpointDb] = []
+    try:
+        if args.store:
+            shared = open_checkpoint_db(args.store, create=True, feature=feature)
+            dbs = [shared]
+            stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+            runs_to_make = [
+                ("bare", shared, f"demo-bare-{stamp}"),
+                ("reduced", shared, f"demo-reduced-{stamp}"),
+            ]
+            separate = False
+            kept = [f"{shared.label} threads demo-bare-{stamp}, demo-reduced-{stamp}"]
+        else:
+            if args.db_dir:
+                base = Path(args.db_dir).expanduser()
+                base.mkdir(parents=True, exist_ok=True)
+            else:
+                tmp_dir = tempfile.mkdtemp(prefix="agentstate-demo-")
+                base = Path(tmp_dir)
+            runs_to_make = []
+            for name in ("bare", "reduced"):
+                path = base / f"demo-{name}.sqlite"
+                for suffix in ("", "-wal", "-shm"):  # our own demo files from an earlier run
+                    Path(str(path) + suffix).unlink(missing_ok=True)
+                db = open_checkpoint_db(f"sqlite:///{path}", create=True, feature=feature)
+                # Throwaway files: WAL with synchronous=NORMAL stays consistent after a crash but
+                # skips an fsync per commit, which would otherwise dominate the run on slow disks.
+                # Both runs get the same setting, so the comparison is unaffected.
+                db.saver.conn.execute("PRAGMA synchronous=NORMAL")
+                dbs.append(db)
+                runs_to_make.append((name, db, f"demo-{name}"))
+            separate = True
+            kept = [] if tmp_dir else [f"sqlite:///{base / f'demo-{n}.sqlite'}" for n in ("bare", "reduced")]
+        runs = []
+        for name, db, thread_id in runs_to_make:
+            saver = db.saver
+            if name == "reduced":
+                saver = ReducingCheckpointSaver(
+                    db.saver, reducer, messages_key=args.messages_key, on_reduce=on_reduce
+                )
+            runs.append(
+                _demo_run(
+                    name,
+                    db,
+                    saver,
+                    thread_id,
+                    graph_module,
+                    turns=args.turns,
+                    durability=args.durability,
+                    counter=counter,
+                    messages_key=args.messages_key,
+                    separate_file=separate,
+                    reductions=lambda: pruned_puts,
+                )
+            )
+        report = DemoReport(
+            store=dbs[0].label if args.store else "SQLite files (one per run)",
+            bytes_meaning=dbs[0].bytes_meaning,
+            reducer=repr(reducer),
+            token_counter=counter_name,
+            durability=args.durability,
+            bare=runs[0],
+            reduced=runs[1],
+            plot=args.plot,
+            kept_paths=kept,
+        )
+        if args.plot:
+            write_png_chart(
+                args.plot,
+                [(f"bare {runs[0].saver}", runs[0].growth), (f"reduced {runs[1].saver}", runs[1].growth)],
+                title=f"Stored bytes of the thread per turn ({args.turns} turns)\n{report.reducer}",
+            )
+    finally:
+        for db in dbs:
+            db.close()
+        if tmp_dir:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+    _print_demo(report)
+    return report
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    if a is None or b is None or b == 0:
+        return "-"
+    return f"{a / b:.1f}x"
+
+
+def _print_demo(report: DemoReport) -> None:
+    bare, reduced = report.bare, report.reduced
+    print(
+        f"{PROG} demo: {bare.turns} turns of a scripted tool-using agent (4 messages a turn), "
+        f"durability={report.durability}"
+    )
+    print(f"store: {report.store}; reducer: {report.reducer}; tokens: {report.token_counter}")
+    print()
+    headers = ["run", "saver", "turns", "messages", "tokens", "stored bytes", "database bytes", "wall time"]
+    rows = [
+        [
+            run.name,
+            run.saver,
+            run.turns,
+            run.messages,
+            run.tokens,
+            human_bytes(run.stored_bytes),
+            human_bytes(run.database_bytes),
+            f"{run.wall_seconds:.2f} s",
+        ]
+        for run in (bare, reduced)
+    ]
+    rows.append(
+        [
+            "bare/reduced",
+            "",
+            "",
+            _ratio(bare.messages, reduced.messages),
+            _ratio(bare.tokens, reduced.tokens),
+            _ratio(bare.stored_bytes, reduced.stored_bytes),
+            _ratio(bare.database_bytes, reduced.database_bytes),
+            _ratio(bare.wall_seconds, reduced.wall_seconds),
+        ]
+    )
+    print(table(headers, rows, right=[False, False, True, True, True, True, True, True]))
+    print()
+    if any(v is not None for v in bare.growth):
+        print(
+            ascii_chart(
+                [("bare", "*", bare.growth), ("reduced", "o", reduced.growth)],
+                title="stored bytes of the thread after each turn",
+            )
+        )
+    else:
+        print("(this store does not report per-thread bytes: no growth chart)")
+    print()
+    print(
+        f"messages and tokens: the latest stored checkpoint; the reducer pruned on {reduced.reductions} puts."
+    )
+    print(f"bytes: {report.bytes_meaning}.")
+    if report.plot:
+        print(f"chart written to {report.plot}")
+    for kept in report.kept_paths:
+        print(f"kept: {kept}  (try: {PROG} inspect {kept.split(' ')[0]})")

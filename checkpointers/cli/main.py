@@ -1,0 +1,199 @@
+"""``agentstate-reducer``: the demo, and inspect/compact for real checkpoint stores.
+
+    agentstate-reducer demo [--turns 300] [--plot growth.png] [--store URL]
+    agentstate-reducer inspect STORE [--json]
+    agentstate-reducer compact STORE [--dry-run] [--prune-old] [--max-messages 40 --min-messages 20]
+
+STORE is ``sqlite:///path`` (or a plain file path), ``postgresql://...`` or ``cosmosdb://...``
+(see ``urls``). The CLI imports nothing beyond the standard library and the core at import time:
+langgraph, psycopg, azure-cosmos and matplotlib are imported by the command that needs them, and a
+missing one is reported as one line naming the extra to install.
+
+``execute(argv)`` runs a command and returns its report (a dataclass) for programs and tests;
+``main(argv)`` is the console script: it prints errors as one line and returns the exit code.
+
+Secrets never reach the output: while a command runs, stdout and stderr pass through one
+``Redactor`` (``redact``) made from the command line's URLs and the secret environment variables,
+and so do the messages of the ``CliError`` it raises. What argparse, warnings, a ``--debug``
+traceback or a driver's error text write goes through the same streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TextIO, cast
+
+from agentstate_reducer import __version__
+
+from .compact import run_compact
+from .demo import run_demo
+from .errors import PROG, CliError, one_line
+from .inspect import run_inspect
+from .options import add_reducer_options
+from .redact import RedactingStream, Redactor, activate_redactor, active_redactor
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of an error"
+    )
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        parents=[common],
+        description="Keep LangGraph checkpoints bounded: a demo, and inspect/compact for real stores.",
+        epilog="STORE: sqlite:///relative/path, sqlite:////absolute/path (or a plain path), "
+        "postgresql://user:pw@host:port/db, cosmosdb://host:port/database/container "
+        "(key in COSMOSDB_KEY)",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="{demo,inspect,compact}")
+
+    demo = sub.add_parser(
+        "demo",
+        parents=[common],
+        help="run a scripted agent bare and reduced, compare storage",
+        description="Run a scripted, deterministic tool-using LangGraph agent (no API key, no "
+        "network) twice, on a bare saver and through ReducingCheckpointSaver, "
+        "and compare what is stored.",
+    )
+    demo.add_argument("--turns", type=int, default=300, help="conversation turns per run (default 300)")
+    demo.add_argument(
+        "--store",
+        metavar="URL",
+        help="a real store instead of two temporary SQLite files (both runs then use their own thread in it)",
+    )
+    demo.add_argument(
+        "--db-dir",
+        metavar="DIR",
+        help="keep the two SQLite files in DIR (default: a temp "
+        "dir, deleted afterwards); existing demo files are replaced",
+    )
+    demo.add_argument("--plot", metavar="FILE.png", help="also write the growth chart as a PNG (plot extra)")
+    demo.add_argument(
+        "--durability",
+        choices=("exit", "async", "sync"),
+        default="exit",
+        help="LangGraph durability: 'exit' stores one checkpoint per turn (default, fast); "
+        "'async' (LangGraph's default) stores every step, about 5x more",
+    )
+    add_reducer_options(demo, reduce=True)
+    demo.set_defaults(func=run_demo)
+
+    inspect_parser = sub.add_parser(
+        "inspect", parents=[common], help="per thread: checkpoints, messages, tokens, bytes"
+    )
+    inspect_parser.add_argument("store", metavar="STORE")
+    inspect_parser.add_argument("--json", action="store_true", help="machine-readable output")
+    add_reducer_options(inspect_parser, reduce=False)
+    inspect_parser.set_defaults(func=run_inspect)
+
+    compact_parser = sub.add_parser(
+        "compact",
+        parents=[common],
+        help="reduce the latest checkpoint of each thread",
+        description="Write a reduced copy of each thread's latest checkpoint as a new "
+        "checkpoint (the old ones stay unless --prune-old). Safe to interrupt "
+        "and re-run: threads already within bounds are skipped.",
+    )
+    compact_parser.add_argument("store", metavar="STORE")
+    compact_parser.add_argument(
+        "--dry-run", action="store_true", help="report what would change, write nothing"
+    )
+    compact_parser.add_argument(
+        "--prune-old",
+        action="store_true",
+        help="then delete all but the latest checkpoint of each thread (savers with prune(), "
+        "e.g. PostgresSaver)",
+    )
+    compact_parser.add_argument(
+        "--thread", action="append", metavar="ID", help="only this thread (repeatable)"
+    )
+    compact_parser.add_argument("--json", action="store_true", help="machine-readable report")
+    add_reducer_options(compact_parser, reduce=True)
+    compact_parser.set_defaults(func=run_compact)
+    return parser
+
+
+@contextmanager
+def redacted_output(argv: Sequence[str]) -> Iterator[Redactor]:
+    """Route stdout and stderr through the redactor of ``argv`` (and the environment) and make it
+    the active one (``one_line`` uses it) until the block ends; inside another such block, the
+    outer redactor stays."""
+    outer = active_redactor()
+    if outer is not None:
+        yield outer
+        return
+    redactor = Redactor.for_command(argv, os.environ)
+    restore = activate_redactor(redactor)
+    out, err = sys.stdout, sys.stderr
+    wrapped = [RedactingStream(out, redactor.text), RedactingStream(err, redactor.text)]
+    sys.stdout, sys.stderr = (cast(TextIO, w) for w in wrapped)
+    try:
+        yield redactor
+    finally:
+        for stream in wrapped:
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe: nothing more can be written anyway
+                pass
+        sys.stdout, sys.stderr = out, err
+        restore()
+
+
+def execute(argv: Sequence[str] | None = None) -> Any:
+    """Run one command and return its report; errors propagate (``CliError`` for expected ones,
+    its message redacted like the output)."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    with redacted_output(args_list) as redactor:
+        parser = build_parser()
+        args = parser.parse_args(args_list)
+        if getattr(args, "func", None) is None:
+            parser.print_help(sys.stderr)
+            raise CliError("give a command: demo, inspect or compact", exit_code=2)
+        try:
+            return args.func(args)
+        except CliError as exc:
+            exc.args = (redactor.text(str(exc)),)
+            raise
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script: one line per error on stderr, a non-zero exit code, no traceback
+    unless ``--debug``."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    with redacted_output(args_list):
+        return _main(args_list)
+
+
+def _main(args_list: list[str]) -> int:
+    debug = "--debug" in args_list
+    try:
+        execute(args_list)
+    except SystemExit as exc:  # argparse: --help, --version, usage errors (already printed)
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+    except CliError as exc:
+        if debug:
+            traceback.print_exc()
+        message = str(exc)
+        # Missing-extra lines already name the command ("agentstate-reducer demo needs ...").
+        print(message if message.startswith(PROG) else f"{PROG}: error: {message}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted; nothing half-written: re-run to continue", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        print(
+            f"{PROG}: error: {type(exc).__name__}: {one_line(exc)}"
+            f"{'' if debug else ' (run with --debug for the traceback)'}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

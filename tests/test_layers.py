@@ -1,0 +1,145 @@
+"""Layers point one way: core (``agentstate_reducer``) <- ``checkpointers`` <- ``checkpointers.cli``
+and benchmarks. Checked on the source with ``ast``, so an import hidden inside a function counts."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CORE = ROOT / "agentstate_reducer"
+SAVERS = ROOT / "checkpointers"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    """ids of the nodes inside ``if TYPE_CHECKING:`` blocks (imports for the type checker only)."""
+    inside: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for child in node.body:
+                inside.update(id(n) for n in ast.walk(child))
+    return inside
+
+
+def imports(path: Path, *, runtime_only: bool = False) -> Iterator[tuple[int, str]]:
+    """``(line, absolute module)`` of every import in ``path``, at any depth, and of every
+    ``import_module("...")`` call with a literal name."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_nodes(tree) if runtime_only else set()
+    name = _module_name(path) if path.is_relative_to(ROOT) else path.stem
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                if node.module is None:
+                    for alias in node.names:
+                        yield node.lineno, f"{target}.{alias.name}"
+                    continue
+                yield node.lineno, target
+            else:
+                yield node.lineno, node.module or ""
+        elif (
+            isinstance(node, ast.Call)
+            and ast.unparse(node.func).endswith("import_module")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            yield node.lineno, node.args[0].value
+
+
+def _violations(folder: Path, forbidden: tuple[str, ...]) -> list[str]:
+    found = []
+    for path in sorted(folder.rglob("*.py")):
+        for line, module in imports(path):
+            if module == forbidden or module.startswith(forbidden):
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    return found
+
+
+def test_the_core_imports_nothing_above_it() -> None:
+    assert _violations(CORE, ("checkpointers", "benchmarks", "tests")) == []
+
+
+def test_savers_do_not_import_the_cli_or_benchmarks() -> None:
+    found = [
+        v
+        for v in _violations(SAVERS, ("checkpointers.cli", "benchmarks", "tests"))
+        if not v.startswith("checkpointers/cli/")
+    ]
+    assert found == []
+
+
+def _cycles(folder: Path) -> list[list[str]]:
+    names = {_module_name(p): p for p in folder.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        targets = set()
+        for _, module in imports(path):
+            # "from . import x" names a module or a name: resolve to the longest known module
+            while module and module not in names:
+                module = module.rpartition(".")[0]
+            if module and module != name and not name.startswith(module + "."):
+                targets.add(module)
+        graph[name] = targets
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_the_core_has_no_import_cycle() -> None:
+    """Imports for the type checker count too: a cycle hidden behind TYPE_CHECKING or inside a
+    function is still two modules that cannot be read or changed apart."""
+    assert _cycles(CORE) == []
+
+
+def test_importing_the_core_loads_no_framework() -> None:
+    code = (
+        "import sys, agentstate_reducer\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('checkpointers', 'langgraph', 'langchain', 'langchain_core', 'openai', 'anthropic'))\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_the_checker_sees_an_import_inside_a_function(tmp_path: Path) -> None:
+    """The check can fail: a core module importing checkpointers inside a function is found."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from checkpointers.saver import ReducingCheckpointSaver\n")
+    assert [m for _, m in imports(bad)] == ["checkpointers.saver"]
+    lazy = tmp_path / "lazy.py"
+    lazy.write_text("import importlib\n\ndef g():\n    return importlib.import_module('checkpointers.cli')\n")
+    assert "checkpointers.cli" in [m for _, m in imports(lazy)]
