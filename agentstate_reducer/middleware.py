@@ -1,0 +1,767 @@
+"""``ReducerMiddleware``: the pruning contract inside a LangChain 1.x ``create_agent`` agent.
+
+>>> from agentstate_reducer import MessageReducer
+>>> mw = ReducerMiddleware(MessageReducer(min_messages=20, max_messages=40))
+>>> mw.mode, mw.preserve_first
+('state', False)
+
+``create_agent(model, tools, middleware=[mw])``. Needs the ``langchain`` extra
+(``pip install ".[langchain]"`` from the checkout); ``import agentstate_reducer`` never imports
+this module.
+
+Two modes:
+
+* ``mode="state"`` (default): ``before_model``/``abefore_model`` reduce the agent state's messages
+  and write the result back (``RemoveMessage(REMOVE_ALL_MESSAGES)`` plus the survivors), so the
+  checkpoint is bounded too. The running summary is injected once and rolls forward; ``on_prune``
+  hooks see each pruned message once (it is gone from the state afterwards).
+* ``mode="request"``: ``wrap_model_call``/``awrap_model_call`` reduce only the messages sent to the
+  model; the state keeps the full history. A ``SummaryMemo`` (one entry per thread and graph
+  namespace) remembers what the running summary covers, so the request is the previous request
+  plus the new messages (a stable prefix), and the summarizer and hooks see each message once.
+
+Invariants, in both modes:
+
+* Every model call gets a history OpenAI and Anthropic accept (``validate=True``): one system
+  message at the front (the agent's system prompt, then system messages held in state, merged),
+  a user turn first after it, every tool result after its call, every call answered. Repairs
+  change only the request, and are logged with the ids they removed.
+* The request's system prompt is never pruned; system messages in state stay pinned.
+* ``trigger``/``keep`` take LangChain's forms: ``("messages", n)``, ``("tokens", n)``,
+  ``("fraction", f)`` of the model profile's ``max_input_tokens``; a list means any of them, a dict
+  all of them. A trigger fires when the history reaches the threshold (``>=``, as LangChain's).
+  Without them the reducer's own limits apply (more than ``max_messages`` / ``max_tokens``,
+  keep ``min_messages`` / ``target_tokens``).
+* Token triggers use the newest AI message's ``usage_metadata["total_tokens"]`` plus an estimate
+  of the messages after it, unless a reduction has happened since that message.
+* A failing summarizer prunes nothing (``ReducerConfig.on_summary_error="keep"``, the default).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from langchain.agents.middleware.context_editing import ClearToolUsesEdit
+from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage
+from langchain_core.messages.utils import get_buffer_string
+from langgraph.constants import TAG_NOSTREAM
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+from langgraph.runtime import Runtime
+
+from .config import ReducerConfig
+from .messages import read_message
+from .reducer import MessageReducer, ReducerResult
+from .summary import SummaryMemo, is_summary_message
+
+__all__ = ["DEFAULT_SUMMARY_PROMPT", "Mode", "ReduceRecord", "ReducerMiddleware"]
+
+logger = logging.getLogger("agentstate_reducer.middleware")
+
+Mode = Literal["state", "request"]
+#: a resolved size: ("messages", n) or ("tokens", n)
+_Size = tuple[str, int]
+#: a trigger: any of the clauses; a clause: all of its (kind, threshold) pairs
+_Clause = tuple[tuple[str, float], ...]
+
+_KINDS = ("messages", "tokens", "fraction")
+
+DEFAULT_SUMMARY_PROMPT = """You maintain the running summary of a conversation between a user and an \
+AI assistant that uses tools. The assistant will continue the conversation without the messages \
+below, so the summary replaces them. If the messages start with an earlier summary, fold it in.
+
+Keep: the user's goals and constraints, decisions made and why, facts learned from tools (names, \
+numbers, ids, file paths, errors), what was already done, open questions and next steps. Drop \
+pleasantries and repetition. Reply with the summary only.
+
+<messages>
+{messages}
+</messages>"""
+"""The prompt a chat-model ``summarizer`` gets; ``{messages}`` is the pruned messages (the previous
+summary first) rendered by ``langchain_core.messages.get_buffer_string``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceRecord:
+    """What the middleware did for one model call (``on_reduce``).
+
+    ``messages_*``/``tokens_*`` count the conversation messages sent to the model, without the
+    system message, before and after the middleware changed the request (in state mode "before"
+    is the state before ``before_model`` reduced it, when it did).
+    """
+
+    mode: Mode
+    thread_id: str | None
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    #: a trigger fired (by count, tokens or fraction) for this call
+    triggered: bool
+    #: ids of the messages pruned by the reduction (the replaced summary included)
+    pruned: tuple[str | None, ...] = ()
+    #: tool call ids whose results were replaced by the placeholder (``clear_tool_results``)
+    cleared: tuple[str, ...] = ()
+    #: ids of the messages the request validation removed (a broken history)
+    repaired: tuple[str | None, ...] = ()
+    #: a new running summary was injected
+    summarized: bool = False
+    #: ``repr`` of the summarizer's error, when it failed (nothing was pruned then)
+    summary_error: str | None = None
+
+
+# -- trigger and keep forms --------------------------------------------------------------------
+
+
+def _check_value(kind: Any, value: Any, what: str) -> float:
+    if kind not in _KINDS:
+        raise ValueError(f"{what}: unknown kind {kind!r}; use 'messages', 'tokens' or 'fraction'")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{what}: the {kind} value must be a number, got {value!r}")
+    if kind == "fraction":
+        if not 0 < value <= 1:
+            raise ValueError(f"{what}: a fraction must be in (0, 1], got {value!r}")
+        return float(value)
+    if not isinstance(value, int):
+        raise TypeError(f"{what}: the {kind} value must be an int, got {value!r}")
+    if value <= 0:
+        raise ValueError(f"{what}: the {kind} value must be > 0, got {value}")
+    return value
+
+
+def _size(value: Any, what: str) -> tuple[str, float]:
+    if not isinstance(value, tuple) or len(value) != 2:
+        raise TypeError(
+            f"{what} must be a (kind, value) tuple such as ('messages', 40), ('tokens', 3000) or "
+            f"('fraction', 0.8), got {value!r}"
+        )
+    return value[0], _check_value(value[0], value[1], what)
+
+
+def parse_trigger(trigger: Any) -> tuple[_Clause, ...]:
+    """LangChain's trigger forms -> clauses (any clause; all pairs of a clause)."""
+
+    def clause(item: Any) -> _Clause:
+        if isinstance(item, tuple):
+            return (_size(item, "trigger"),)
+        if isinstance(item, Mapping):
+            if not item:
+                raise ValueError("trigger: a dict needs at least one of 'messages', 'tokens', 'fraction'")
+            return tuple((k, _check_value(k, v, "trigger")) for k, v in item.items())
+        raise TypeError(
+            "trigger must be a (kind, value) tuple, a dict {kind: value} (all of them) or a list of "
+            f"those (any of them), got {type(item).__name__}: {item!r}"
+        )
+
+    if isinstance(trigger, list):
+        if not trigger:
+            raise ValueError("trigger: an empty list never fires; pass None to use the reducer's limits")
+        return tuple(clause(item) for item in trigger)
+    return (clause(trigger),)
+
+
+def profile_limit(model: Any) -> int | None:
+    """``max_input_tokens`` from a chat model's profile, or None."""
+    try:
+        profile = getattr(model, "profile", None)
+    except Exception:
+        return None
+    limit = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
+
+def _no_profile(model: Any) -> ValueError:
+    name = type(model).__name__ if model is not None else "None"
+    return ValueError(
+        f"a ('fraction', f) trigger or keep needs the model's max_input_tokens, but the model ({name}) "
+        "has no profile with it: pass ('tokens', n) instead, or give the chat model "
+        "profile={'max_input_tokens': ...}"
+    )
+
+
+def _resolve(kind: str, value: float, model: Any) -> tuple[str, int]:
+    if kind != "fraction":
+        return kind, int(value)
+    limit = profile_limit(model)
+    if limit is None:
+        raise _no_profile(model)
+    return "tokens", max(1, int(limit * value))
+
+
+# -- the summarizer ------------------------------------------------------------------------------
+
+
+def _is_async(fn: Any) -> bool:
+    call = fn.__call__ if callable(fn) and not inspect.isfunction(fn) else None
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
+def _summary_text(response: Any) -> str:
+    text = response.text if isinstance(response, BaseMessage) else response
+    text = text() if callable(text) else text
+    if not isinstance(text, str):
+        raise TypeError(f"the summary model returned {type(text).__name__}, not text")
+    return text.strip()
+
+
+class _ModelSummarizer:
+    """A chat model writing the running summary with ``DEFAULT_SUMMARY_PROMPT``."""
+
+    def __init__(self, model: BaseChatModel, prompt: str = DEFAULT_SUMMARY_PROMPT) -> None:
+        self.model = model
+        self.prompt = prompt
+
+    def _input(self, messages: list[Any]) -> list[BaseMessage]:
+        return [HumanMessage(self.prompt.format(messages=get_buffer_string(messages)))]
+
+    def __call__(self, messages: list[Any]) -> str:
+        return _summary_text(self.model.invoke(self._input(messages), config={"tags": [TAG_NOSTREAM]}))
+
+    async def acall(self, messages: list[Any]) -> str:
+        return _summary_text(await self.model.ainvoke(self._input(messages), config={"tags": [TAG_NOSTREAM]}))
+
+
+def _summary_fields(summarizer: Any, config: ReducerConfig) -> dict[str, Any]:
+    """The ``ReducerConfig`` fields for the summarizer: an explicit ``summarizer`` replaces the
+    reducer's; either way the summary is injected (it is the running summary)."""
+    if summarizer is None:
+        has = config.summarize_fn is not None or config.asummarize_fn is not None
+        return {"inject_summary": has}
+    if isinstance(summarizer, BaseChatModel):
+        s = _ModelSummarizer(summarizer)
+        return {"summarize_fn": s, "asummarize_fn": s.acall, "inject_summary": True}
+    if not callable(summarizer):
+        raise TypeError(
+            "summarizer must be a chat model, a callable (messages) -> str or an async callable, "
+            f"got {type(summarizer).__name__}"
+        )
+    if _is_async(summarizer):
+        return {"summarize_fn": None, "asummarize_fn": summarizer, "inject_summary": True}
+    return {"summarize_fn": summarizer, "asummarize_fn": None, "inject_summary": True}
+
+
+# -- request validation ----------------------------------------------------------------------------
+
+
+def _ids(messages: Sequence[Any]) -> tuple[str | None, ...]:
+    return tuple(getattr(m, "id", None) for m in messages)
+
+
+def _merge_system(first: SystemMessage | None, held: list[Any]) -> SystemMessage | None:
+    """One system message: the request's prompt, then the system messages held in state."""
+    parts = ([first] if first is not None else []) + held
+    if len(parts) <= 1:
+        return cast("SystemMessage | None", parts[0] if parts else None)
+    if all(isinstance(p.content, str) for p in parts):
+        content: Any = "\n\n".join(p.content for p in parts)
+    else:
+        content = []
+        for p in parts:
+            text = p.content
+            content += [{"type": "text", "text": text}] if isinstance(text, str) else list(text)
+    return SystemMessage(content=content, id=parts[0].id)
+
+
+def _trim_ends(messages: list[Any]) -> tuple[list[Any], list[Any]]:
+    """``(kept, removed)``: drop what comes before the first user turn and an unanswered tool call
+    at the end (the model is about to be called: the call can no longer be answered first)."""
+    first = next((i for i, m in enumerate(messages) if read_message(m).kind == "human"), None)
+    removed: list[Any] = []
+    if first:
+        removed += messages[:first]
+        messages = messages[first:]
+    end = len(messages)
+    answered: set[str] = set()
+    for i in range(len(messages) - 1, -1, -1):
+        info = read_message(messages[i])
+        if info.kind == "tool":
+            answered.update(info.result_ids)
+            continue
+        if info.kind == "ai" and info.call_ids and not answered.issuperset(info.call_ids):
+            end = i
+        break
+    if end < len(messages):
+        removed += messages[end:]
+        messages = messages[:end]
+    return messages, removed
+
+
+# -- the middleware --------------------------------------------------------------------------------
+
+
+class _Pending:
+    """What ``before_model`` did, for the record of the model call that follows."""
+
+    __slots__ = ("before", "result", "tokens_before", "triggered")
+
+    def __init__(self, before: int, tokens_before: int, result: ReducerResult, triggered: bool) -> None:
+        self.before = before
+        self.tokens_before = tokens_before
+        self.result = result
+        self.triggered = triggered
+
+
+class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
+    """Keep a ``create_agent`` agent's context bounded without ever breaking a model call.
+
+    Args:
+        reducer: the ``MessageReducer`` whose contract and settings apply (summarizer, hooks,
+            token counter, ``on_summary_error``...). Default: ``min_messages=20, max_messages=40``.
+        mode: ``"state"`` (reduce the stored state in ``before_model``) or ``"request"`` (reduce
+            only what is sent, in ``wrap_model_call``; the state keeps everything).
+        trigger: when to reduce, in LangChain's forms (see the module docstring); replaces the
+            reducer's ``max_messages``/``max_tokens``.
+        keep: how much to keep, ``("messages", n)``, ``("tokens", n)`` or ``("fraction", f)``;
+            replaces the reducer's ``min_messages``/``target_tokens``. Any trigger combines with
+            any keep.
+        model: the agent's model, read for its profile when a fraction must be known before the
+            request exists (state mode). Request mode reads the request's model.
+        summarizer: a chat model (prompted with ``DEFAULT_SUMMARY_PROMPT``), a callable
+            ``(messages) -> str`` or an async one; replaces the reducer's ``summarize_fn``.
+        preserve_first: pin the first state message (the reducer's own setting is replaced:
+            ``create_agent`` sends its system prompt from outside the state).
+        validate: repair every request into one providers accept (see the module docstring).
+        clear_tool_results: a ``ClearToolUsesEdit``: older tool results are replaced by its
+            placeholder in the request (never in the state) before whole turns are pruned.
+        on_reduce: ``fn(ReduceRecord)`` called once per model call; failures are logged.
+        summary_memo: the memo of request mode (default: a new one). Under a
+            ``ReducingCheckpointSaver`` with a summarizer, give both the same memo (state mode
+            then never summarizes what the saver already summarized).
+
+    Raises:
+        TypeError, ValueError: a bad argument, named; a fraction in state mode without ``model``
+            having a profile.
+    """
+
+    def __init__(
+        self,
+        reducer: MessageReducer | None = None,
+        *,
+        mode: Mode = "state",
+        trigger: Any = None,
+        keep: Any = None,
+        model: BaseChatModel | None = None,
+        summarizer: Any = None,
+        preserve_first: bool = False,
+        validate: bool = True,
+        clear_tool_results: ClearToolUsesEdit | None = None,
+        on_reduce: Callable[[ReduceRecord], Any] | None = None,
+        summary_memo: SummaryMemo | None = None,
+    ) -> None:
+        super().__init__()
+        if reducer is None:
+            reducer = MessageReducer(min_messages=20, max_messages=40)
+        elif not isinstance(reducer, MessageReducer):
+            raise TypeError(
+                f"reducer must be an agentstate_reducer.MessageReducer, got {type(reducer).__name__}"
+            )
+        if mode not in ("state", "request"):
+            raise ValueError(f"mode must be 'state' or 'request', got {mode!r}")
+        for name, flag in (("preserve_first", preserve_first), ("validate", validate)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
+        if clear_tool_results is not None and not isinstance(clear_tool_results, ClearToolUsesEdit):
+            raise TypeError(
+                "clear_tool_results must be a langchain.agents.middleware.ClearToolUsesEdit, "
+                f"got {type(clear_tool_results).__name__}"
+            )
+        if on_reduce is not None and not callable(on_reduce):
+            raise TypeError(
+                f"on_reduce must be callable(ReduceRecord) or None, got {type(on_reduce).__name__}"
+            )
+        if model is not None and not isinstance(model, BaseChatModel):
+            raise TypeError(f"model must be a LangChain chat model or None, got {type(model).__name__}")
+        if summary_memo is not None and not isinstance(summary_memo, SummaryMemo):
+            raise TypeError(f"summary_memo must be a SummaryMemo or None, got {type(summary_memo).__name__}")
+        self.reducer = reducer
+        self.mode: Mode = mode
+        self.preserve_first = preserve_first
+        self.validate = validate
+        self.clear_tool_results = clear_tool_results
+        self.on_reduce = on_reduce
+        self.model = model
+        c = reducer.config
+        self._base = dataclasses.replace(c, preserve_first=preserve_first, **_summary_fields(summarizer, c))
+        self._trigger: tuple[_Clause, ...]
+        if trigger is not None:
+            self._trigger = parse_trigger(trigger)
+        elif c.max_tokens is not None:
+            self._trigger = ((("tokens", c.max_tokens + 1),),)
+        elif c.max_messages is not None:
+            self._trigger = ((("messages", c.max_messages + 1),),)
+        else:
+            self._trigger = ()
+        self._keep: tuple[str, float]
+        if keep is not None:
+            self._keep = _size(keep, "keep")
+        elif c.max_tokens is not None:
+            target = c.effective_target_tokens
+            self._keep = ("tokens", target if target is not None else c.max_tokens)
+        else:
+            self._keep = ("messages", c.min_messages)
+        kinds = {self._keep[0]}.union(k for clause in self._trigger for k, _ in clause)
+        uses_fraction = "fraction" in kinds
+        if uses_fraction and mode == "state":
+            if model is None:
+                raise ValueError(
+                    "a ('fraction', f) trigger or keep in state mode needs model=<the agent's chat model> "
+                    "(its profile's max_input_tokens is read before the request exists); or use "
+                    "mode='request', which reads the request's model"
+                )
+            if profile_limit(model) is None:
+                raise _no_profile(model)
+        self.summary_memo = summary_memo if summary_memo is not None else SummaryMemo()
+        self._reducers: dict[_Size | None, MessageReducer] = {}
+        self._repair: MessageReducer | None = None
+        self._lock = threading.Lock()
+        #: per thread: id of the newest AI message when the last reduction pruned
+        self._reduced_at: OrderedDict[Hashable, str | None] = OrderedDict()
+        #: per thread: what before_model did, for the next model call's record
+        self._pending: dict[Hashable, _Pending] = {}
+
+    def __repr__(self) -> str:
+        return f"ReducerMiddleware({self.reducer!r}, mode={self.mode!r})"
+
+    # -- building blocks ---------------------------------------------------------------------
+
+    def _reducer_for(self, keep: _Size | None) -> MessageReducer:
+        """The reducer applying ``keep`` once triggered (None: nothing triggers, only what cannot
+        be sent is pruned). All share the reducer's token counter and its cache."""
+        with self._lock:
+            r = self._reducers.get(keep)
+            if r is None:
+                limits: dict[str, Any]
+                if keep is None:
+                    limits = {"min_messages": 0, "max_messages": None, "max_tokens": None}
+                elif keep[0] == "messages":
+                    limits = {"min_messages": keep[1], "max_messages": keep[1], "max_tokens": None}
+                else:
+                    limits = {
+                        "min_messages": 0,
+                        "max_messages": None,
+                        "max_tokens": keep[1],
+                        "target_tokens": keep[1],
+                    }
+                limits.setdefault("target_tokens", None)
+                config = dataclasses.replace(self._base, token_counter=self.reducer.token_counter, **limits)
+                r = self._reducers[keep] = MessageReducer(config=config)
+            return r
+
+    def _validator(self) -> MessageReducer:
+        """Repairs a request: no summarizer, no hooks (the request is not the history)."""
+        with self._lock:
+            if self._repair is None:
+                self._repair = MessageReducer(
+                    config=dataclasses.replace(
+                        self._base,
+                        token_counter=self.reducer.token_counter,
+                        min_messages=0,
+                        max_messages=None,
+                        max_tokens=None,
+                        target_tokens=None,
+                        summarize_fn=None,
+                        asummarize_fn=None,
+                        inject_summary=False,
+                        on_prune=(),
+                    )
+                )
+            return self._repair
+
+    def _tokens(self, messages: Sequence[Any]) -> int:
+        return sum(self.reducer.count_tokens(list(messages))) if messages else 0
+
+    @staticmethod
+    def _key(runtime: Any) -> tuple[Hashable, str | None]:
+        """``((thread_id, graph namespace), thread_id)``: the memo key a ``ReducingCheckpointSaver``
+        uses too (the node's own namespace part dropped)."""
+        info = getattr(runtime, "execution_info", None)
+        thread = getattr(info, "thread_id", None)
+        ns = getattr(info, "checkpoint_ns", "") or ""
+        graph_ns = ns.rsplit("|", 1)[0] if "|" in ns else ""
+        return (thread, graph_ns), thread
+
+    def _cleared_view(self, messages: list[Any]) -> tuple[list[Any], tuple[str, ...]]:
+        """``messages`` with ``clear_tool_results`` applied to a copy, and the cleared call ids."""
+        edit = self.clear_tool_results
+        if edit is None or not messages:
+            return messages, ()
+        view = list(messages)
+        edit.apply(view, count_tokens=self._tokens)
+        cleared = tuple(
+            str(getattr(new, "tool_call_id", ""))
+            for old, new in zip(messages, view, strict=True)
+            if new is not old and getattr(new, "type", None) == "tool"
+        )
+        return view, cleared
+
+    def _usage_total(self, key: Hashable, messages: list[Any]) -> int | None:
+        """The newest AI message's reported total plus an estimate of the messages after it; None
+        when it reports none, or a reduction has happened since it."""
+        for i in range(len(messages) - 1, -1, -1):
+            m = messages[i]
+            if getattr(m, "type", None) != "ai":
+                continue
+            usage = getattr(m, "usage_metadata", None)
+            total = usage.get("total_tokens") if isinstance(usage, Mapping) else None
+            if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
+                return None
+            with self._lock:
+                if key in self._reduced_at and self._reduced_at[key] == getattr(m, "id", None):
+                    return None
+            return total + self._tokens(messages[i + 1 :])
+        return None
+
+    def _triggered(self, key: Hashable, messages: list[Any], model: Any) -> bool:
+        counted: int | None = None
+        usage: int | None = None
+        usage_read = False
+        for clause in self._trigger:
+            met = True
+            for kind, value in clause:
+                rkind, threshold = _resolve(kind, value, model)
+                if rkind == "messages":
+                    met = len(messages) >= threshold
+                else:
+                    if counted is None:
+                        counted = self._tokens(messages)
+                    if not usage_read:
+                        usage, usage_read = self._usage_total(key, messages), True
+                    met = counted >= threshold or (usage is not None and usage >= threshold)
+                if not met:
+                    break
+            if met:
+                return True
+        return False
+
+    def _note_reduction(self, key: Hashable, messages: list[Any], result: ReducerResult) -> None:
+        if not result.pruned:
+            return
+        newest_ai = next(
+            (getattr(m, "id", None) for m in reversed(messages) if getattr(m, "type", None) == "ai"), None
+        )
+        with self._lock:
+            self._reduced_at[key] = newest_ai
+            self._reduced_at.move_to_end(key)
+            while len(self._reduced_at) > self.summary_memo.max_threads:
+                self._reduced_at.popitem(last=False)
+
+    def _plan(self, key: Hashable, messages: list[Any], model: Any) -> tuple[MessageReducer, bool]:
+        """The reducer to apply to ``messages`` (the trigger measured on the cleared view)."""
+        view, _ = self._cleared_view(messages)
+        if self._trigger and self._triggered(key, view, model):
+            return self._reducer_for(_resolve(*self._keep, model)), True
+        return self._reducer_for(None), False
+
+    def _emit(self, record: ReduceRecord) -> None:
+        if self.on_reduce is None:
+            return
+        try:
+            self.on_reduce(record)
+        except Exception:
+            logger.exception("on_reduce callback %r failed; the model call goes on", self.on_reduce)
+
+    # -- state mode ----------------------------------------------------------------------------
+
+    def _state_update(
+        self, key: Hashable, messages: list[Any], result: ReducerResult, triggered: bool
+    ) -> dict[str, Any] | None:
+        self._note_reduction(key, messages, result)
+        changed = len(result.surviving) != len(messages) or any(
+            a is not b for a, b in zip(result.surviving, messages, strict=False)
+        )
+        with self._lock:
+            self._pending[key] = _Pending(len(messages), self._tokens(messages), result, triggered)
+            while len(self._pending) > self.summary_memo.max_threads:  # model calls that never came
+                del self._pending[next(iter(self._pending))]
+        if not changed:
+            return None
+        if result.pruned and result.stats.repaired:
+            logger.warning("state repaired before the model call: removed %s", list(_ids(result.pruned)))
+        elif result.pruned:
+            logger.info("state: pruned %d of %d messages", len(result.pruned), len(messages))
+        return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result.surviving]}
+
+    def _state_inputs(self, state: Any, runtime: Any) -> tuple[Hashable, list[Any]] | None:
+        if self.mode != "state":
+            return None
+        messages = list(state.get("messages") or []) if isinstance(state, Mapping) else []
+        if not messages:
+            return None
+        key, _ = self._key(runtime)
+        return key, messages
+
+    def before_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """State mode: reduce the state's messages and write them back when they changed."""
+        inputs = self._state_inputs(state, runtime)
+        if inputs is None:
+            return None
+        key, messages = inputs
+        run = self._memo_start(key, messages)
+        reducer, triggered = self._plan(key, run.messages, self.model)
+        result = reducer.reduce(run.messages, namespace=self._namespace(runtime))
+        run.record(result)
+        return self._state_update(key, messages, result, triggered)
+
+    async def abefore_model(self, state: AgentState[Any], runtime: Runtime[Any]) -> dict[str, Any] | None:
+        """State mode: ``before_model`` with the async summarizer and hooks."""
+        inputs = self._state_inputs(state, runtime)
+        if inputs is None:
+            return None
+        key, messages = inputs
+        run = self._memo_start(key, messages)
+        reducer, triggered = self._plan(key, run.messages, self.model)
+        result = await reducer.areduce(run.messages, namespace=self._namespace(runtime))
+        run.record(result)
+        return self._state_update(key, messages, result, triggered)
+
+    def _memo_start(self, key: Hashable, messages: list[Any]) -> Any:
+        return self.summary_memo.start(key, messages, preserve_first=self.preserve_first)
+
+    @staticmethod
+    def _namespace(runtime: Any) -> Any:
+        """What ``on_prune`` hooks receive: ``("memories", thread_id)``, as behind a saver."""
+        _, thread = ReducerMiddleware._key(runtime)
+        return ("memories", thread)
+
+    # -- every model call ----------------------------------------------------------------------
+
+    def _finish_request(
+        self,
+        request: ModelRequest[Any],
+        key: Hashable,
+        thread: str | None,
+        before: int,
+        tokens_before: int,
+        messages: list[Any],
+        result: ReducerResult | None,
+        triggered: bool,
+    ) -> ModelRequest[Any]:
+        """Clear, validate and record: the request to send."""
+        system = request.system_message
+        repaired: list[Any] = []
+        if self.validate:
+            held = [m for m in messages if getattr(m, "type", None) == "system"]
+            if held:
+                messages = [m for m in messages if getattr(m, "type", None) != "system"]
+                system = _merge_system(system, held)
+            out = self._validator().reduce(messages) if messages else None
+            if out is not None and out.pruned:
+                repaired += out.pruned
+                messages = out.surviving
+            messages, removed = _trim_ends(messages)
+            repaired += removed
+            if repaired:
+                logger.warning("request repaired before the model call: removed %s", list(_ids(repaired)))
+        messages, cleared = self._cleared_view(messages)
+        pruned = result.pruned if result is not None else []
+        if pruned and result is not None and result.stats.repaired:  # no trigger: only broken parts went
+            if self.mode == "request":
+                logger.warning("request repaired before the model call: removed %s", list(_ids(pruned)))
+            repaired, pruned = [*pruned, *repaired], []
+        self._emit(
+            ReduceRecord(
+                mode=self.mode,
+                thread_id=thread,
+                messages_before=before,
+                messages_after=len(messages),
+                tokens_before=tokens_before,
+                tokens_after=self._tokens(messages),
+                triggered=triggered,
+                pruned=_ids(pruned),
+                cleared=cleared,
+                repaired=_ids(repaired),
+                summarized=result is not None
+                and result.summary is not None
+                and any(is_summary_message(m) for m in result.surviving),
+                summary_error=result.stats.summary_error if result is not None else None,
+            )
+        )
+        overrides: dict[str, Any] = {}
+        if messages is not request.messages:
+            overrides["messages"] = messages
+        if system is not request.system_message:
+            overrides["system_message"] = system
+        return request.override(**overrides) if overrides else request
+
+    def _begin(
+        self, request: ModelRequest[Any]
+    ) -> tuple[Hashable, str | None, list[Any], Any, MessageReducer, bool]:
+        key, thread = self._key(request.runtime)
+        messages = list(request.messages)
+        run = self._memo_start(key, messages)
+        reducer, triggered = self._plan(key, run.messages, request.model)
+        return key, thread, messages, run, reducer, triggered
+
+    def _state_record(
+        self, key: Hashable, request: ModelRequest[Any]
+    ) -> tuple[int, int, ReducerResult | None, bool]:
+        with self._lock:
+            pending = self._pending.pop(key, None)
+        if pending is None:
+            n = len(request.messages)
+            return n, self._tokens(request.messages), None, False
+        return pending.before, pending.tokens_before, pending.result, pending.triggered
+
+    def wrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
+    ) -> ModelResponse[Any]:
+        """Request mode: reduce the request's messages; both modes: clear and validate them."""
+        return handler(self._request(request))
+
+    async def awrap_model_call(
+        self,
+        request: ModelRequest[Any],
+        handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
+    ) -> ModelResponse[Any]:
+        """``wrap_model_call`` with the async summarizer and hooks."""
+        return await handler(await self._arequest(request))
+
+    def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        if self.mode == "state":
+            key, thread = self._key(request.runtime)
+            before, tokens_before, result, triggered = self._state_record(key, request)
+            return self._finish_request(
+                request, key, thread, before, tokens_before, list(request.messages), result, triggered
+            )
+        key, thread, messages, run, reducer, triggered = self._begin(request)
+        result = reducer.reduce(run.messages, namespace=self._namespace(request.runtime))
+        run.record(result)
+        self._note_reduction(key, messages, result)
+        return self._finish_request(
+            request,
+            key,
+            thread,
+            len(messages),
+            self._tokens(messages),
+            list(result.surviving),
+            result,
+            triggered,
+        )
+
+    async def _arequest(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
+        if self.mode == "state":
+            return self._request(request)
+        key, thread, messages, run, reducer, triggered = self._begin(request)
+        result = await reducer.areduce(run.messages, namespace=self._namespace(request.runtime))
+        run.record(result)
+        self._note_reduction(key, messages, result)
+        return self._finish_request(
+            request,
+            key,
+            thread,
+            len(messages),
+            self._tokens(messages),
+            list(result.surviving),
+            result,
+            triggered,
+        )

@@ -1,0 +1,221 @@
+"""Scripted ``create_agent`` agents and a provider-validity checker for their model calls.
+
+``ScriptedModel`` is a chat model that records the messages of every call and answers from a
+script: turn ``q<i>`` (the user's text) takes ``steps`` tool steps, each calling ``lookup`` once
+or, every other step, ``lookup`` and ``add`` in parallel, then a final answer. Its progress is
+kept per turn in the model (not read back from the request), so a reduced request cannot make
+it loop. With ``blocks=True`` its AI messages carry Anthropic-style content blocks (text and
+``tool_use``), as ``ChatAnthropic`` returns them.
+
+``provider_errors`` judges one recorded call from the providers' documented rules, on the
+payloads langchain-openai and langchain-anthropic build from it; it shares no code with the
+reducer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from pydantic import PrivateAttr
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up."""
+    return f"result for {q}: " + "lorem ipsum dolor sit amet " * 8
+
+
+@tool
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+TOOLS = [lookup, add]
+
+
+def _text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return " ".join(b.get("text", "") for b in content if isinstance(b, dict))
+
+
+class ScriptedModel(BaseChatModel):
+    """Records each call's messages; answers turn ``q<i>`` with ``steps`` tool steps, then text."""
+
+    steps: int = 2
+    blocks: bool = False
+    usage: bool = False
+    call_tool: str = "lookup"
+    _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
+    _progress: dict[str, int] = PrivateAttr(default_factory=dict)
+    _lock: Any = PrivateAttr(default_factory=threading.Lock)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    @property
+    def calls(self) -> list[list[BaseMessage]]:
+        return self._calls
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedModel:
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        with self._lock:
+            self._calls.append(list(messages))
+            turn = next(
+                (_text(m) for m in reversed(messages) if m.type == "human" and _text(m).startswith("q")), "q?"
+            )
+            step = self._progress.get(turn, 0)
+            self._progress[turn] = step + 1
+            n = len(self._calls)
+        if step < self.steps:
+            calls = [{"name": self.call_tool, "args": {"q": f"{turn}-{step}"}, "id": f"c{n}_{turn}_{step}_0"}]
+            if step % 2 == 1:
+                calls.append({"name": "add", "args": {"a": step, "b": n}, "id": f"c{n}_{turn}_{step}_1"})
+            content: Any = ""
+            if self.blocks:
+                content = [{"type": "text", "text": f"working on {turn}"}] + [
+                    {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c["args"]} for c in calls
+                ]
+            msg = AIMessage(content=content, tool_calls=calls)
+        else:
+            text = f"answer to {turn} " + "detail " * 10
+            msg = AIMessage(content=[{"type": "text", "text": text}] if self.blocks else text)
+        if self.usage:
+            sent = sum(len(_text(m)) // 4 + 4 for m in messages)
+            usage: Any = {"input_tokens": sent, "output_tokens": 20, "total_tokens": sent + 20}
+            msg.usage_metadata = usage
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+
+def turns(n: int, start: int = 0) -> Iterator[Any]:
+    for i in range(start, start + n):
+        yield {"messages": [{"role": "user", "content": f"q{i} " + "please " * 5}]}
+
+
+# -- validity, from the providers' documented rules ----------------------------------------------
+
+
+def openai_errors(payload: list[dict[str, Any]]) -> list[str]:
+    """Chat Completions: system/developer messages aside, the first message is the user's; a
+    ``tool`` message answers a ``tool_calls`` id of the assistant message right before the run of
+    tool messages it is in; every such id is answered before the next non-tool message; a request
+    does not end with unanswered calls."""
+    out: list[str] = []
+    pending: set[str] = set()
+    seen_other = False
+    for i, m in enumerate(payload):
+        role = m["role"]
+        if role in ("system", "developer"):
+            if seen_other:
+                out.append(f"openai: system message at {i} after the conversation started")
+            continue
+        if not seen_other and role != "user":
+            out.append(f"openai: the first message after the system prompt is {role}, not user")
+        seen_other = True
+        if role == "tool":
+            if m.get("tool_call_id") not in pending:
+                out.append(f"openai: tool message {m.get('tool_call_id')} at {i} answers no preceding call")
+            pending.discard(str(m.get("tool_call_id")))
+            continue
+        if pending:
+            out.append(f"openai: calls {sorted(pending)} unanswered before message {i}")
+        pending = {c["id"] for c in m.get("tool_calls") or []} if role == "assistant" else set()
+    if pending:
+        out.append(f"openai: calls {sorted(pending)} unanswered at the end of the request")
+    if not seen_other:
+        out.append("openai: no conversation message")
+    return out
+
+
+def _blocks(content: Any, kind: str) -> list[dict[str, Any]]:
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
+
+
+def anthropic_errors(system: Any, payload: list[dict[str, Any]]) -> list[str]:
+    """Messages API: the system prompt is a parameter (no system role in ``messages``); the first
+    message is the user's; each assistant ``tool_use`` is answered by a ``tool_result`` in the
+    very next (user) message, and each ``tool_result`` answers a ``tool_use`` of the assistant
+    message right before it; the request ends with a user message."""
+    out: list[str] = []
+    if not payload:
+        return ["anthropic: no messages"]
+    if payload[0]["role"] != "user":
+        out.append(f"anthropic: first message is {payload[0]['role']}, not user")
+    previous_uses: set[str] = set()
+    for i, m in enumerate(payload):
+        if m["role"] not in ("user", "assistant"):
+            out.append(f"anthropic: role {m['role']} at {i}")
+        results = {b.get("tool_use_id") for b in _blocks(m["content"], "tool_result")}
+        if m["role"] == "user":
+            for r in sorted(results - previous_uses, key=str):
+                out.append(f"anthropic: tool_result {r} at {i} answers no tool_use of the message before")
+        if previous_uses - results:
+            out.append(f"anthropic: tool_use {sorted(previous_uses - results)} not answered at {i}")
+        previous_uses = (
+            {b["id"] for b in _blocks(m["content"], "tool_use")} if m["role"] == "assistant" else set()
+        )
+    if payload[-1]["role"] != "user":
+        out.append("anthropic: the request does not end with a user message")
+    return out
+
+
+def provider_errors(call: list[BaseMessage]) -> list[str]:
+    """Everything OpenAI or Anthropic would reject in one model call (as langchain-openai and
+    langchain-anthropic would send it), plus: at most one system message, first."""
+    from langchain_anthropic.chat_models import _format_messages
+    from langchain_openai.chat_models.base import _convert_message_to_dict
+
+    out: list[str] = []
+    systems = [i for i, m in enumerate(call) if m.type == "system"]
+    if systems not in ([], [0]):
+        out.append(f"system messages at {systems}: one, first, expected")
+    out += openai_errors([_convert_message_to_dict(m) for m in call])
+    try:
+        system, payload = _format_messages(call, model="claude-sonnet-4-5")
+    except Exception as exc:  # langchain-anthropic refuses to build the payload
+        out.append(f"anthropic: payload not built: {exc}")
+    else:
+        out += anthropic_errors(system, payload)
+    return out
+
+
+def prefix_reuse(calls: list[list[BaseMessage]]) -> float:
+    """Share of calls whose messages start with the previous call's messages (what a provider's
+    prompt cache can serve)."""
+
+    def key(m: BaseMessage) -> Any:
+        return (
+            m.type,
+            repr(m.content),
+            repr(getattr(m, "tool_calls", None)),
+            getattr(m, "tool_call_id", None),
+        )
+
+    if len(calls) < 2:
+        return 0.0
+    hits = 0
+    for prev, cur in itertools.pairwise(calls):
+        if len(cur) >= len(prev) and [key(m) for m in cur[: len(prev)]] == [key(m) for m in prev]:
+            hits += 1
+    return hits / (len(calls) - 1)

@@ -1,0 +1,588 @@
+"""ReducerMiddleware in real ``create_agent`` agents: scripted model, real tools, real graphs.
+
+Every model call is judged by ``tests.agent_script.provider_errors`` (OpenAI's and Anthropic's
+documented rules on the payloads langchain-openai and langchain-anthropic build), written
+independently of the reducer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain.agents.middleware import ClearToolUsesEdit, HumanInTheLoopMiddleware
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.runtime import ExecutionInfo, Runtime
+from langgraph.types import Command
+
+from agentstate_reducer import MessageReducer, ReducerConfig
+from agentstate_reducer.middleware import Mode, ReduceRecord, ReducerMiddleware
+from agentstate_reducer.summary import SUMMARY_ID, SummaryMemo
+from tests.agent_script import TOOLS, ScriptedModel, prefix_reuse, provider_errors, turns
+
+SYSTEM = "You are a terse assistant."
+CFG: RunnableConfig = {"configurable": {"thread_id": "t1"}}
+
+
+def _summarizer(log: list[list[str]]) -> Callable[[list[Any]], str]:
+    def summarize(messages: list[Any]) -> str:
+        log.append([m.id for m in messages if m.id != SUMMARY_ID])
+        return f"{len(messages)} messages about lookups"
+
+    return summarize
+
+
+def assert_calls_valid(calls: list[list[BaseMessage]], *, bound: int | None = None) -> None:
+    assert calls, "the model was never called"
+    for n, call in enumerate(calls):
+        assert provider_errors(call) == [], f"call {n}: {provider_errors(call)}"
+        assert isinstance(call[0], SystemMessage) and call[0].text.startswith(SYSTEM), f"call {n}"
+        assert call[1].type == "human", f"call {n} starts with {call[1].type} after the system prompt"
+        if bound is not None:
+            assert len(call) <= bound, f"call {n} sends {len(call)} messages"
+
+
+def run_turns(agent: Any, n: int, *, config: Any = CFG) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for t in turns(n):
+        out = agent.invoke(t, config)
+    return out
+
+
+# -- state mode, request mode ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("blocks", [False, True], ids=["langchain", "anthropic_blocks"])
+def test_state_mode_30_turns_every_call_valid_and_bounded(blocks: bool) -> None:
+    model = ScriptedModel(steps=3, blocks=blocks)
+    log: list[list[str]] = []
+    reducer = MessageReducer(
+        config=ReducerConfig(min_messages=10, max_messages=20, summarize_fn=_summarizer(log))
+    )
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        checkpointer=InMemorySaver(),
+        middleware=[ReducerMiddleware(reducer)],
+    )
+    run_turns(agent, 30)
+    # a turn is 1 human + 3 tool steps (1 or 2 calls each) + 1 answer: 30 turns -> 150 calls
+    assert len(model.calls) == 30 * 4
+    # trigger at 21, one step at most (an AI message with its results) added before the next check
+    assert_calls_valid(model.calls, bound=1 + 21 + 2)
+    stored = agent.get_state(CFG).values["messages"]
+    assert len(stored) <= 21 + 3
+    assert stored[0].id == SUMMARY_ID  # one running summary, at the front, rolled forward
+    assert sum(m.id == SUMMARY_ID for m in stored) == 1
+    flat = [i for batch in log for i in batch]
+    assert len(flat) == len(set(flat)), "the summarizer saw a message twice"
+    assert len(log) >= 10
+    # preserve_first=False: the first question is not pinned
+    assert all("q0 " not in m.text for m in model.calls[-1])
+
+
+def test_request_mode_keeps_the_full_history_and_a_stable_prefix() -> None:
+    model = ScriptedModel(steps=2)
+    log: list[list[str]] = []
+    reducer = MessageReducer(
+        config=ReducerConfig(min_messages=10, max_messages=20, summarize_fn=_summarizer(log))
+    )
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        checkpointer=InMemorySaver(),
+        middleware=[ReducerMiddleware(reducer, mode="request")],
+    )
+    run_turns(agent, 30)
+    assert_calls_valid(model.calls, bound=1 + 20 + 1)  # reduced to <= 20, then the call
+    stored = agent.get_state(CFG).values["messages"]
+    # every message stays in state: 30 turns of human, call, 1 result, call, 2 results, answer
+    assert len(stored) == 30 * 7
+    assert not any(m.id == SUMMARY_ID for m in stored)
+    flat = [i for batch in log for i in batch]
+    assert len(flat) == len(set(flat)), "the summarizer saw a message twice"
+    # the memo makes each request the previous one plus the new messages, except after a cut
+    assert prefix_reuse(model.calls) > 0.7
+
+
+async def test_async_state_and_request_modes_without_a_checkpointer() -> None:
+    modes: tuple[Mode, ...] = ("state", "request")
+    for mode in modes:
+        model = ScriptedModel(steps=2)
+        seen: list[list[str]] = []
+
+        async def asummarize(messages: list[Any], seen: list[list[str]] = seen) -> str:
+            seen.append([m.id for m in messages if m.id != SUMMARY_ID])
+            return "summary"
+
+        mw = ReducerMiddleware(
+            MessageReducer(min_messages=8, max_messages=16),
+            mode=mode,
+            summarizer=asummarize,
+        )
+        agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[mw])
+        history: list[Any] = []
+        for t in turns(30):
+            out = await agent.ainvoke({"messages": [*history, *t["messages"]]})
+            history = out["messages"]
+        assert_calls_valid(model.calls, bound=1 + 17 + 1 if mode == "request" else 1 + 17 + 3)
+        if mode == "state":
+            assert len(history) <= 17 + 3
+        else:
+            assert len(history) == 30 * 7
+        flat = [i for batch in seen for i in batch]
+        assert flat and len(flat) == len(set(flat)), mode
+
+
+def test_stream_works_and_every_call_is_valid() -> None:
+    model = ScriptedModel(steps=2)
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        checkpointer=InMemorySaver(),
+        middleware=[ReducerMiddleware(MessageReducer(min_messages=6, max_messages=12))],
+    )
+    chunks = 0
+    for t in turns(12):
+        for _ in agent.stream(t, CFG, stream_mode="updates"):
+            chunks += 1
+    assert chunks >= 12 * 4
+    assert_calls_valid(model.calls, bound=1 + 13 + 3)
+
+
+def test_preserve_first_pins_the_first_question() -> None:
+    model = ScriptedModel(steps=1)
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        checkpointer=InMemorySaver(),
+        middleware=[ReducerMiddleware(MessageReducer(min_messages=6, max_messages=12), preserve_first=True)],
+    )
+    run_turns(agent, 10)
+    assert_calls_valid(model.calls)
+    assert model.calls[-1][1].text.startswith("q0 ")
+
+
+# -- trigger and keep forms -------------------------------------------------------------------------
+
+
+def _records(
+    trigger: Any, keep: Any, *, mode: Mode = "state", n: int = 8, **kw: Any
+) -> tuple[list[ReduceRecord], ScriptedModel]:
+    limit = kw.get("profile_tokens")
+    model = ScriptedModel(
+        steps=2, usage=kw.get("usage", False), profile={"max_input_tokens": limit} if limit else None
+    )
+    records: list[ReduceRecord] = []
+    mw = ReducerMiddleware(
+        MessageReducer(min_messages=5, max_messages=400),
+        mode=mode,
+        trigger=trigger,
+        keep=keep,
+        on_reduce=records.append,
+        model=model if kw.get("give_model") else None,
+    )
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=InMemorySaver(), middleware=[mw])
+    run_turns(agent, n)
+    assert_calls_valid(model.calls)
+    assert len(records) == len(model.calls)
+    return records, model
+
+
+def _tokens(messages: list[BaseMessage]) -> int:
+    return sum(MessageReducer().count_tokens(messages))
+
+
+def test_messages_trigger_with_tokens_keep() -> None:
+    records, _model = _records(("messages", 15), ("tokens", 300))
+    fired = [r for r in records if r.triggered]
+    assert fired and all(r.messages_before >= 15 for r in fired)
+    assert all(r.messages_before < 15 for r in records if not r.triggered)
+    # after a triggered reduction the conversation sent is within the kept tokens (or one live unit)
+    assert all(r.tokens_after <= 300 or r.messages_after <= 4 for r in fired)
+
+
+def test_tokens_trigger_with_messages_keep() -> None:
+    records, _model = _records(("tokens", 800), ("messages", 6), mode="request")
+    fired = [r for r in records if r.triggered]
+    assert fired and all(r.tokens_before >= 800 or r.pruned == () for r in fired)
+    assert all(r.messages_after <= 6 + 1 for r in fired if r.pruned)
+
+
+def test_any_of_a_list_and_all_of_a_dict() -> None:
+    any_of, _ = _records([("messages", 12), ("tokens", 10**6)], ("messages", 6))
+    assert any(r.triggered for r in any_of)
+    all_of, _ = _records({"messages": 12, "tokens": 10**6}, ("messages", 6))
+    assert not any(r.triggered for r in all_of)  # the token half never holds
+    assert all(r.pruned == () for r in all_of)
+
+
+def test_fraction_reads_the_profile_of_the_request_model() -> None:
+    records, _ = _records(("fraction", 0.5), ("fraction", 0.25), mode="request", profile_tokens=1600)
+    fired = [r for r in records if r.triggered]
+    assert fired and all(r.tokens_before >= 800 for r in fired)
+    assert all(r.tokens_after <= 400 or r.messages_after <= 4 for r in fired if r.pruned)
+
+
+def test_fraction_in_state_mode_uses_model_profile() -> None:
+    records, _ = _records(("fraction", 0.5), ("messages", 6), profile_tokens=1600, give_model=True)
+    assert any(r.triggered and r.pruned for r in records)
+
+
+def test_fraction_without_a_profile_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="needs model="):
+        ReducerMiddleware(trigger=("fraction", 0.8))
+    with pytest.raises(ValueError, match="max_input_tokens"):
+        ReducerMiddleware(trigger=("fraction", 0.8), model=ScriptedModel())
+    model = ScriptedModel(steps=1)
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        middleware=[ReducerMiddleware(mode="request", keep=("fraction", 0.5), trigger=("messages", 2))],
+    )
+    with pytest.raises(ValueError, match="max_input_tokens"):
+        agent.invoke(next(turns(1)))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"trigger": ("words", 3)}, ValueError, "unknown kind 'words'"),
+        ({"trigger": ("messages", 0)}, ValueError, "must be > 0"),
+        ({"trigger": ("messages", 2.5)}, TypeError, "must be an int"),
+        ({"trigger": ("tokens", True)}, TypeError, "must be a number"),
+        ({"trigger": ("fraction", 1.5), "model": None}, ValueError, r"in \(0, 1\]"),
+        ({"trigger": []}, ValueError, "empty list"),
+        ({"trigger": {}}, ValueError, "at least one"),
+        ({"trigger": "messages"}, TypeError, "tuple"),
+        ({"keep": [("messages", 3)]}, TypeError, r"\(kind, value\) tuple"),
+        ({"mode": "both"}, ValueError, "'state' or 'request'"),
+        ({"preserve_first": 1}, TypeError, "preserve_first must be a bool"),
+        ({"summarizer": "gpt"}, TypeError, "summarizer must be"),
+        ({"clear_tool_results": {"keep": 1}}, TypeError, "ClearToolUsesEdit"),
+    ],
+)
+def test_bad_arguments_are_named(kwargs: dict[str, Any], error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        ReducerMiddleware(**kwargs)
+
+
+def test_reported_usage_triggers_and_is_ignored_after_a_reduction() -> None:
+    # the estimate stays far below 10_000 tokens, the reported total is over it
+    mw = ReducerMiddleware(MessageReducer(min_messages=4, max_messages=400), trigger=("tokens", 10_000))
+    runtime: Runtime[Any] = Runtime(
+        execution_info=ExecutionInfo(checkpoint_id="c", checkpoint_ns="", task_id="k", thread_id="u")
+    )
+    history: list[Any] = []
+    for i in range(6):
+        history += [HumanMessage(f"q{i}", id=f"h{i}"), AIMessage(f"a{i}", id=f"a{i}")]
+    big = AIMessage(
+        "latest",
+        id="a-last",
+        usage_metadata={"input_tokens": 11_000, "output_tokens": 10, "total_tokens": 11_010},
+    )
+    state: Any = {"messages": [*history, HumanMessage("q-last", id="h-last"), big]}
+    update = mw.before_model(state, runtime)
+    assert update is not None, "the reported total did not trigger"
+    kept = update["messages"][1:]
+    assert len(kept) <= 4 and kept[-1] is big
+    # the same newest AI message after the reduction: its total no longer describes the history
+    after: Any = {"messages": [*kept, HumanMessage("q-next", id="h-next")]}
+    assert mw.before_model(after, runtime) is None
+    # without usage the same history never triggers
+    plain = ReducerMiddleware(MessageReducer(min_messages=4, max_messages=400), trigger=("tokens", 10_000))
+    state["messages"][-1] = AIMessage("latest", id="a-last")
+    assert plain.before_model(state, runtime) is None
+
+
+def test_reported_usage_through_an_agent() -> None:
+    # ScriptedModel reports about chars/4 per message: a 600-token trigger fires by usage too
+    records, _ = _records(("tokens", 600), ("messages", 6), usage=True)
+    assert any(r.triggered and r.pruned for r in records)
+
+
+# -- summaries, failures, hooks -------------------------------------------------------------------
+
+
+def test_a_failing_summarizer_keeps_every_message(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(messages: list[Any]) -> str:
+        raise RuntimeError("summary service down")
+
+    model = ScriptedModel(steps=1)
+    records: list[ReduceRecord] = []
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        checkpointer=InMemorySaver(),
+        middleware=[
+            ReducerMiddleware(
+                MessageReducer(min_messages=4, max_messages=8), summarizer=broken, on_reduce=records.append
+            )
+        ],
+    )
+    with caplog.at_level(logging.ERROR, logger="agentstate_reducer"):
+        run_turns(agent, 6)
+    assert_calls_valid(model.calls)
+    assert len(agent.get_state(CFG).values["messages"]) == 6 * 4  # nothing pruned
+    assert any(r.summary_error and "summary service down" in r.summary_error for r in records)
+    assert "summarize_fn failed" in caplog.text
+
+
+def test_a_chat_model_summarizer_gets_the_documented_prompt() -> None:
+    summary_model = ScriptedModel(steps=0)
+    model = ScriptedModel(steps=1)
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        checkpointer=InMemorySaver(),
+        middleware=[
+            ReducerMiddleware(MessageReducer(min_messages=4, max_messages=8), summarizer=summary_model)
+        ],
+    )
+    run_turns(agent, 5)
+    assert_calls_valid(model.calls)
+    assert summary_model.calls, "the summary model was never called"
+    prompt = summary_model.calls[0][0].text
+    assert "running summary" in prompt and "<messages>" in prompt and "q0" in prompt
+    stored = agent.get_state(CFG).values["messages"]
+    assert stored[0].id == SUMMARY_ID and "answer to q?" in stored[0].text
+
+
+def test_on_prune_hooks_see_each_pruned_message_once_in_both_modes() -> None:
+    modes: tuple[Mode, ...] = ("state", "request")
+    for mode in modes:
+        seen: list[str] = []
+
+        def hook(pruned: list[Any], namespace: Any, seen: list[str] = seen) -> None:
+            seen.extend(m.id for m in pruned)
+
+        config = ReducerConfig(min_messages=6, max_messages=12, on_prune=[hook])
+        model = ScriptedModel(steps=2)
+        agent = create_agent(
+            model,
+            TOOLS,
+            system_prompt=SYSTEM,
+            checkpointer=InMemorySaver(),
+            middleware=[ReducerMiddleware(MessageReducer(config=config), mode=mode)],
+        )
+        run_turns(agent, 10)
+        assert seen and len(seen) == len(set(seen)), mode
+
+
+def test_state_mode_under_a_reducing_saver_summarizes_each_message_once() -> None:
+    from checkpointers import ReducingCheckpointSaver
+
+    log: list[list[str]] = []
+    reducer = MessageReducer(
+        config=ReducerConfig(min_messages=10, max_messages=20, summarize_fn=_summarizer(log))
+    )
+    mw = ReducerMiddleware(reducer)
+    saver = ReducingCheckpointSaver(InMemorySaver(), reducer, summary_memo=mw.summary_memo)
+    model = ScriptedModel(steps=3)
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=saver, middleware=[mw])
+    run_turns(agent, 12)
+    assert_calls_valid(model.calls, bound=1 + 21 + 2)
+    flat = [i for batch in log for i in batch]
+    assert log and len(flat) == len(set(flat)), "a message was summarized twice"
+    assert sum(m.id == SUMMARY_ID for m in agent.get_state(CFG).values["messages"]) == 1
+
+
+# -- validation of broken histories ------------------------------------------------------------------
+
+
+def _broken_history() -> list[Any]:
+    return [
+        AIMessage("left over from a crashed run", id="lead"),
+        ToolMessage("orphan", tool_call_id="gone", id="orphan"),
+        HumanMessage("q0 first", id="h0"),
+        AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "dangling"}], id="dang"),
+        SystemMessage("Policy: be polite.", id="policy"),
+        HumanMessage("q1 second", id="h1"),
+        AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": "y"}, "id": "pending"}], id="pend"),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["state", "request"])
+def test_validate_repairs_a_broken_history_and_logs_the_ids(
+    mode: Mode, caplog: pytest.LogCaptureFixture
+) -> None:
+    model = ScriptedModel(steps=1)
+    records: list[ReduceRecord] = []
+    mw = ReducerMiddleware(
+        MessageReducer(min_messages=10, max_messages=40),
+        mode=mode,
+        on_reduce=records.append,
+    )
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[mw])
+    with caplog.at_level(logging.WARNING, logger="agentstate_reducer.middleware"):
+        agent.invoke({"messages": [*_broken_history(), HumanMessage("q2 now", id="h2")]})
+    assert_calls_valid(model.calls)
+    first = model.calls[0]
+    # the system prompt first, the state's system message merged after it, pinned
+    assert first[0].text == SYSTEM + "\n\nPolicy: be polite."
+    assert [m.id for m in first[1:]] == ["h0", "h1", "h2"]
+    removed = set(records[0].repaired) | set(records[0].pruned)
+    assert {"lead", "orphan", "dang", "pend"} <= removed
+    assert "'orphan'" in caplog.text and "'lead'" in caplog.text
+
+
+def test_without_validate_the_broken_parts_reach_the_model() -> None:
+    """The counterfactual: what validate=True removes is what the providers reject."""
+    model = ScriptedModel(steps=1)
+    mw = ReducerMiddleware(MessageReducer(min_messages=10, max_messages=40), mode="request", validate=False)
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[mw])
+    agent.invoke({"messages": [*_broken_history(), HumanMessage("q2 now", id="h2")]})
+    assert provider_errors(model.calls[0]) != []
+
+
+def test_a_human_in_the_loop_edit_is_repaired(caplog: pytest.LogCaptureFixture) -> None:
+    """State edited from outside (update_state, as a UI does) to hold an unanswered call."""
+    model = ScriptedModel(steps=1)
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        checkpointer=InMemorySaver(),
+        middleware=[ReducerMiddleware(MessageReducer(min_messages=10, max_messages=40), mode="request")],
+    )
+    run_turns(agent, 2)
+    agent.update_state(
+        CFG,
+        {
+            "messages": [
+                AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": "z"}, "id": "edited"}], id="edit")
+            ]
+        },
+    )
+    agent.invoke({"messages": [{"role": "user", "content": "q9 again"}]}, CFG)
+    assert_calls_valid(model.calls)
+    assert all("edited" not in str(getattr(m, "tool_calls", "")) for m in model.calls[-1])
+
+
+# -- interrupts, other middleware, subagents ------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["state", "request"])
+def test_human_in_the_loop_interrupt_and_resume(mode: Mode) -> None:
+    model = ScriptedModel(steps=2)
+    mw = ReducerMiddleware(MessageReducer(min_messages=6, max_messages=12), mode=mode)
+    hitl = HumanInTheLoopMiddleware(interrupt_on={"add": True})
+    agent = create_agent(
+        model, TOOLS, system_prompt=SYSTEM, checkpointer=InMemorySaver(), middleware=[mw, hitl]
+    )
+    interrupts = 0
+    for t in turns(8):
+        out = agent.invoke(t, CFG)
+        while out.get("__interrupt__"):
+            interrupts += 1
+            out = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), CFG)
+    assert interrupts == 8  # step 1 of each turn calls add
+    assert_calls_valid(model.calls, bound=1 + 13 + 3)
+    stored = agent.get_state(CFG).values["messages"]
+    assert stored[-1].type == "ai" and stored[-1].text.startswith("answer to q7")
+
+
+def test_clear_tool_results_clears_the_request_only_and_keeps_pairs() -> None:
+    model = ScriptedModel(steps=3)
+    records: list[ReduceRecord] = []
+    edit = ClearToolUsesEdit(trigger=200, keep=2, placeholder="[cleared]")
+    agent = create_agent(
+        model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        checkpointer=InMemorySaver(),
+        middleware=[
+            ReducerMiddleware(
+                MessageReducer(min_messages=10, max_messages=30),
+                mode="request",
+                clear_tool_results=edit,
+                on_reduce=records.append,
+            )
+        ],
+    )
+    run_turns(agent, 6)
+    assert_calls_valid(model.calls)
+    last = model.calls[-1]
+    results = [m for m in last if m.type == "tool"]
+    assert [m.text for m in results[-2:]] != ["[cleared]", "[cleared]"]
+    assert sum(m.text == "[cleared]" for m in results) >= len(results) - 2 - 1
+    assert any(r.cleared for r in records)
+    stored = agent.get_state(CFG).values["messages"]
+    assert not any(m.type == "tool" and m.text == "[cleared]" for m in stored)
+
+
+def test_clearing_first_can_spare_whole_turns() -> None:
+    """With clearing, the token trigger is measured on the cleared request: fewer turns pruned."""
+
+    def pruned(edit: ClearToolUsesEdit | None) -> int:
+        model = ScriptedModel(steps=3)
+        records: list[ReduceRecord] = []
+        agent = create_agent(
+            model,
+            TOOLS,
+            system_prompt=SYSTEM,
+            checkpointer=InMemorySaver(),
+            middleware=[
+                ReducerMiddleware(
+                    mode="request",
+                    trigger=("tokens", 1500),
+                    keep=("tokens", 700),
+                    clear_tool_results=edit,
+                    on_reduce=records.append,
+                )
+            ],
+        )
+        run_turns(agent, 6)
+        assert_calls_valid(model.calls)
+        return sum(len(r.pruned) for r in records)
+
+    assert pruned(ClearToolUsesEdit(trigger=300, keep=1)) < pruned(None)
+
+
+def test_works_inside_a_subagent_tool() -> None:
+    from langchain_core.tools import tool
+
+    inner_model = ScriptedModel(steps=1)
+    inner = create_agent(
+        inner_model,
+        TOOLS,
+        system_prompt=SYSTEM,
+        middleware=[ReducerMiddleware(MessageReducer(min_messages=4, max_messages=8))],
+    )
+
+    @tool
+    def research(q: str) -> str:
+        """Ask the research subagent."""
+        out = inner.invoke({"messages": [{"role": "user", "content": f"q-sub {q}"}]})
+        return str(out["messages"][-1].text)
+
+    outer_model = ScriptedModel(steps=1, call_tool="research")
+    agent = create_agent(
+        outer_model,
+        [research],
+        system_prompt=SYSTEM,
+        checkpointer=InMemorySaver(),
+        middleware=[ReducerMiddleware(MessageReducer(min_messages=6, max_messages=12))],
+    )
+    run_turns(agent, 3)
+    assert_calls_valid(outer_model.calls)
+    assert_calls_valid(inner_model.calls)
+
+
+def test_summary_memo_argument_is_checked() -> None:
+    with pytest.raises(TypeError, match="SummaryMemo"):
+        ReducerMiddleware(summary_memo={})  # type: ignore[arg-type]
+    memo = SummaryMemo()
+    assert ReducerMiddleware(summary_memo=memo).summary_memo is memo
