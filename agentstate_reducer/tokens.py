@@ -221,7 +221,7 @@ def _plain_texts(info: MessageInfo) -> list[str]:
     return texts
 
 
-def measure_capped(measure: Callable[[str], int], texts: list[str]) -> int:
+def _measure_capped(measure: Callable[[str], int], texts: list[str]) -> int:
     """``sum(map(measure, texts))`` with at most ``MAX_ENCODED_CHARS`` characters handed to
     ``measure`` in all; the characters past that are counted with ``heuristic_text_tokens``."""
     budget = MAX_ENCODED_CHARS
@@ -492,7 +492,7 @@ class TokenCounter:
         any other measure (tiktoken) at most ``MAX_ENCODED_CHARS`` characters measured."""
         if self.measure is heuristic_text_tokens:
             return sum(map(heuristic_text_tokens, texts))
-        return measure_capped(self.measure, texts)
+        return _measure_capped(self.measure, texts)
 
     def __call__(self, message: Any) -> int:
         return self.count_messages([message])[0]
