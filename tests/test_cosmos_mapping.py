@@ -252,11 +252,12 @@ def test_docstring_examples() -> None:
     import doctest
 
     import checkpointers.cosmosdb
+    from checkpointers.cosmosdb import _flows, _ids, _items, _ops, _queries
 
-    for module in (m, checkpointers.cosmosdb, sync_module):
+    for module in (m, _ids, _items, _queries, _ops, _flows, checkpointers.cosmosdb, sync_module):
         result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert result.failed == 0, module.__name__
-    assert doctest.testmod(m).attempted == 6  # encode_part, check_name, check_account_key
+    assert doctest.testmod(_ids).attempted == 6  # encode_part, check_name, check_account_key
 
 
 # -- names, keys and a missing container ------------------------------------------------------------

@@ -267,7 +267,7 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
     ) -> RunnableConfig:
         checkpoint = await self._areduce(config, checkpoint, new_versions)
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
-        result = await self._run(plan.flow())
+        result = await self._run(m.put_flow(plan))
         self._written_by(plan, started)
         return result
 

@@ -298,7 +298,7 @@ class CosmosDBSaver(CosmosSaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
-        result = self._run(plan.flow())
+        result = self._run(m.put_flow(plan))
         self._written_by(plan, started)
         return result
 
