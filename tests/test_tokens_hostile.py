@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
 from agentstate_reducer import MessageReducer, ReducerConfig
-from agentstate_reducer.messages import JSON_WALK_LIMIT, _walk_json, json_text, tool_call_payloads
+from agentstate_reducer.messages import JSON_WALK_LIMIT, json_text, tool_call_payloads
+from agentstate_reducer.messages.jsontext import _walk_json
 from agentstate_reducer.tokens import (
     MAX_CONTENT_ITEMS,
     MAX_ENCODED_CHARS,

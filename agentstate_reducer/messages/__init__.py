@@ -1,0 +1,60 @@
+"""The one adapter that reads messages of every supported shape.
+
+It never converts or mutates a message: it only *reads* role, id, content, tool-call ids and the
+ids a tool result answers, and returns them as a small ``MessageInfo``. Everything else in the
+package (planner, token counter, LangGraph merge) goes through here, so a new shape is supported
+in one place.
+
+* ``read``: one message at a time, the reference (``read_message``, ``tool_call_payloads``);
+* ``fields``: the fields read from object messages, where they live, and their snapshots;
+* ``bulk``: the same readings by columns over a whole list, equal to the reference;
+* ``jsontext``: JSON text of arguments and blocks, never raising.
+"""
+
+from __future__ import annotations
+
+from agentstate_reducer.messages.bulk import Calls, live_fields_columns, pinned_indices, read_plain, snapshots
+from agentstate_reducer.messages.fields import (
+    PYDANTIC_EXTRA,
+    READ_FIELDS,
+    Uncacheable,
+    extras_holding_fields,
+    fields_in_dict,
+    snapshot,
+    unchanged,
+)
+from agentstate_reducer.messages.jsontext import JSON_WALK_LIMIT, arguments_text, json_text
+from agentstate_reducer.messages.read import (
+    PINNED_KINDS,
+    ROLE_ALIASES,
+    Kind,
+    MessageInfo,
+    is_message_like,
+    read_message,
+    tool_call_payloads,
+)
+
+__all__ = [
+    "JSON_WALK_LIMIT",
+    "PINNED_KINDS",
+    "PYDANTIC_EXTRA",
+    "READ_FIELDS",
+    "ROLE_ALIASES",
+    "Calls",
+    "Kind",
+    "MessageInfo",
+    "Uncacheable",
+    "arguments_text",
+    "extras_holding_fields",
+    "fields_in_dict",
+    "is_message_like",
+    "json_text",
+    "live_fields_columns",
+    "pinned_indices",
+    "read_message",
+    "read_plain",
+    "snapshot",
+    "snapshots",
+    "tool_call_payloads",
+    "unchanged",
+]

@@ -1,0 +1,381 @@
+"""Readers by columns: one ``map`` over the whole list per field instead of Python code per message.
+
+Each function here has a reference that reads one message at a time, and returns what that
+reference returns (tests/test_messages_bulk.py checks it with hypothesis); each is kept only for a
+measured gain over its reference (benchmarks/bench_bulk.py):
+
+* ``read_plain``: ``read_message`` (and ``tool_call_payloads``) of the plain messages;
+* ``snapshots``: ``[snapshot(m) for m in messages]``;
+* ``live_fields_columns``: ``unchanged``'s view of each message, to compare with snapshots;
+* ``pinned_indices``: the indices whose ``read_message(m).kind`` is in ``PINNED_KINDS``.
+
+They apply to exact dicts and to objects whose fields live in the instance ``__dict__``
+(``fields_in_dict``); a list of other shapes goes one message at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from itertools import compress, repeat
+from operator import eq, is_, is_not, not_
+from typing import Any, Final, cast
+
+from agentstate_reducer.messages.fields import (
+    ATOMIC,
+    READ_FIELDS,
+    copy_value,
+    dict_get,
+    extras_holding_fields,
+    fields_in_dict,
+    snapshot,
+)
+from agentstate_reducer.messages.jsontext import arguments_text
+from agentstate_reducer.messages.read import (
+    CLASS_ROLES,
+    MISSING,
+    PINNED_KINDS,
+    ROLE_ALIASES,
+    Kind,
+    MessageInfo,
+    read_message,
+    str_id,
+    tool_call_ids,
+    tool_call_payloads,
+)
+
+_CHAT_TYPES: Final = frozenset({"chat", "ChatMessage", "ChatMessageChunk"})
+_NO_CALLS: Final = frozenset({list, tuple, type(None)})
+_STR_OR_NONE: Final = frozenset({str, type(None)})
+#: ``tool_call_payloads`` of the messages read with their tool calls, by index
+Calls = dict[int, list[tuple[str, str, str]]]
+
+
+def _kind_of_role(raw_role: Any) -> Kind | None:
+    """``read_message``'s kind for a raw role (None: the message must be read on its own)."""
+    if raw_role is MISSING:
+        return None
+    return ROLE_ALIASES.get(raw_role.lower(), "unknown") if raw_role else "unknown"
+
+
+def _dict_role(role: Any, mtype: Any) -> Any:
+    """``_unwrap``'s raw role of a dict with these ``role`` and ``type`` values, or ``MISSING``
+    when it depends on more (the ``dumpd`` constructor form, ``chat`` types). A dict with
+    ``role=None`` and a str ``type`` is the ``data`` form when its ``data`` is a mapping: the
+    caller checks that."""
+    if mtype == "constructor":
+        return MISSING
+    if isinstance(role, str):
+        return role
+    if isinstance(mtype, str):
+        # a chat type takes the role from the dict itself, which is not a str here
+        return None if mtype in _CHAT_TYPES else CLASS_ROLES.get(mtype, mtype)
+    return None
+
+
+def _object_role(mtype: Any) -> Any:
+    if type(mtype) is not str or mtype in _CHAT_TYPES:
+        return MISSING  # no str type (read by .role) or a chat message: read on its own
+    return CLASS_ROLES.get(mtype, mtype)
+
+
+def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list[MessageInfo | None], Calls]:
+    """``read_plain`` of a list of exact dicts (``is_dict``) or of instances of columnar classes.
+
+    Every step is a ``map`` over a column, or a loop over the few messages it concerns (tool
+    results, messages that are not plain): each pass over the whole list costs per message.
+    """
+    n = len(msgs)
+    missing: Any = None if is_dict else MISSING  # a dict's missing key reads None, like dict.get
+    raw_of: dict[Any, Any]
+    also: tuple[Any, ...] = ()  # raw roles set besides raw_of's
+    if is_dict:
+        attrs: list[dict[str, Any]] = msgs
+        roles = list(map(dict.get, attrs, repeat("role")))
+        mtypes = list(map(dict.get, attrs, repeat("type")))
+        if mtypes.count(None) == n:  # OpenAI dicts: the role alone decides
+            raw_of = {r: _dict_role(r, None) for r in set(roles)}
+            raw = roles if all(k is v for k, v in raw_of.items()) else list(map(raw_of.__getitem__, roles))
+        else:
+            raw_of = {pair: _dict_role(*pair) for pair in set(zip(roles, mtypes, strict=True))}
+            raw = list(map(raw_of.__getitem__, zip(roles, mtypes, strict=True)))
+            if any(r is None and isinstance(t, str) for r, t in raw_of):
+                # {"type": "ai", "data": {...}}: the fields live under "data"; read those on their own
+                datas = list(map(dict.get, attrs, repeat("data")))
+                for i in compress(range(n), map(is_not, datas, repeat(None))):
+                    if roles[i] is None and isinstance(mtypes[i], str):
+                        raw[i] = MISSING
+                        also = (MISSING,)
+    else:
+        attrs = list(map(vars, msgs))  # a __dict__ that is no dict fails dict.get below: not plain
+        mtypes = list(map(dict.get, attrs, repeat("type"), repeat(MISSING)))
+        raw_of = {t: _object_role(t) for t in set(mtypes)}
+        raw = mtypes if all(k is v for k, v in raw_of.items()) else list(map(raw_of.__getitem__, mtypes))
+    kind_of = {r: _kind_of_role(r) for r in {*raw_of.values(), *also}}
+    kinds = list(map(kind_of.__getitem__, raw))
+    contents = list(map(dict.get, attrs, repeat("content"), repeat(missing)))
+    ids = list(map(dict.get, attrs, repeat("id"), repeat(missing)))
+    names = list(map(dict.get, attrs, repeat("name"), repeat(missing)))
+    not_plain: list[int] = []
+    called: list[int] = []  # AI messages whose tool calls are read (with_calls)
+    if set(map(type, contents)) != {str}:  # only an exact str is plain text (MISSING is no str)
+        not_plain += compress(range(n), map(is_not, map(type, contents), repeat(str)))
+    if None in kind_of.values():  # a role read on its own (MISSING)
+        not_plain += compress(range(n), map(is_, kinds, repeat(None)))
+    if not set(map(type, ids)) <= _STR_OR_NONE or "" in ids:
+        ids = [v if v is MISSING else str_id(v) for v in ids]
+        not_plain += compress(range(n), map(is_, ids, repeat(MISSING)))
+    if not set(map(type, names)) <= _STR_OR_NONE:
+        names = [v if v is MISSING or type(v) is str else None for v in names]
+        not_plain += compress(range(n), map(is_, names, repeat(MISSING)))
+    if "ai" in kind_of.values():
+        ai = list(compress(range(n), map(eq, kinds, repeat("ai"))))
+        rows = list(map(attrs.__getitem__, ai))
+        calls = list(map(dict.get, rows, repeat("tool_calls"), repeat(missing)))
+        if not set(map(type, calls)) <= _NO_CALLS:  # other types may hold calls in odd ways
+            not_plain += [i for i, c in zip(ai, calls, strict=True) if type(c) not in _NO_CALLS]
+        if with_calls:  # calls in a list or tuple are read below, one message at a time
+            called = list(compress(ai, calls))
+        else:
+            not_plain += compress(ai, calls)  # a message with tool calls (MISSING is true) is not plain
+        extras = list(map(dict.get, rows, repeat("additional_kwargs"), repeat(missing)))
+        for i, extra in zip(compress(ai, extras), compress(extras, extras), strict=True):
+            # older LangChain dumps keep call ids in additional_kwargs["tool_calls"]
+            if type(extra) is not dict or extra.get("tool_calls") is not None:
+                not_plain.append(i)
+    results: list[tuple[Any, ...]] = [()] * n
+    if "tool" in kind_of.values():
+        tool = list(compress(range(n), map(eq, kinds, repeat("tool"))))
+        rows = list(map(attrs.__getitem__, tool))
+        answered = list(map(dict.get, rows, repeat("tool_call_id"), repeat(missing)))
+        if set(map(type, answered)) == {str} and "" not in answered:
+            for i, one in zip(tool, zip(answered), strict=True):  # zip of one column: 1-tuples
+                results[i] = one
+        else:
+            for i, value in zip(tool, answered, strict=True):
+                if value is MISSING:
+                    not_plain.append(i)
+                    continue
+                # text content holds no tool_result blocks: an unusable tool_call_id answers nothing
+                answer = str_id(value)
+                results[i] = (answer,) if answer is not None else ()
+    # MessageInfo._make is Python code; tuple.__new__ over zipped columns builds them at C speed
+    infos: list[MessageInfo | None] = list(
+        map(tuple.__new__, repeat(MessageInfo), zip(kinds, raw, ids, contents, repeat(()), results, names))
+    )
+    for i in not_plain:
+        infos[i] = None
+    payloads: Calls = {}
+    for i in called:
+        info = infos[i]
+        if info is None:
+            continue
+        try:
+            read = _dict_calls(attrs[i]["tool_calls"])
+            if read is None:  # calls that are not plain dicts: the adapter's general readers
+                read = tool_call_ids(attrs[i].get, info.content), tool_call_payloads(msgs[i])
+        except Exception:  # a hostile call object: read this message on its own
+            infos[i] = None
+            continue
+        call_ids, payloads[i] = read
+        infos[i] = tuple.__new__(MessageInfo, ("ai", raw[i], ids[i], contents[i], call_ids, (), names[i]))
+    return infos, payloads
+
+
+def _dict_calls(calls: Sequence[Any]) -> tuple[tuple[str, ...], list[tuple[str, str, str]]] | None:
+    """``(call_ids, tool_call_payloads)`` of an AI message with text content whose tool calls are
+    all plain dicts (LangChain ``{"name", "args", "id"}``, OpenAI ``{"id", "function": {...}}``),
+    read as ``tool_call_ids`` and ``tool_call_payloads`` read them; None for any other calls."""
+    ids: list[str] = []
+    payloads: list[tuple[str, str, str]] = []
+    for call in calls:
+        if type(call) is not dict:
+            return None
+        fn = call.get("function")  # OpenAI shape keeps name and arguments under "function"
+        src = call if fn is None else fn
+        if type(src) is not dict:
+            return None
+        call_id = call.get("id")
+        answerable = str_id(call_id)
+        if answerable is not None and answerable not in ids:
+            ids.append(answerable)
+        args = src["arguments"] if "arguments" in src else src.get("args", "")
+        payloads.append((str(call_id or ""), str(src.get("name") or ""), arguments_text(args)))
+    return tuple(ids), payloads
+
+
+def read_plain(
+    messages: Sequence[Any], *, with_calls: bool = False
+) -> tuple[list[MessageInfo | None], Calls]:
+    """``(infos, calls)``: ``read_message`` of each *plain* message, None for every other one.
+
+    Plain: text content (a ``str``), no tool calls, and a shape read by columns: exact dicts
+    (OpenAI and LangChain dict shapes) and objects keeping their fields in the instance
+    ``__dict__`` (``fields_in_dict``: LangChain message classes, chunks included; a field not in
+    that dict makes the message not plain). A plain message's tokens depend
+    only on its reading (kind, content, name, the call id a tool result answers), so a token
+    counter can count it without touching the message again.
+
+    With ``with_calls``, AI messages of those shapes with text content and tool calls in a list
+    are read too, and ``calls`` maps their index to ``tool_call_payloads(message)``.
+
+    This is the token counter's pass over a whole history, so it reads field by field with
+    ``map`` over the list (C speed) instead of message by message. Each reading equals
+    ``read_message(message)``; messages with content blocks, ``ChatMessage``, the serialized
+    forms and duck-typed objects get None: read those with ``read_message``.
+    """
+    n = len(messages)
+    types = list(map(type, messages))
+    classes = set(types)
+    columnar = {cls: cls is not dict and fields_in_dict(cls) for cls in classes}
+    if classes == {dict} or all(columnar.values()):
+        try:
+            msgs = messages if type(messages) is list else list(messages)
+            return _plain_group(msgs, dict in classes, with_calls)
+        except Exception:  # an unhashable role, an == that raises: read these one by one
+            return [None] * n, {}
+    out: list[MessageInfo | None] = [None] * n
+    calls: Calls = {}
+    for is_dict, where in (
+        (True, list(compress(range(n), map(is_, types, repeat(dict))))),
+        (False, list(compress(range(n), map(columnar.__getitem__, types)))),
+    ):
+        if not where:
+            continue
+        try:
+            read, payloads = _plain_group(list(map(messages.__getitem__, where)), is_dict, with_calls)
+        except Exception:
+            continue
+        for i, info in zip(where, read, strict=True):
+            out[i] = info
+        for j, payload in payloads.items():
+            calls[where[j]] = payload
+    return out, calls
+
+
+
+# Empty containers in a snapshot: any empty one compares equal to an empty live value and
+# unequal to a filled one, so a shared constant (never handed out, never changed) does.
+_EMPTY_LIST: Final[list[Any]] = []
+_EMPTY_DICT: Final[dict[str, Any]] = {}
+_EMPTY_OF: Final[dict[type, Any]] = {list: _EMPTY_LIST, dict: _EMPTY_DICT, tuple: ()}
+_COPIED_FAST: Final = ATOMIC | {list, dict, tuple}
+
+
+def _copied_column(values: list[Any]) -> list[Any]:
+    """``[v if atomic else copy_value(v) for v in values]``, with the empty containers (most of them)
+    replaced at C speed and only the filled ones copied in Python."""
+    kinds = set(map(type, values))
+    if kinds <= ATOMIC:
+        return values
+    if not kinds <= _COPIED_FAST:  # Mapping or list subclasses: copied into plain ones
+        return [v if type(v) in ATOMIC else copy_value(v) for v in values]
+    out = list(map(_EMPTY_OF.get, map(type, values), values))  # atomic values map to themselves
+    for i in compress(range(len(values)), values):  # the true ones: non-empty containers among them
+        v = values[i]
+        if type(v) not in ATOMIC:
+            out[i] = copy_value(v)
+    return out
+
+
+def snapshots(messages: Sequence[Any]) -> list[Any]:
+    """``[snapshot(m) for m in messages]`` (equal values), by columns at C speed when every
+    message is a dict or every one an object keeping its fields in ``__dict__``."""
+    types = list(map(type, messages))
+    classes = set(types)
+    try:
+        if classes == {dict}:
+            # a dict whose values are all atomic is snapshot by a shallow copy
+            value_types = map(set, map(map, repeat(type), map(dict.values, messages)))
+            atomic = list(map(ATOMIC.issuperset, value_types))
+            out: list[Any] = list(map(dict.copy, messages))
+            for i in compress(range(len(out)), map(not_, atomic)):
+                out[i] = snapshot(messages[i])
+            return out
+        if classes and all(map(fields_in_dict, classes)):
+            # _live_fields of each, by columns
+            attrs = cast("list[dict[str, Any]]", list(map(vars, messages)))
+            columns = [_copied_column(list(map(dict_get, attrs, repeat(f)))) for f in READ_FIELDS]
+            out = list(zip(types, *columns, strict=True))
+            for i in extras_holding_fields(messages):
+                out[i] = snapshot(messages[i])
+            return out
+    except Exception:  # a __dict__ that is no dict, a reference cycle: one by one
+        pass
+    return list(map(snapshot, messages))
+
+
+def live_fields_columns(messages: Sequence[Any]) -> Iterable[Any] | None:
+    """What ``unchanged`` compares each snapshot with, by columns: the dicts themselves when every
+    message is a dict, ``(cls, *READ_FIELDS values)`` when every one keeps its fields in
+    ``__dict__``; None for any other list (check those one by one). Messages whose pydantic
+    extras hold a field (``extras_holding_fields``) are not told apart: the caller checks those.
+    """
+    types = list(map(type, messages))
+    classes = set(types)
+    if classes == {dict}:
+        return messages
+    if not all(map(fields_in_dict, classes)):
+        return None
+    try:
+        attrs = cast("list[dict[str, Any]]", list(map(vars, messages)))
+    except Exception:  # an object without __dict__
+        return None
+    columns = [map(dict_get, attrs, repeat(f)) for f in READ_FIELDS]
+    return zip(types, *columns, strict=True)
+
+
+# --- the planner's one full pass ---
+
+_CONVERSATION: Final = frozenset({"human", "ai", "tool"})
+# class -> its kind when the class alone decides it (LangChain message classes), else None
+_class_kinds: dict[type, Kind | None] = {}
+
+
+def _kind_of_class(cls: type) -> Kind | None:
+    fields = getattr(cls, "model_fields", None)
+    field = fields.get("type") if isinstance(fields, Mapping) else None
+    default = getattr(field, "default", None)
+    if not isinstance(default, str) or default in ("chat", "ChatMessageChunk"):
+        return None  # decided per message: dicts, ChatMessage(role=...), duck-typed objects
+    role = CLASS_ROLES.get(default, default)
+    return ROLE_ALIASES.get(role.lower(), "unknown")
+
+
+def _is_pinned_kind(msg: Any) -> bool:
+    if isinstance(msg, dict):  # the common dict shapes, without a full read
+        role = msg.get("role")
+        if isinstance(role, str):
+            return ROLE_ALIASES.get(role.lower(), "unknown") in PINNED_KINDS
+        mtype = msg.get("type")
+        if isinstance(mtype, str) and mtype not in ("chat", "constructor") and "data" not in msg:
+            return ROLE_ALIASES.get(CLASS_ROLES.get(mtype, mtype).lower(), "unknown") in PINNED_KINDS
+    return read_message(msg).kind in PINNED_KINDS
+
+
+def pinned_indices(messages: Sequence[Any]) -> list[int]:
+    """Indices of system, unknown-role and remove messages, in no particular order.
+
+    This is the one pass the planner makes over a whole history, so it is done per class where
+    the class decides the kind (``list.index`` scans at C speed) and per message only otherwise.
+    """
+    types = list(map(type, messages))
+    out: list[int] = []
+    for cls in set(types):
+        if cls not in _class_kinds:
+            _class_kinds[cls] = _kind_of_class(cls)
+        kind = _class_kinds[cls]
+        if kind in _CONVERSATION:
+            continue
+        positions: list[int] = []
+        i = -1
+        try:
+            while True:
+                i = types.index(cls, i + 1)
+                positions.append(i)
+        except ValueError:
+            pass
+        if kind is None:
+            positions = [i for i in positions if _is_pinned_kind(messages[i])]
+        out += positions
+    return out
+

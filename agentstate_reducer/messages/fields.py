@@ -1,0 +1,169 @@
+"""The fields ``read_message`` reads from an object message, where they live, and snapshots of them.
+
+A snapshot is what the token counter keeps to decide later that a cached count is still right
+(``snapshot``, ``unchanged``); ``fields_in_dict`` is the one test of "the fields live in the
+instance ``__dict__``" that every reader by columns relies on.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from itertools import compress, repeat
+from typing import Any, Final
+
+#: Every field ``read_message`` may read from an object message.
+READ_FIELDS: Final = (
+    "type", "role", "id", "name", "content", "tool_calls", "additional_kwargs", "tool_call_id"
+)
+#: Where a pydantic model keeps the values of fields it does not declare (``extra="allow"``).
+PYDANTIC_EXTRA: Final = "__pydantic_extra__"
+_dict_field_classes: dict[type, bool] = {}
+
+
+def _pydantic_getattr() -> Any:
+    """pydantic's ``BaseModel.__getattr__`` when pydantic is imported (no instance of a pydantic
+    model exists before that), else None."""
+    main = sys.modules.get("pydantic.main")
+    model = getattr(main, "BaseModel", None)
+    return getattr(model, "__getattr__", None) if model is not None else None
+
+
+def fields_in_dict(cls: type) -> bool:
+    """True when ``cls``'s instances keep every ``READ_FIELDS`` field they have in their instance
+    ``__dict__``, so that reading that dict gives what ``getattr`` (and so ``read_message``) gives.
+
+    The one test of "fields live in ``__dict__``" for every bulk path (``read_plain``, the token
+    counter's snapshots and cache checks). It holds when the class is no ``Mapping``, serves
+    attributes with ``object.__getattribute__``, serves none of the fields at class level (no
+    property, slot, descriptor or class attribute) and has no ``__getattr__``, except pydantic's:
+    that one serves only private attributes and the model's extras, the dict ``PYDANTIC_EXTRA``,
+    so a field missing from ``__dict__`` is there or absent (LangChain's messages are such models;
+    a message whose extras hold a field is read with ``getattr``, as is any other class).
+    """
+    ok = _dict_field_classes.get(cls)
+    if ok is None:
+        try:
+            hook = getattr(cls, "__getattr__", None)
+            ok = (
+                not issubclass(cls, Mapping)
+                and cls.__getattribute__ is object.__getattribute__
+                and (hook is None or hook is _pydantic_getattr())
+                and not any(hasattr(cls, f) for f in READ_FIELDS)
+            )
+        except Exception:  # a metaclass __getattr__ that raises something odd
+            ok = False
+        _dict_field_classes[cls] = ok
+    return ok
+
+
+
+ATOMIC: Final = frozenset({str, int, float, bool, type(None)})
+_NO_ATTRS: Final[dict[str, Any]] = {}
+dict_get: Callable[[dict[str, Any], str], Any] = dict.get
+
+
+class Uncacheable:
+    """The snapshot of a message that cannot be copied (a reference cycle): equal to nothing."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return False
+
+
+def copy_value(value: Any) -> Any:
+    """A copy of ``value``'s dicts, lists and tuples; strings, numbers and other objects shared.
+
+    Strings are shared, not copied, and compared by identity first, so checking a message with a
+    1 MB base64 image costs no more than checking one with a short text.
+    """
+    t = type(value)
+    if t is dict:
+        return {k: v if type(v) in ATOMIC else copy_value(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in ATOMIC else copy_value(v) for v in value]
+    if t is tuple:
+        return tuple([v if type(v) in ATOMIC else copy_value(v) for v in value])
+    if t in ATOMIC:
+        return value
+    if isinstance(value, Mapping):
+        return {k: copy_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_value(v) for v in value]
+    return value  # other objects: compared with ==, so a change inside them is not seen
+
+
+def _live_fields(message: Any, cls: type) -> tuple[Any, ...]:
+    """``(cls, *values)``: the ``READ_FIELDS`` of an object message as ``getattr`` (and so
+    ``read_message``) reads them now; shared, not copied.
+
+    Read from the instance ``__dict__`` when the class keeps its fields there (``fields_in_dict``,
+    the common case: C-speed lookups, and no slow pydantic ``__getattr__`` for a missing field)
+    and the message's pydantic extras hold none of them; else with ``getattr``.
+    """
+    if fields_in_dict(cls) and not _extras_hold_fields(getattr(message, PYDANTIC_EXTRA, None)):
+        attrs = getattr(message, "__dict__", None)
+        if not isinstance(attrs, dict):  # no __dict__: a field not at class level is absent
+            attrs = _NO_ATTRS
+        return (cls, *map(dict_get, repeat(attrs), READ_FIELDS))
+    return (cls, *[getattr(message, f, None) for f in READ_FIELDS])
+
+
+_READ_SET: Final = frozenset(READ_FIELDS)
+
+
+def _extras_hold_fields(extras: Any) -> bool:
+    """True when a pydantic model's extras (``__pydantic_extra__``) hold a ``READ_FIELDS`` field:
+    then ``__dict__`` alone does not say what ``getattr`` reads."""
+    if not extras:  # None, or {} (LangChain's messages)
+        return False
+    try:
+        return not _READ_SET.isdisjoint(extras)
+    except Exception:
+        return True
+
+
+def extras_holding_fields(messages: Sequence[Any]) -> list[int]:
+    """The indices of ``messages`` whose pydantic extras hold a ``READ_FIELDS`` field (one
+    ``map`` over the list; almost always none)."""
+    extras = list(map(getattr, messages, repeat(PYDANTIC_EXTRA), repeat(None)))
+    if not any(extras):
+        return []
+    return [i for i in compress(range(len(extras)), extras) if _extras_hold_fields(extras[i])]
+
+
+def snapshot(message: Any) -> Any:
+    """What ``TokenCounter`` keeps to decide later that a cached count is still right: a deep
+    copy of the counted fields, compared with ``==`` (at C speed) against the live message.
+
+    A dict message is copied whole; an object message by the attributes the adapter reads
+    (``READ_FIELDS``: ``type``, ``role``, ``id``, ``name``, ``content``, ``tool_calls``,
+    ``additional_kwargs``, ``tool_call_id``) as ``getattr`` serves them, wherever they live: the
+    instance ``__dict__`` (and a pydantic model's extras), or properties, slots,
+    ``__getattribute__`` and ``__getattr__`` (see ``_live_fields``). Nested dicts and lists are
+    copied too, so editing a content block or a tool call's arguments in place is seen. Not
+    watched: changes inside objects other than dicts, lists and tuples (compared with ``==``,
+    which is true for the same object).
+    """
+    cls = type(message)
+    try:
+        if issubclass(cls, Mapping):
+            return {k: v if type(v) in ATOMIC else copy_value(v) for k, v in message.items()}
+        live = _live_fields(message, cls)
+        return tuple([v if type(v) in ATOMIC or v is cls else copy_value(v) for v in live])
+    except Exception:  # a reference cycle, a hostile property: never cache, always recount
+        return Uncacheable()
+
+
+def unchanged(snap: Any, message: Any) -> bool:
+    """``snapshot(message) == snap``, without copying the message (the warm path)."""
+    cls = type(message)
+    try:
+        if cls is dict or issubclass(cls, Mapping):
+            return bool(snap == message)
+        return bool(snap == _live_fields(message, cls))
+    except Exception:  # an object whose == does not return a bool (numpy arrays)
+        return False
+
+

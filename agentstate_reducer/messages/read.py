@@ -1,0 +1,260 @@
+"""One message at a time: the reference reading of every supported shape.
+
+Supported shapes:
+
+* dicts with ``role`` or ``type``: LangChain (``human``/``ai``/``system``/``tool``), OpenAI
+  (``user``/``assistant``/``system``/``developer``/``tool``, ``tool_calls=[{"id", "type":
+  "function", "function": {...}}]``, ``tool_calls: None``), agent frameworks (``agent``),
+  LangChain's serialized ``{"type": "ai", "data": {...}}`` and ``dumpd`` constructor form;
+* Anthropic content blocks: ``tool_use`` blocks in assistant content, ``tool_result`` blocks in
+  user content (a user message with tool_result blocks answers tool calls: it is a tool result,
+  not a human turn);
+* LangChain objects, including ``*MessageChunk``, ``ChatMessage(role=...)`` and ``RemoveMessage``;
+* any object with ``.type`` or ``.role`` (OpenAI SDK objects).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final, Literal, NamedTuple
+
+from agentstate_reducer.messages.jsontext import arguments_text
+
+Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
+
+#: Role names and their canonical kind. ``developer`` is OpenAI's newer name for ``system``.
+ROLE_ALIASES: Final[Mapping[str, Kind]] = {
+    "human": "human",
+    "user": "human",
+    "ai": "ai",
+    "assistant": "ai",
+    "agent": "ai",
+    "model": "ai",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+    "function": "tool",
+    "remove": "remove",
+}
+
+# LangChain class names (``BaseMessage.type`` of chunks, ``dumpd`` ids) mapped to a role name.
+CLASS_ROLES: Final[Mapping[str, str]] = {
+    "HumanMessage": "human",
+    "HumanMessageChunk": "human",
+    "AIMessage": "ai",
+    "AIMessageChunk": "ai",
+    "SystemMessage": "system",
+    "SystemMessageChunk": "system",
+    "ToolMessage": "tool",
+    "ToolMessageChunk": "tool",
+    "FunctionMessage": "function",
+    "FunctionMessageChunk": "function",
+    "RemoveMessage": "remove",
+}
+
+MISSING: Final = object()
+
+
+class MessageInfo(NamedTuple):
+    """What the reducer needs to know about one message, read without converting it.
+
+    ``call_ids`` are the tool calls an AI message makes; ``result_ids`` the calls a tool result
+    answers. ``role`` is the raw role string (``None`` when the message has none).
+    """
+
+    kind: Kind
+    role: str | None
+    id: str | None
+    content: Any
+    call_ids: tuple[str, ...] = ()
+    result_ids: tuple[str, ...] = ()
+    name: str | None = None
+
+
+def _seq(value: Any) -> bool:
+    """A list of blocks or calls (not a string). Exact types first: this runs per message."""
+    t = type(value)
+    if t is list or t is tuple:
+        return True
+    if t is str or t is dict or value is None:
+        return False
+    return isinstance(value, Sequence) and not isinstance(value, str | bytes)
+
+
+def _get(msg: Any, key: str, default: Any = None) -> Any:
+    if type(msg) is dict or isinstance(msg, Mapping):
+        return msg.get(key, default)
+    return getattr(msg, key, default)
+
+
+def _unwrap(msg: Any) -> tuple[Any, str | None]:
+    """Return ``(body, raw_role)``: the object holding the fields, and its role name.
+
+    Handles LangChain's serialized forms, where the fields live under ``data`` or ``kwargs``.
+    """
+    if type(msg) is dict or isinstance(msg, Mapping):
+        role = msg.get("role")
+        mtype = msg.get("type")
+        if mtype == "constructor" and isinstance(msg.get("kwargs"), Mapping):
+            # langchain_core.load.dumpd: {"lc": 1, "type": "constructor", "id": [..., "AIMessage"], ...}
+            ids = msg.get("id")
+            cls = ids[-1] if isinstance(ids, Sequence) and ids and isinstance(ids[-1], str) else ""
+            body = msg["kwargs"]
+            return body, _class_role(cls, body)
+        if role is None and isinstance(mtype, str) and isinstance(msg.get("data"), Mapping):
+            # messages_to_dict form: {"type": "ai", "data": {"content": ..., "tool_calls": ...}}
+            data = msg["data"]
+            return data, _class_role(mtype, data)
+        if isinstance(role, str):
+            return msg, role
+        return msg, _class_role(mtype, msg) if isinstance(mtype, str) else None
+    mtype = getattr(msg, "type", None)
+    if isinstance(mtype, str):
+        return msg, _class_role(mtype, msg)
+    role = getattr(msg, "role", None)
+    return msg, role if isinstance(role, str) else None
+
+
+def _class_role(name: str, body: Any) -> str | None:
+    """Map a LangChain ``type`` or class name to a role; ``chat`` messages carry their own role."""
+    if name in ("chat", "ChatMessage", "ChatMessageChunk"):
+        role = _get(body, "role")
+        return role if isinstance(role, str) else None
+    return CLASS_ROLES.get(name, name)
+
+
+def str_id(value: Any) -> str | None:
+    if type(value) is str or isinstance(value, str):
+        return value or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def tool_call_ids(get: Callable[..., Any], content: Any) -> tuple[str, ...]:
+    """Ids of the tool calls an AI message makes: ``tool_calls`` (LangChain or OpenAI shape),
+    ``additional_kwargs.tool_calls`` (older LangChain dumps) and Anthropic ``tool_use`` blocks."""
+    ids: list[str] = []
+    sources = [get("tool_calls")]
+    extra = get("additional_kwargs")
+    if extra and isinstance(extra, Mapping):
+        sources.append(extra.get("tool_calls"))
+    for calls in sources:
+        if _seq(calls):
+            for call in calls:
+                call_id = str_id(_get(call, "id"))
+                if call_id is not None and call_id not in ids:
+                    ids.append(call_id)
+    if _seq(content):
+        for block in content:
+            if _get(block, "type") == "tool_use":
+                call_id = str_id(_get(block, "id"))
+                if call_id is not None and call_id not in ids:
+                    ids.append(call_id)
+    return tuple(ids)
+
+
+def _tool_result_ids(content: Any) -> tuple[str, ...]:
+    """Ids answered by Anthropic ``tool_result`` blocks in a user message."""
+    if not _seq(content):
+        return ()
+    ids: list[str] = []
+    for block in content:
+        if _get(block, "type") == "tool_result":
+            use_id = str_id(_get(block, "tool_use_id"))
+            if use_id is not None:
+                ids.append(use_id)
+    return tuple(ids)
+
+
+def read_message(msg: Any) -> MessageInfo:
+    """Read one message of any supported shape. Never raises, never mutates ``msg``.
+
+    A message with no recognisable role, or a role this package does not know, is ``unknown``:
+    the reducer keeps such messages and never prunes them.
+    """
+    try:
+        body, raw_role = _unwrap(msg)
+        if type(body) is dict or isinstance(body, Mapping):
+            get = body.get
+        else:
+
+            def get(key: str, default: Any = None) -> Any:
+                return getattr(body, key, default)
+
+        kind: Kind = ROLE_ALIASES.get(raw_role.lower(), "unknown") if raw_role else "unknown"
+        content = get("content")
+        msg_id = str_id(get("id"))
+        name = get("name")
+        name = name if type(name) is str else None
+        if kind == "ai":
+            return MessageInfo(kind, raw_role, msg_id, content, tool_call_ids(get, content), (), name)
+        if kind == "tool":
+            answered = str_id(get("tool_call_id"))
+            result_ids = (answered,) if answered is not None else _tool_result_ids(content)
+            return MessageInfo(kind, raw_role, msg_id, content, (), result_ids, name)
+        if kind == "human" and type(content) is not str:
+            result_ids = _tool_result_ids(content)
+            if result_ids:
+                # Anthropic: tool results travel in a user message; it answers calls, it is no new turn.
+                return MessageInfo("tool", raw_role, msg_id, content, (), result_ids, name)
+        return MessageInfo(kind, raw_role, msg_id, content, (), (), name)
+    except Exception:  # a hostile __getattr__ or property must not break a reduction
+        return MessageInfo("unknown", None, None, None)
+
+
+def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
+    """``(id, name, arguments)`` of every tool call a message makes, for token counting.
+
+    Never raises: a field that cannot be read (a property or ``__getattr__`` that raises, a
+    ``__str__`` that raises) counts as absent, a call list whose iteration fails gives the calls
+    read before, and the other fields and calls are read as usual.
+    """
+    out: list[tuple[str, str, str]] = []
+    try:
+        body, _ = _unwrap(msg)
+        calls = _get(body, "tool_calls")
+        if _seq(calls):
+            for call in calls:
+                out.append(_call_payload(call))
+    except Exception:  # a hostile message or call list: what was read so far
+        pass
+    return out
+
+
+def _call_payload(call: Any) -> tuple[str, str, str]:
+    fn = _read(call, "function")  # OpenAI shape keeps name and arguments under "function"
+    src = fn if fn is not None else call
+    args = _read(src, "arguments", MISSING)
+    if args is MISSING:
+        args = _read(src, "args", "")
+    return _str_or_empty(_read(call, "id")), _str_or_empty(_read(src, "name")), arguments_text(args)
+
+
+def _read(obj: Any, key: str, default: Any = None) -> Any:
+    """``_get``, with ``default`` for a field whose reading raises."""
+    try:
+        return _get(obj, key, default)
+    except Exception:
+        return default
+
+
+def _str_or_empty(value: Any) -> str:
+    """``str(value or "")``, or "" when the value cannot say whether it is true or what its text is."""
+    try:
+        return str(value or "")
+    except Exception:
+        return ""
+
+
+def is_message_like(value: Any) -> bool:
+    """True for one message (as opposed to a list of messages): a mapping or an object with a role."""
+    if isinstance(value, Mapping):
+        return True
+    if isinstance(value, str | bytes) or isinstance(value, Sequence):
+        return False
+    return hasattr(value, "type") or hasattr(value, "role") or hasattr(value, "content")
+
+
+#: The kinds the planner never prunes.
+PINNED_KINDS: Final = frozenset({"system", "unknown", "remove"})

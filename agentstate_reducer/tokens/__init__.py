@@ -1,0 +1,65 @@
+"""Token counting: a user callable, else tiktoken when its encoding loads, else a heuristic.
+
+* ``rules``: what one message costs (the same rules for both built-in counters);
+* ``cache``: ``TokenCounter``, the cached counter, and the check of user counters' results;
+* ``tiktoken``: loading an encoding once per process, with a timeout, and resolving the counter.
+
+docs/tokens.md is the user guide.
+"""
+
+from __future__ import annotations
+
+#: Seconds the first resolve waits for tiktoken to load an encoding before falling back for good.
+#: A setting of this package, read at call time, so an application can lower it once at start-up.
+TIKTOKEN_LOAD_TIMEOUT: float = 10.0
+
+from agentstate_reducer.messages import snapshot, snapshots, unchanged  # noqa: E402
+from agentstate_reducer.tokens.cache import (  # noqa: E402
+    DEFAULT_CACHE_SIZE,
+    TokenCounter,
+    TokenCounterFn,
+    TokenCountError,
+    count_messages,
+    heuristic_counter,
+    read_and_count,
+)
+from agentstate_reducer.tokens.rules import (  # noqa: E402
+    HEURISTIC_CHARS_PER_TOKEN,
+    IMAGE_TOKENS,
+    MAX_CONTENT_ITEMS,
+    MAX_ENCODED_CHARS,
+    MESSAGE_OVERHEAD,
+    heuristic_text_tokens,
+    message_parts,
+)
+from agentstate_reducer.tokens.tiktoken import (  # noqa: E402
+    DEFAULT_ENCODING,
+    load_encoding,
+    resolve_token_counter,
+    tiktoken_counter,
+)
+
+__all__ = [
+    "DEFAULT_CACHE_SIZE",
+    "DEFAULT_ENCODING",
+    "HEURISTIC_CHARS_PER_TOKEN",
+    "IMAGE_TOKENS",
+    "MAX_CONTENT_ITEMS",
+    "MAX_ENCODED_CHARS",
+    "MESSAGE_OVERHEAD",
+    "TIKTOKEN_LOAD_TIMEOUT",
+    "TokenCountError",
+    "TokenCounter",
+    "TokenCounterFn",
+    "count_messages",
+    "heuristic_counter",
+    "heuristic_text_tokens",
+    "load_encoding",
+    "message_parts",
+    "read_and_count",
+    "resolve_token_counter",
+    "snapshot",
+    "snapshots",
+    "tiktoken_counter",
+    "unchanged",
+]

@@ -1,0 +1,407 @@
+"""``TokenCounter``: counts by the rules of ``rules``, cached per message and checked unchanged.
+
+Entries are found by object identity (the cache holds a reference, so an identity is not reused
+while cached) and, for a new object, by its message id; either way a cached count is used only
+while a snapshot of the counted fields (``messages.snapshot``) equals the message's current one.
+So a message changed in place (``msg["content"] = ...``, an edited block or tool-call argument)
+or replaced by one with the same id and new content is recounted, and a reloaded copy of an
+unchanged message is not. At most ``cache_size`` messages are kept, least recently used first
+out; ``cache_size=0`` disables the cache.
+
+What the cache does not answer is read by columns (``messages.read_plain``) and snapshot by
+columns (``messages.snapshots``). The heuristic counts the plain messages and tool calls it reads
+by columns (``_heuristic_counts``) faster than it can snapshot them, so it caches such a message
+only the second time it sees the same object: a history reduced once pays no snapshots, one
+reduced turn after turn is answered from the cache from its third reduction on.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+from itertools import compress, repeat
+from operator import add, attrgetter, eq, floordiv, is_, is_not, itemgetter
+from typing import Any, Final, cast
+
+from agentstate_reducer.messages import (
+    MessageInfo,
+    Uncacheable,
+    extras_holding_fields,
+    live_fields_columns,
+    read_message,
+    read_plain,
+    snapshots,
+    unchanged,
+)
+from agentstate_reducer.tokens.rules import (
+    HEURISTIC_CHARS_PER_TOKEN,
+    IMAGE_TOKENS,
+    MESSAGE_OVERHEAD,
+    heuristic_text_tokens,
+    measure_capped,
+    message_parts,
+    plain_texts,
+)
+
+DEFAULT_CACHE_SIZE: Final = 65_536
+
+TokenCounterFn = Callable[[Any], int]
+
+
+class TokenCountError(ValueError):
+    """A token counter raised, or returned something other than a non-negative int."""
+
+
+def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[int]:
+    """The heuristic count of each plain reading (junk where None: ``gaps``), by columns at C
+    speed: ``MESSAGE_OVERHEAD + ceil(len(content) / 4)``, plus the name and the answered call
+    id (tool calls are added by the caller)."""
+    n = len(read)
+    per = HEURISTIC_CHARS_PER_TOKEN
+    # ceil(length / per) + overhead == (length + per - 1 + overhead * per) // per, for length >= 0
+    if gaps:  # getattr with a default reads past the gaps (each filled in by the caller)
+        lengths = map(len, map(getattr, read, repeat("content"), repeat("")))
+    else:
+        lengths = map(len, map(_info_content, cast("list[MessageInfo]", read)))
+    counts = list(map(floordiv, map(add, lengths, repeat(per - 1 + MESSAGE_OVERHEAD * per)), repeat(per)))
+    names = list(map(getattr, read, repeat("name"), repeat(None)))
+    if names.count(None) != n:
+        for i in compress(range(n), names):
+            counts[i] += heuristic_text_tokens(cast("str", names[i]))
+    results = list(map(getattr, read, repeat("result_ids"), repeat(())))
+    answering = list(compress(range(n), results))
+    answered = list(compress(results, results))
+    if set(map(len, answered)) <= {1}:  # tool results answer one call each: measured by columns
+        lengths = map(len, map(itemgetter(0), answered))
+        tokens = map(floordiv, map(add, lengths, repeat(per - 1)), repeat(per))
+        for i, extra in zip(answering, tokens, strict=True):
+            counts[i] += extra
+    else:
+        for i, ids in zip(answering, answered, strict=True):
+            counts[i] += sum(map(heuristic_text_tokens, ids))
+    return counts
+
+
+# A cache entry: (message, snapshot, info, count). The message is held so that its id() is not
+# reused while cached; a tuple, because creating one is the cheapest thing per counted message.
+_Entry = tuple[Any, Any, MessageInfo, int]
+_entry_message: Final[Callable[[_Entry], Any]] = itemgetter(0)
+_entry_snapshot: Final[Callable[[_Entry], Any]] = itemgetter(1)
+_entry_info: Final[Callable[[_Entry], MessageInfo]] = itemgetter(2)
+_entry_count: Final[Callable[[_Entry], int]] = itemgetter(3)
+_info_id: Final[Callable[[MessageInfo], str | None]] = attrgetter("id")
+_info_content: Final[Callable[[MessageInfo], Any]] = attrgetter("content")
+_NO_KNOWN: Final[dict[str, _Entry]] = {}
+_NO_ENTRY: Final[_Entry] = (None, Uncacheable(), MessageInfo("unknown", None, None, None), 0)
+
+
+class TokenCounter:
+    """A ``message -> int`` counter with a bounded cache of per-message counts.
+
+    Entries are found by object identity (the cache holds a reference, so an identity is not
+    reused while cached) and, for a new object, by its message id; either way the cached count
+    is used only when a snapshot of the counted fields (see ``snapshot``) equals the message's
+    current one. So a message changed in place (``msg["content"] = ...``, an edited block or
+    tool-call argument) or replaced by one with the same id and new content is recounted, and a
+    reloaded copy of an unchanged message is not. At most ``cache_size`` messages are kept, least
+    recently used first out; ``cache_size=0`` disables the cache.
+
+    Messages not in the cache are read in bulk (``read_plain``) and their snapshots taken by
+    columns (``snapshots``). The heuristic counts text messages and tool calls it reads in bulk
+    faster than it can snapshot them, so it caches such a message only the second time it sees
+    the same object: a history reduced once costs no snapshots, one reduced turn after turn is
+    answered from the cache from its third reduction on.
+
+    ``count_messages`` counts a whole list; over a warm cache it neither re-reads nor recounts
+    old messages, it only checks that they are unchanged.
+    """
+
+    def __init__(
+        self,
+        measure: Callable[[str], int],
+        *,
+        name: str,
+        cache_size: int = DEFAULT_CACHE_SIZE,
+        image_tokens: int = IMAGE_TOKENS,
+    ) -> None:
+        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
+            raise ValueError(f"cache_size must be an int >= 0, got {cache_size!r}")
+        if isinstance(image_tokens, bool) or not isinstance(image_tokens, int) or image_tokens < 0:
+            raise ValueError(f"image_tokens must be an int >= 0, got {image_tokens!r}")
+        self.measure = measure
+        self.name = name
+        self.cache_size = cache_size
+        self.image_tokens = image_tokens
+        self._cache: OrderedDict[int, _Entry] = OrderedDict()  # id(message) -> entry
+        self._by_msg_id: dict[str, _Entry] = {}  # message id -> its newest entry
+        self._seen: set[int] = set()  # id() of messages the heuristic counted by columns once
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def count_uncached(self, message: Any, info: MessageInfo | None = None) -> int:
+        """The count of one message by the module's rules, without the cache. Never raises on a
+        message: what cannot be read of it counts as absent (``message_parts``)."""
+        texts, media = message_parts(message, info)
+        return MESSAGE_OVERHEAD + media * self.image_tokens + self._measure_all(texts)
+
+    def _measure_all(self, texts: list[str]) -> int:
+        """The tokens of one message's text pieces: with the heuristic each piece's length, with
+        any other measure (tiktoken) at most ``MAX_ENCODED_CHARS`` characters measured."""
+        if self.measure is heuristic_text_tokens:
+            return sum(map(heuristic_text_tokens, texts))
+        return measure_capped(self.measure, texts)
+
+    def __call__(self, message: Any) -> int:
+        return self.count_messages([message])[0]
+
+    def count_messages(self, messages: Sequence[Any]) -> list[int]:
+        """The token count of each of ``messages``, from the cache where it is still right."""
+        return self.read_and_count(messages)[0]
+
+    def read_and_count(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo]]:
+        """``(counts, infos)``: each message's token count and its ``read_message`` reading, from
+        the cache where it is still right (the planner then needs not read messages again).
+
+        Messages the cache does not answer are read in bulk (``read_plain``), counted and cached,
+        their snapshots taken by columns too (``snapshots``). The heuristic counts a message it
+        reads in bulk faster than it could cache it, so it caches such a message only when it
+        sees the same object a second time (an agent's history is reduced turn after turn; a
+        history reduced once is not worth the snapshots).
+        """
+        n = len(messages)
+        if self.cache_size <= 0:
+            return self._count_fresh(messages, by_id=False)[:2]
+        with self._lock:
+            found = self._lookup(messages)
+            if found is not None:
+                counts, infos, missed = found
+            else:
+                counts, infos, missed = self._lookup_each(messages)
+            self.hits += n - len(missed)
+        if not missed:
+            return counts, infos
+        sub = messages if len(missed) == n else list(map(messages.__getitem__, missed))
+        sub_counts, sub_infos, cheap = self._count_fresh(sub, by_id=True)
+        if len(missed) == n:
+            counts, infos = sub_counts, sub_infos
+        else:
+            for i, count, info in zip(missed, sub_counts, sub_infos, strict=True):
+                counts[i] = count
+                infos[i] = info
+        keys = list(map(id, sub))
+        admit: Sequence[int] = range(len(sub))
+        if cheap:
+            # counted by columns: cached only when seen before (an id may be reused by a new
+            # object: then a message is cached early, which costs time, never a wrong count)
+            seen = self._seen
+            mask = list(map(seen.__contains__, keys)) if seen else [False] * len(keys)
+            if len(cheap) == len(sub):
+                new_keys: Any = keys
+            else:
+                new_keys = map(keys.__getitem__, cheap)
+                for j in set(admit).difference(cheap):  # counted one by one: cached at once
+                    mask[j] = True
+            admit = list(compress(admit, mask))
+            if len(seen) > self.cache_size:
+                seen.clear()
+            seen.update(new_keys)
+        if admit:
+            if len(admit) != len(sub):
+                sub = list(map(sub.__getitem__, admit))
+                keys = list(map(keys.__getitem__, admit))
+                sub_infos = list(map(sub_infos.__getitem__, admit))
+                sub_counts = list(map(sub_counts.__getitem__, admit))
+            self._admit(sub, keys, sub_infos, sub_counts)
+        with self._lock:
+            self.misses += len(missed)
+        return counts, infos
+
+    def _count_fresh(
+        self, messages: Sequence[Any], *, by_id: bool
+    ) -> tuple[list[int], list[MessageInfo], list[int]]:
+        """``(counts, infos, cheap)`` of messages counted now: read by ``read_plain`` where it
+        can, else one by one. ``cheap``: the indices counted by columns (the heuristic's plain
+        messages and tool calls). With ``by_id``, a message equal to a cached one with its id
+        (a copy reloaded from a checkpoint) takes that count instead of being measured."""
+        n = len(messages)
+        by_length = self.measure is heuristic_text_tokens
+        read, calls = read_plain(messages, with_calls=by_length)
+        infos = cast("list[MessageInfo]", read)
+        cheap: list[int] = []
+        if by_length:
+            todo: Sequence[int] = list(compress(range(n), map(is_, read, repeat(None))))
+            counts = _heuristic_counts(read, bool(todo))
+            per = HEURISTIC_CHARS_PER_TOKEN
+            for i, payloads in calls.items():
+                for call_id, name, args in payloads:  # heuristic_text_tokens of each, inlined
+                    counts[i] += (len(call_id) + per - 1) // per + (len(name) + per - 1) // per + (
+                        len(args) + per - 1
+                    ) // per
+            if len(todo) != n:
+                cheap = list(compress(range(n), map(is_not, read, repeat(None)))) if todo else list(range(n))
+        else:
+            counts = [0] * n
+            todo = range(n)
+        known_ids = self._by_msg_id if by_id else _NO_KNOWN
+        for i in todo:
+            msg = messages[i]
+            info = read[i]
+            plain = info is not None
+            if info is None:
+                info = infos[i] = read_message(msg)
+            known = known_ids.get(info.id) if known_ids and info.id is not None else None
+            if known is not None and unchanged(known[1], msg):
+                counts[i] = known[3]  # an equal copy of a counted message, e.g. reloaded from a checkpoint
+            elif plain:
+                counts[i] = self._count_plain(info)
+            else:
+                counts[i] = self.count_uncached(msg, info)
+        return counts, infos, cheap
+
+    def _count_plain(self, info: MessageInfo) -> int:
+        """``count_uncached`` of a message ``read_plain`` read without calls: its reading says all."""
+        return MESSAGE_OVERHEAD + self._measure_all(plain_texts(info))
+
+    def _admit(
+        self, messages: Sequence[Any], keys: list[int], infos: list[MessageInfo], counts: list[int]
+    ) -> None:
+        """Cache ``messages`` (found by ``keys``, their ids) with their readings and counts."""
+        entries: list[_Entry] = list(zip(messages, snapshots(messages), infos, counts, strict=True))
+        msg_ids = list(map(_info_id, infos))
+        cache = self._cache
+        by_msg_id = self._by_msg_id
+        with self._lock:
+            # a message changed in place is cached already: drop what pointed at its old entry
+            replaced = list(compress(keys, map(cache.__contains__, keys)))
+            for key in replaced:
+                old_id = _entry_info(cache[key]).id
+                if old_id is not None and by_msg_id.get(old_id) is cache[key]:
+                    del by_msg_id[old_id]
+            cache.update(zip(keys, entries, strict=True))
+            deque(map(cache.move_to_end, replaced), maxlen=0)
+            held_ids = cast("list[str]", list(compress(msg_ids, msg_ids)))  # the true ones: str ids
+            by_msg_id.update(zip(held_ids, compress(entries, msg_ids), strict=True))
+            while len(cache) > self.cache_size:
+                _, old = cache.popitem(last=False)
+                msg_id = _entry_info(old).id
+                if msg_id is not None and by_msg_id.get(msg_id) is old:
+                    del by_msg_id[msg_id]
+
+    def _lookup(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo], list[int]] | None:
+        """The warm check at C speed (``map`` over columns, no Python code per message) when every
+        message is a dict or every one a plain object (fields in ``__dict__``); else None.
+
+        Returns the cached counts and readings (placeholders where missed) and the missed indices.
+        """
+        n = len(messages)
+        cache = self._cache
+        if cache:
+            ids = list(map(id, messages))
+            entries = list(map(cache.get, ids, repeat(_NO_ENTRY)))
+        if not cache or not any(map(is_not, entries, repeat(_NO_ENTRY))):  # nothing cached: no checks
+            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n))
+        lives = live_fields_columns(messages)
+        if lives is None:
+            return None
+        try:
+            same = list(map(eq, map(_entry_snapshot, entries), lives))
+            if lives is not messages:  # objects: __dict__ alone does not say for these, recount
+                for i in extras_holding_fields(messages):
+                    same[i] = False
+        except Exception:  # an == that does not answer a bool (numpy arrays): check one by one
+            return None
+        # an entry found by id(message) is the message's own while cached (the entry holds it)
+        hits = list(map(is_, map(_entry_message, entries), messages))
+        if all(same) and all(hits):
+            deque(map(cache.move_to_end, ids), maxlen=0)
+            return list(map(_entry_count, entries)), list(map(_entry_info, entries)), []
+        missed = [i for i, (s, h) in enumerate(zip(same, hits, strict=True)) if not (s and h)]
+        for i in missed:
+            entries[i] = _NO_ENTRY
+        found = [k for k, e in zip(ids, entries, strict=True) if e is not _NO_ENTRY]
+        deque(map(cache.move_to_end, found), maxlen=0)
+        return list(map(_entry_count, entries)), list(map(_entry_info, entries)), missed
+
+    def _lookup_each(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo], list[int]]:
+        """The warm check one message at a time, for mixed lists and unusual message classes."""
+        n = len(messages)
+        counts = [0] * n
+        infos: list[MessageInfo] = [None] * n  # type: ignore[list-item]
+        missed: list[int] = []
+        cache = self._cache
+        for i, msg in enumerate(messages):
+            key = id(msg)
+            entry = cache.get(key)
+            if entry is not None and entry[0] is msg and unchanged(entry[1], msg):
+                cache.move_to_end(key)
+                infos[i] = entry[2]
+                counts[i] = entry[3]
+            else:
+                missed.append(i)
+        return counts, infos, missed
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+            self._by_msg_id.clear()
+            self._seen.clear()
+
+    def cache_len(self) -> int:
+        return len(self._cache)
+
+    def __repr__(self) -> str:
+        return f"TokenCounter(name={self.name!r}, cache_size={self.cache_size})"
+
+
+def count_messages(counter: TokenCounterFn, messages: Sequence[Any]) -> list[int]:
+    """The token count of each message with any counter: the reducer's one counting path.
+
+    A ``TokenCounter`` answers from its cache. Any other callable is called once per message and
+    its result checked: an exception, or a result that is not a non-negative int, raises
+    ``TokenCountError`` naming the message index.
+    """
+    if isinstance(counter, TokenCounter):
+        return counter.count_messages(messages)
+    counts: list[int] = []
+    for i, msg in enumerate(messages):
+        try:
+            n = counter(msg)
+        except Exception as exc:
+            raise TokenCountError(
+                f"token_counter raised {type(exc).__name__} for message {i} ({_describe(msg)}): {exc}; "
+                "fix the counter so that it returns an int for every message"
+            ) from exc
+        if not (type(n) is int or (isinstance(n, int) and not isinstance(n, bool))) or n < 0:
+            raise TokenCountError(
+                f"token_counter returned {n!r} ({type(n).__name__}) for message {i} ({_describe(msg)}); "
+                "it must return a non-negative int"
+            )
+        counts.append(n)
+    return counts
+
+
+def read_and_count(
+    counter: TokenCounterFn, messages: Sequence[Any]
+) -> tuple[list[int], list[MessageInfo] | None]:
+    """``count_messages``, plus each message's reading when the counter has it (a
+    ``TokenCounter``), else None: a user callable never makes the reducer read twice either."""
+    if isinstance(counter, TokenCounter):
+        return counter.read_and_count(messages)
+    return count_messages(counter, messages), None
+
+
+def _describe(msg: Any) -> str:
+    info = read_message(msg)
+    ident = f", id {info.id!r}" if info.id is not None else ""
+    return f"{type(msg).__name__}, role {info.role!r}{ident}"
+
+
+def heuristic_counter(
+    *, cache_size: int = DEFAULT_CACHE_SIZE, image_tokens: int = IMAGE_TOKENS
+) -> TokenCounter:
+    """The dependency-free counter: ``ceil(len(text) / 4)`` per text piece, same rules otherwise."""
+    return TokenCounter(
+        heuristic_text_tokens, name="heuristic", cache_size=cache_size, image_tokens=image_tokens
+    )

@@ -1,0 +1,162 @@
+"""tiktoken, loaded once per process and encoding, off the calling thread, with a timeout.
+
+tiktoken downloads its encoding file on first use. Where that fails (a firewall, no network) the
+load warns once per process and encoding and the heuristic counts instead. The load is tried once
+per process and encoding and given up after ``load_timeout`` seconds (default
+``agentstate_reducer.tokens.TIKTOKEN_LOAD_TIMEOUT``, read at call time), so a request never hangs
+on it and never retries it. docs/tokens.md says how to count exactly offline.
+
+This module is named after the library it loads; it imports it with an absolute ``import
+tiktoken``, which finds the installed distribution, never this module.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import warnings
+from typing import Any, Final
+
+import agentstate_reducer.tokens as _settings
+from agentstate_reducer.tokens.cache import (
+    DEFAULT_CACHE_SIZE,
+    TokenCounter,
+    TokenCounterFn,
+    heuristic_counter,
+)
+from agentstate_reducer.tokens.rules import IMAGE_TOKENS
+
+DEFAULT_ENCODING: Final = "cl100k_base"
+logger = logging.getLogger("agentstate_reducer.tokens")
+
+
+class _Load:
+    """One attempt to load an encoding, shared by every caller in the process."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.done = threading.Event()
+        self.encoding: Any = None
+        self.error: BaseException | None = None
+        self.settled = False  # True once a caller has taken the outcome (final for the process)
+        self.result: Any = None
+
+    def run(self) -> None:
+        try:
+            import tiktoken
+
+            self.encoding = tiktoken.get_encoding(self.name)
+        except BaseException as exc:  # ImportError, network and hash errors, unknown names
+            self.error = exc
+        finally:
+            self.done.set()
+
+
+_loads: dict[str, _Load] = {}
+_loads_lock = threading.Lock()
+
+
+def load_encoding(name: str, timeout: float | None = None) -> Any:
+    """The tiktoken ``Encoding`` called ``name``, or None when it cannot be had (warned once).
+
+    The first call per process and name starts the load on a daemon thread and waits at most
+    ``timeout`` seconds (default ``TIKTOKEN_LOAD_TIMEOUT``); its outcome is final for the process:
+    a failure or a timeout is never retried. Never raises.
+    """
+    wait = _settings.TIKTOKEN_LOAD_TIMEOUT if timeout is None else timeout
+    with _loads_lock:
+        load = _loads.get(name)
+        if load is None:
+            load = _loads[name] = _Load(name)
+            threading.Thread(target=load.run, name=f"tiktoken-load-{name}", daemon=True).start()
+        elif load.settled:
+            return load.result  # final: a load that failed or timed out is neither awaited nor retried
+    load.done.wait(wait)
+    with _loads_lock:
+        if load.settled:
+            return load.result
+        load.settled = True
+        if load.done.is_set() and load.encoding is not None:
+            load.result = load.encoding
+            return load.result
+    _warn_fallback(name, load.error, wait)
+    return None
+
+
+def _warn_fallback(name: str, error: BaseException | None, waited: float) -> None:
+    if isinstance(error, ImportError):
+        reason = "tiktoken is not installed"
+    elif error is not None:
+        reason = f"{type(error).__name__}: {str(error)[:300]}"
+    else:
+        reason = f"no answer within {waited:g} s"
+    message = (
+        f"agentstate_reducer: tiktoken could not load encoding {name!r} ({reason}); counting tokens "
+        "with the chars/4 heuristic for the rest of this process. To count exactly offline, set "
+        "TIKTOKEN_CACHE_DIR to a directory holding the encoding file, pass a tiktoken.Encoding as "
+        "encoding=..., or pass token_counter=..."
+    )
+    try:
+        warnings.warn(message, RuntimeWarning, stacklevel=_caller_stacklevel())
+    except Exception:  # warnings turned into errors (-W error) must not break a reduction
+        logger.warning("%s", message)
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside this package."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("agentstate_reducer"):
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return level
+
+
+def tiktoken_counter(
+    encoding: Any, *, cache_size: int = DEFAULT_CACHE_SIZE, image_tokens: int = IMAGE_TOKENS
+) -> TokenCounter:
+    """An exact counter for a ready ``tiktoken.Encoding`` (or anything with ``encode_ordinary``)."""
+    encode = getattr(encoding, "encode_ordinary", None)
+    if not callable(encode):
+        raise TypeError(
+            f"encoding must be a tiktoken encoding name or a tiktoken.Encoding, got {type(encoding).__name__}"
+        )
+
+    def measure(text: str) -> int:
+        # encode_ordinary: special-token text such as "<|endoftext|>" is counted as text, never refused
+        return len(encode(text))
+
+    label = getattr(encoding, "name", type(encoding).__name__)
+    return TokenCounter(measure, name=f"tiktoken:{label}", cache_size=cache_size, image_tokens=image_tokens)
+
+
+def resolve_token_counter(
+    token_counter: TokenCounterFn | None = None,
+    *,
+    encoding: Any = DEFAULT_ENCODING,
+    cache_size: int = DEFAULT_CACHE_SIZE,
+    load_timeout: float | None = None,
+    image_tokens: int = IMAGE_TOKENS,
+) -> TokenCounterFn:
+    """Resolve the counter: ``token_counter`` as is; else tiktoken ``encoding`` (a name such as
+    ``"cl100k_base"`` or ``"o200k_base"``, or a ready ``tiktoken.Encoding``) when tiktoken is
+    installed and the encoding loads within ``load_timeout`` seconds; else the heuristic.
+
+    Never raises for a missing tiktoken, an unknown name or an unreachable download: it warns
+    once per process and encoding and falls back. The built-in counters cache per-message counts
+    (``cache_size`` messages, see ``TokenCounter``).
+    """
+    if token_counter is not None:
+        if not callable(token_counter):
+            raise TypeError(
+                f"token_counter must be a callable message -> int, got {type(token_counter).__name__}"
+            )
+        return token_counter
+    if isinstance(encoding, str):
+        enc = load_encoding(encoding, load_timeout)
+        if enc is None:
+            return heuristic_counter(cache_size=cache_size, image_tokens=image_tokens)
+        return tiktoken_counter(enc, cache_size=cache_size, image_tokens=image_tokens)
+    return tiktoken_counter(encoding, cache_size=cache_size, image_tokens=image_tokens)
+
