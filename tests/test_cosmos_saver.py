@@ -41,7 +41,6 @@ from checkpointers.cosmosdb import (
     CosmosDBSaver,
 )
 from checkpointers.cosmosdb import _mapping as m
-from checkpointers.cosmosdb import sync as sync_module
 from tests.cosmos_service import CosmosServer
 
 pytestmark = pytest.mark.cosmos
@@ -718,7 +717,7 @@ def test_no_key_means_azure_ad_through_default_azure_credential(
 
     monkeypatch.setenv("COSMOSDB_ENDPOINT", cosmos_server.endpoint)
     monkeypatch.delenv("COSMOSDB_KEY", raising=False)
-    credential = sync_module._default_credential()
+    credential = CosmosDBSaver._default_credential()
     assert isinstance(credential, DefaultAzureCredential)
     credential.close()
     saver = CosmosDBSaver(database_name="db", container_name="c")

@@ -4,6 +4,7 @@ connection state, the reducer integration and the TTL refresh bookkeeping. No I/
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import threading
 import time
@@ -215,9 +216,36 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
     #: True for AsyncCosmosDBSaver (azure.cosmos.aio objects), False for CosmosDBSaver
     _aio = False
 
+    #: the azure.identity module (sync or async, as the saver) whose DefaultAzureCredential signs
+    #: in when no key is given
+    _identity_module = "azure.identity"
+
     @classmethod
     def _require_sdk(cls) -> None:
         """Raise a clear ImportError when the SDK the subclass needs is not installed."""
+
+    @classmethod
+    def _default_credential(cls) -> Any:
+        """A new ``DefaultAzureCredential`` of ``_identity_module`` (the saver owns and closes it)."""
+        module = cls._identity_module
+        try:
+            credential_class = importlib.import_module(module).DefaultAzureCredential
+        except ImportError as exc:
+            raise ImportError(
+                "no Cosmos DB key was given (credential= or COSMOSDB_KEY), so Azure AD sign-in through "
+                f"{module}.DefaultAzureCredential is used, but azure-identity is not installed: "
+                "pip install azure-identity (or 'agentstate-reducer[cosmosdb]'), or pass a key"
+            ) from exc
+        return credential_class()
+
+    @staticmethod
+    def _check_conn_info(kwargs: Mapping[str, Any]) -> None:
+        """``from_conn_info`` creates the client: it takes no ``client=`` or ``container=``."""
+        for bad in ("client", "container"):
+            if bad in kwargs:
+                raise TypeError(
+                    f"from_conn_info creates its own client; pass {bad}= to the constructor instead"
+                )
 
     def _check_sdk_object(self, obj: Any, what: str) -> None:
         is_aio = type(obj).__module__.startswith("azure.cosmos.aio")

@@ -32,18 +32,6 @@ def _cosmos() -> Any:
     return azure.cosmos
 
 
-def _default_credential() -> Any:
-    try:
-        from azure.identity.aio import DefaultAzureCredential
-    except ImportError as exc:
-        raise ImportError(
-            "no Cosmos DB key was given (credential= or COSMOSDB_KEY), so Azure AD sign-in through "
-            "azure.identity.aio.DefaultAzureCredential is used, but azure-identity is not installed: "
-            "pip install azure-identity (or 'agentstate-reducer[cosmosdb]'), or pass a key"
-        ) from exc
-    return DefaultAzureCredential()
-
-
 class AsyncCosmosDBSaver(CosmosSaverBase):
     """``CosmosDBSaver`` on ``azure.cosmos.aio``: the same constructor, data and behaviour.
 
@@ -57,6 +45,7 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
     """
 
     _aio = True
+    _identity_module = "azure.identity.aio"
 
     @classmethod
     def _require_sdk(cls) -> None:
@@ -74,11 +63,7 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         **kwargs: Any,
     ) -> AsyncIterator[AsyncCosmosDBSaver]:
         """A saver owning its client, closed on exit. Same keywords as ``CosmosDBSaver.from_conn_info``."""
-        for bad in ("client", "container"):
-            if bad in kwargs:
-                raise TypeError(
-                    f"from_conn_info creates its own client; pass {bad}= to the constructor instead"
-                )
+        cls._check_conn_info(kwargs)
         saver = cls(database_name, container_name, endpoint=endpoint, credential=credential, **kwargs)
         try:
             yield saver
@@ -112,7 +97,7 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         assert settings.credential is not None
         credential = settings.credential.value
         if credential is None:
-            credential = conn.owned_credential = _default_credential()
+            credential = conn.owned_credential = self._default_credential()
         _cosmos()
         from azure.cosmos.aio import CosmosClient
 

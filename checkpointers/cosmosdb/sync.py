@@ -32,18 +32,6 @@ def _cosmos() -> Any:
     return azure.cosmos
 
 
-def _default_credential() -> Any:
-    try:
-        from azure.identity import DefaultAzureCredential
-    except ImportError as exc:
-        raise ImportError(
-            "no Cosmos DB key was given (credential= or COSMOSDB_KEY), so Azure AD sign-in through "
-            "azure.identity.DefaultAzureCredential is used, but azure-identity is not installed: "
-            "pip install azure-identity (or 'agentstate-reducer[cosmosdb]'), or pass a key"
-        ) from exc
-    return DefaultAzureCredential()
-
-
 def _close_client(client: Any) -> None:
     # A new sync client checks the endpoint's health in a background thread; closing the client
     # under it makes that thread fail noisily, so let it finish first (attribute names are internal
@@ -110,11 +98,7 @@ class CosmosDBSaver(CosmosSaverBase):
     ) -> Iterator[CosmosDBSaver]:
         """A saver owning its client, closed on exit. Same keywords as the constructor (without
         ``client=``/``container=``) and as ``AsyncCosmosDBSaver.from_conn_info``."""
-        for bad in ("client", "container"):
-            if bad in kwargs:
-                raise TypeError(
-                    f"from_conn_info creates its own client; pass {bad}= to the constructor instead"
-                )
+        cls._check_conn_info(kwargs)
         saver = cls(database_name, container_name, endpoint=endpoint, credential=credential, **kwargs)
         try:
             yield saver
@@ -149,7 +133,7 @@ class CosmosDBSaver(CosmosSaverBase):
         assert settings.credential is not None
         credential = settings.credential.value
         if credential is None:
-            credential = conn.owned_credential = _default_credential()
+            credential = conn.owned_credential = self._default_credential()
         conn.client = _cosmos().CosmosClient(settings.endpoint, credential, **settings.client_kwargs)
         conn.owns_client = True
         conn.database = conn.client.get_database_client(settings.database_name)
