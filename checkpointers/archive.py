@@ -172,8 +172,8 @@ def _write_flow(ns: tuple[str, ...], entries: list[_Entry], ttl: float | None) -
     return len(missing), len(entries) - len(missing)
 
 
-def _read_flow(ns: tuple[str, ...]) -> StoreFlow[list[Item]]:
-    """Every archived item of ``ns`` (exactly that namespace), sorted by order."""
+def _messages_flow(ns: tuple[str, ...]) -> StoreFlow[list[Any]]:
+    """The messages archived in ``ns`` (exactly that namespace), in order."""
     items: dict[str, Item] = {}
     offset = 0
     while True:
@@ -186,7 +186,8 @@ def _read_flow(ns: tuple[str, ...]) -> StoreFlow[list[Item]]:
         if len(page) < _PAGE:
             break
         offset += _PAGE
-    return sorted(items.values(), key=lambda it: (*it.value["order"], it.key))
+    ordered = sorted(items.values(), key=lambda it: (*it.value["order"], it.key))
+    return [_deserialize(it.value) for it in ordered]
 
 
 def _abatch_of(store: BaseStore) -> Callable[[list[Op]], Awaitable[list[Result]]]:
@@ -437,12 +438,10 @@ class StoreArchive:
 
     def messages(self, namespace: Any) -> list[Any]:
         """The archived messages of ``namespace`` (a hook namespace, as given to the hook), in order."""
-        items = drive(_read_flow(archive_namespace(namespace)), self.store.batch)
-        return [_deserialize(it.value) for it in items]
+        return drive(_messages_flow(archive_namespace(namespace)), self.store.batch)
 
     async def amessages(self, namespace: Any) -> list[Any]:
-        items = await adrive(_read_flow(archive_namespace(namespace)), _abatch_of(self.store))
-        return [_deserialize(it.value) for it in items]
+        return await adrive(_messages_flow(archive_namespace(namespace)), _abatch_of(self.store))
 
 
 def read_transcript(
@@ -461,10 +460,9 @@ def read_transcript(
     says whether index 0 of the live list stays in front of the archive). The injected summary
     message is left out unless ``include_summary``.
     """
-    items = drive(_read_flow(archive_namespace(_namespace(config))), store.batch)
+    archived = drive(_messages_flow(archive_namespace(_namespace(config))), store.batch)
     live = _live_messages(checkpointer.get_tuple(config), messages_key)
-    return merge_transcript([_deserialize(it.value) for it in items], live,
-                            preserve_first=preserve_first, include_summary=include_summary)
+    return merge_transcript(archived, live, preserve_first=preserve_first, include_summary=include_summary)
 
 
 async def aread_transcript(
@@ -477,7 +475,6 @@ async def aread_transcript(
     include_summary: bool = False,
 ) -> list[Any]:
     """``read_transcript`` with the store's and the checkpointer's async APIs."""
-    items = await adrive(_read_flow(archive_namespace(_namespace(config))), _abatch_of(store))
+    archived = await adrive(_messages_flow(archive_namespace(_namespace(config))), _abatch_of(store))
     live = _live_messages(await checkpointer.aget_tuple(config), messages_key)
-    return merge_transcript([_deserialize(it.value) for it in items], live,
-                            preserve_first=preserve_first, include_summary=include_summary)
+    return merge_transcript(archived, live, preserve_first=preserve_first, include_summary=include_summary)
