@@ -99,6 +99,8 @@ def value_items(
 
 @dataclass(frozen=True, slots=True)
 class Value:
+    """A value read back from its items: the head item and the serialized ``(type, bytes)``."""
+
     head: Mapping[str, Any]
     typed: tuple[str, bytes]
 
@@ -208,6 +210,8 @@ def blob_items(
 
 @dataclass(frozen=True, slots=True)
 class PutPlan:
+    """The items of one put in batches (``put_flow`` writes them in order)."""
+
     pk: str
     batches: list[list[tuple[str, tuple[Any, ...]]]]
     next_config: RunnableConfig
@@ -357,6 +361,8 @@ def checkpoint_tuples(
 
 @dataclass(frozen=True, slots=True)
 class ContainerCheck:
+    """What an existing container needs changed for the saver."""
+
     #: TTL must be switched on (default_ttl=-1: only items with a ``ttl`` field expire)
     enable_ttl: bool
     indexing_policy: Mapping[str, Any] = field(default_factory=dict)
