@@ -75,6 +75,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from agentstate_reducer import MessageReducer
 
+from . import retention as _retention
 from .reduction import (
     DEFAULT_MEMO,
     DefaultMemo,
@@ -129,7 +130,7 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
             # copy.copy() and friends call __new__(cls) with no arguments; __init__ reports bad input
             return super().__new__(cls)
         base = cls.__dict__.get("_base_class", cls)
-        return super().__new__(_saver_class(base, capabilities_of(inner)))
+        return super().__new__(_saver_class(base, *_capabilities(inner)))
 
     def __init__(
         self,
@@ -139,6 +140,8 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         messages_key: str = "messages",
         on_reduce: OnReduce | None = None,
         summary_memo: SummaryMemo | DefaultMemo | None = DEFAULT_MEMO,
+        keep_last: int | None = None,
+        retention_every: int = 8,
     ) -> None:
         # No super().__init__(): it would set a serde of our own; ``serde`` is the inner saver's.
         if not isinstance(inner, BaseCheckpointSaver):
@@ -163,6 +166,23 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         #: True when the inner saver applies the reducer itself: puts pass through unchanged.
         self._passthrough = _adopt(inner, reducer, messages_key, on_reduce)
         self._summary_memo = resolve_memo(summary_memo)
+        self._keep_last = _retention.validate_keep_last(keep_last)
+        if isinstance(retention_every, bool) or not isinstance(retention_every, int) or retention_every < 1:
+            raise ValueError(
+                f"retention_every must be an int >= 1 (puts of a thread between two retention runs), "
+                f"got {retention_every!r}"
+            )
+        self._retention_every = retention_every
+        self._schedule: _retention.RetentionSchedule | None = None
+        self._backend: _retention.Backend | None = None
+        if self._keep_last is not None:
+            if not _retention.supports_retention(type(inner)):
+                raise TypeError(
+                    f"keep_last is supported on {_retention.SUPPORTED}; {type(inner).__name__} has no "
+                    "retention backend: leave keep_last=None"
+                )
+            self._backend = _retention.backend_for(inner)
+            self._schedule = _retention.RetentionSchedule(self._keep_last, retention_every)
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -184,6 +204,16 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
     @property
     def on_reduce(self) -> OnReduce | None:
         return self._on_reduce
+
+    @property
+    def keep_last(self) -> int | None:
+        """Root checkpoints kept per thread (None: all)."""
+        return self._keep_last
+
+    @property
+    def retention_stats(self) -> _retention.RetentionStats | None:
+        """Counters of the per-put retention (None without ``keep_last``)."""
+        return self._schedule.stats if self._schedule is not None else None
 
     @property
     def passthrough(self) -> bool:
@@ -230,8 +260,11 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         if inner is self._inner:
             return self
         # same storage, same threads: the clone shares the memo
-        return type(self)(inner, self._reducer, messages_key=self._messages_key, on_reduce=self._on_reduce,
-                          summary_memo=self._summary_memo)
+        clone = type(self)(inner, self._reducer, messages_key=self._messages_key, on_reduce=self._on_reduce,
+                           summary_memo=self._summary_memo, keep_last=self._keep_last,
+                           retention_every=self._retention_every)
+        clone._schedule = self._schedule  # same threads: one schedule
+        return clone
 
     # -- context-manager use ------------------------------------------------------------------
 
@@ -273,7 +306,10 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
                 self._reducer, config, checkpoint, new_versions,
                 messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
             )
-        return self._inner.put(config, checkpoint, metadata, new_versions)
+        saved = self._inner.put(config, checkpoint, metadata, new_versions)
+        if self._schedule is not None and self._backend is not None:
+            self._schedule.after_put(self._backend, saved)
+        return saved
 
     async def aput(
         self,
@@ -287,7 +323,10 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
                 self._reducer, config, checkpoint, new_versions,
                 messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
             )
-        return await self._inner.aput(config, checkpoint, metadata, new_versions)
+        saved = await self._inner.aput(config, checkpoint, metadata, new_versions)
+        if self._schedule is not None and self._backend is not None:
+            await self._schedule.aafter_put(self._backend, saved)
+        return saved
 
     def put_writes(
         self,
@@ -394,6 +433,30 @@ async def _aprune(
     return await self.inner.aprune(thread_ids, strategy=strategy)
 
 
+def _own_prune(
+    self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+) -> None:
+    return _retention.prune(self.inner, thread_ids, strategy=strategy)
+
+
+async def _own_aprune(
+    self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
+) -> None:
+    return await _retention.aprune(self.inner, thread_ids, strategy=strategy)
+
+
+#: Optional methods the wrapper implements itself (``checkpointers.retention``) where the inner
+#: saver's class lacks them and retention supports the class.
+_OWN: dict[str, Callable[..., Any]] = {"prune": _own_prune, "aprune": _own_aprune}
+for _name, _fn in _OWN.items():
+    _fn.__name__ = _name
+    _fn.__qualname__ = f"ReducingCheckpointSaver.{_name}"
+    _fn.__doc__ = (
+        f"LangGraph's ``{_name}(thread_ids, strategy='keep_latest'|'delete')``, implemented by "
+        "``checkpointers.retention`` (the inner saver's class has none)."
+    )
+
+
 _DELEGATES: dict[str, Callable[..., Any]] = {
     "delete_for_runs": _delete_for_runs,
     "adelete_for_runs": _adelete_for_runs,
@@ -416,21 +479,31 @@ def capabilities_of(saver: BaseCheckpointSaver[Any]) -> frozenset[str]:
     return frozenset(n for n in OPTIONAL_METHODS if getattr(cls, n) is not getattr(BaseCheckpointSaver, n))
 
 
+def _capabilities(inner: BaseCheckpointSaver[Any]) -> tuple[frozenset[str], frozenset[str]]:
+    """(optional methods delegated to ``inner``, optional methods the wrapper implements)."""
+    delegated = capabilities_of(inner)
+    if delegated & set(_OWN) or not _retention.supports_retention(type(inner)):
+        return delegated, frozenset()  # an inner prune (sync or async) is LangGraph's own: mirrored
+    return delegated, frozenset(_OWN)
+
+
 @functools.cache
 def _saver_class(
-    base: type[ReducingCheckpointSaver], capabilities: frozenset[str]
+    base: type[ReducingCheckpointSaver], capabilities: frozenset[str], own: frozenset[str] = frozenset()
 ) -> type[ReducingCheckpointSaver]:
-    """``base`` plus delegates for exactly ``capabilities``; one cached class per set.
+    """``base`` plus delegates for exactly ``capabilities`` and the wrapper's own implementations
+    of ``own``; one cached class per pair of sets.
 
-    Without capabilities ``base`` itself is used, whose optional methods are the base class stubs
+    Without either, ``base`` itself is used, whose optional methods are the base class stubs
     (they raise NotImplementedError, as the inner saver's would).
     """
-    if not capabilities:
+    if not capabilities and not own:
         return base
-    names = sorted(capabilities)
+    names = sorted(capabilities | own)
     qualname = f"{base.__qualname__}[{','.join(names)}]"
     namespace: dict[str, Any] = {"__module__": base.__module__, "__qualname__": qualname, "_base_class": base}
-    namespace.update((name, _DELEGATES[name]) for name in names)
+    namespace.update((name, _DELEGATES[name]) for name in capabilities)
+    namespace.update((name, _OWN[name]) for name in own)
     return type(qualname, (base,), namespace)
 
 

@@ -1,7 +1,7 @@
 """LangGraph's official checkpointer conformance suite against ReducingCheckpointSaver.
 
 The suite is async-only; it detects optional capabilities on the saver's *class*, so these tests
-also prove the wrapper shows exactly its inner saver's capabilities (AsyncPostgresSaver: prune).
+also prove the wrapper shows exactly its inner saver's capabilities plus retention's prune/aprune.
 The suite's channel values are small strings: it never exercises the reducer (the scenario
 tests do), it proves the wrapper is a correct saver.
 """
@@ -23,8 +23,9 @@ BASE = {"put": 17, "put_writes": 10, "get_tuple": 10, "list": 16, "delete_thread
 EXTENDED = {"delete_for_runs": 7, "copy_thread": 8, "prune": 8}
 
 CASES = [
-    pytest.param("memory", {}, id="InMemorySaver"),
-    pytest.param("aiosqlite", {}, id="AsyncSqliteSaver"),
+    # prune: LangGraph's own on AsyncPostgresSaver, checkpointers.retention's on the others
+    pytest.param("memory", {"prune": 8}, id="InMemorySaver"),
+    pytest.param("aiosqlite", {"prune": 8}, id="AsyncSqliteSaver"),
     pytest.param("apostgres", {"prune": 8}, id="AsyncPostgresSaver", marks=pytest.mark.postgres),
 ]
 

@@ -234,16 +234,21 @@ class PruneOnlySyncSaver(InMemorySaver):
 
 
 @pytest.mark.parametrize(
-    ("inner_type", "expected"),
+    ("inner_type", "mirrored", "own"),
     [
-        pytest.param(InMemorySaver, set(), id="none"),
-        pytest.param(CopyingSaver, {"copy_thread", "acopy_thread"}, id="copy_thread"),
-        pytest.param(PruneOnlySyncSaver, {"prune"}, id="sync-prune-only"),
+        pytest.param(BaseSaverWithoutCM, set(), set(), id="none"),
+        # retention implements prune/aprune for InMemorySaver (and the SQL savers), which lack them
+        pytest.param(InMemorySaver, set(), {"prune", "aprune"}, id="prune-by-retention"),
+        pytest.param(CopyingSaver, {"copy_thread", "acopy_thread"}, {"prune", "aprune"}, id="copy_thread"),
+        pytest.param(PruneOnlySyncSaver, {"prune"}, set(), id="sync-prune-only"),
     ],
 )
-def test_wrapper_class_mirrors_exactly_the_inner_capabilities(inner_type: type, expected: set[str]) -> None:
+def test_wrapper_class_mirrors_exactly_the_inner_capabilities(
+    inner_type: type, mirrored: set[str], own: set[str]
+) -> None:
+    expected = mirrored | own
     saver = ReducingCheckpointSaver(inner_type(), reducer())
-    assert capabilities_of(saver.inner) == expected
+    assert capabilities_of(saver.inner) == mirrored
     assert capabilities_of(saver) == expected  # what LangGraph's conformance suite sees
     for name in OPTIONAL_METHODS:
         overridden = getattr(type(saver), name) is not getattr(BaseCheckpointSaver, name)
@@ -302,7 +307,7 @@ def test_subclasses_of_the_wrapper_keep_their_class() -> None:
     class Tagged(ReducingCheckpointSaver):
         tag = "mine"
 
-    plain = Tagged(InMemorySaver(), reducer())
+    plain = Tagged(BaseSaverWithoutCM(), reducer())
     copying = Tagged(CopyingSaver(), reducer())
     assert type(plain) is Tagged
     assert isinstance(copying, Tagged) and copying.tag == "mine"
