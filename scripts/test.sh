@@ -5,15 +5,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Needs: Python >= 3.10, Node >= 18 with npm (the Cosmos DB protocol server), and PostgreSQL
+# server binaries (initdb, pg_ctl), or root with apt-get to install them.
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+  echo "node and npm are missing: install Node.js >= 18 with npm (the tests run a local Cosmos DB server)" >&2
+  exit 1
+fi
+
 if [ -n "${VIRTUAL_ENV:-}" ]; then
-  PY=python
+  PY=python  # the user's own environment: install into it, but leave its pip as it is
 else
   [ -x .venv/bin/python ] || python3 -m venv .venv
   PY=.venv/bin/python
+  "$PY" -m pip install -q --upgrade pip
 fi
 
 echo "== python packages"
-"$PY" -m pip install -q --upgrade pip
 "$PY" -m pip install -q -e ".[dev]"
 
 echo "== PostgreSQL server binaries"
