@@ -206,10 +206,9 @@ def _is_async(fn: Any) -> bool:
 
 def _summary_text(response: Any) -> str:
     text = response.text if isinstance(response, BaseMessage) else response
-    text = text() if callable(text) else text
     if not isinstance(text, str):
         raise TypeError(f"the summary model returned {type(text).__name__}, not text")
-    return text.strip()
+    return str(text).strip()
 
 
 class _ModelSummarizer:

@@ -115,7 +115,8 @@ def turns(n: int, start: int = 0) -> Iterator[Any]:
 
 
 def openai_errors(payload: list[dict[str, Any]]) -> list[str]:
-    """Chat Completions: system/developer messages aside, the first message is the user's; a
+    """Chat Completions: system/developer messages aside (allowed anywhere), the first message is
+    the user's; a
     ``tool`` message answers a ``tool_calls`` id of the assistant message right before the run of
     tool messages it is in; every such id is answered before the next non-tool message; a request
     does not end with unanswered calls."""
@@ -125,8 +126,6 @@ def openai_errors(payload: list[dict[str, Any]]) -> list[str]:
     for i, m in enumerate(payload):
         role = m["role"]
         if role in ("system", "developer"):
-            if seen_other:
-                out.append(f"openai: system message at {i} after the conversation started")
             continue
         if not seen_other and role != "user":
             out.append(f"openai: the first message after the system prompt is {role}, not user")
@@ -182,15 +181,11 @@ def anthropic_errors(system: Any, payload: list[dict[str, Any]]) -> list[str]:
 
 def provider_errors(call: list[BaseMessage]) -> list[str]:
     """Everything OpenAI or Anthropic would reject in one model call (as langchain-openai and
-    langchain-anthropic would send it), plus: at most one system message, first."""
+    langchain-anthropic would send it)."""
     from langchain_anthropic.chat_models import _format_messages
     from langchain_openai.chat_models.base import _convert_message_to_dict
 
-    out: list[str] = []
-    systems = [i for i, m in enumerate(call) if m.type == "system"]
-    if systems not in ([], [0]):
-        out.append(f"system messages at {systems}: one, first, expected")
-    out += openai_errors([_convert_message_to_dict(m) for m in call])
+    out = openai_errors([_convert_message_to_dict(m) for m in call])
     try:
         system, payload = _format_messages(call, model="claude-sonnet-4-5")
     except Exception as exc:  # langchain-anthropic refuses to build the payload

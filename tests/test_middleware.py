@@ -42,6 +42,7 @@ def assert_calls_valid(calls: list[list[BaseMessage]], *, bound: int | None = No
     for n, call in enumerate(calls):
         assert provider_errors(call) == [], f"call {n}: {provider_errors(call)}"
         assert isinstance(call[0], SystemMessage) and call[0].text.startswith(SYSTEM), f"call {n}"
+        assert [m.type for m in call].count("system") == 1, f"call {n}: one system message, first"
         assert call[1].type == "human", f"call {n} starts with {call[1].type} after the system prompt"
         if bound is not None:
             assert len(call) <= bound, f"call {n} sends {len(call)} messages"
