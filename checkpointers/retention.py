@@ -147,6 +147,8 @@ class ThreadState:
     thread_id: str
     checkpoints: tuple[StoredCheckpoint, ...]
     writes: tuple[StoredWrites, ...] = ()
+    #: the (namespace, channel, version) blobs stored (blob savers; None: every version has one)
+    blobs: frozenset[tuple[str, str, str]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +223,8 @@ def plan_retention(
         garbage: dict[str, set[str]] = {}
         for c in gone:
             for ch, v in c.versions.items():
-                if (ch, str(v)) not in referenced:
+                stored_blob = thread.blobs is None or (ns, ch, str(v)) in thread.blobs
+                if (ch, str(v)) not in referenced and stored_blob:
                     garbage.setdefault(ch, set()).add(str(v))
         blobs.update(((ns, ch), tuple(sorted(vs))) for ch, vs in garbage.items())
     gone_keys = {(ns, i) for ns, ids in deleted.items() for i in ids}
@@ -476,6 +479,8 @@ class _PostgresDialect(_SqlDialect):
         "ORDER BY checkpoint_id DESC LIMIT 1"
     )
 
+    load_blobs = "SELECT checkpoint_ns, channel, version FROM checkpoint_blobs WHERE thread_id = %s"
+
     def ids(self, ids: Sequence[str]) -> Any:
         return list(ids)
 
@@ -483,7 +488,15 @@ class _PostgresDialect(_SqlDialect):
         out = super().statements(op)
         if isinstance(op, LoadThread):
             out[1] = Sql(self.load_writes, (INTERRUPT, op.thread_id), True)
+            out.append(Sql(self.load_blobs, (op.thread_id,), True))
         return out
+
+    def result(self, op: Op, results: list[Any]) -> Any:
+        value = super().result(op, results)
+        if isinstance(op, LoadThread):
+            blobs = frozenset((r[0], r[1], str(r[2])) for r in results[2])
+            return ThreadState(value.thread_id, value.checkpoints, value.writes, blobs)
+        return value
 
     def checkpoint(self, row: Sequence[Any]) -> StoredCheckpoint:
         return _checkpoint_row(row[0], row[1], row[2], row[3])
@@ -583,7 +596,8 @@ class _MemoryBackend(Backend):
                 for (tid, ns, cid), w in list(s.writes.items())
                 if tid == op.thread_id and w
             ]
-            return ThreadState(op.thread_id, tuple(rows), tuple(pending))
+            blobs = frozenset((ns, ch, str(v)) for (tid, ns, ch, v) in list(s.blobs) if tid == op.thread_id)
+            return ThreadState(op.thread_id, tuple(rows), tuple(pending), blobs)
         if isinstance(op, DeleteCheckpoints):
             stored = s.storage.get(op.thread_id, {}).get(op.ns, {})
             checkpoints = writes = 0
