@@ -13,6 +13,8 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -468,6 +470,73 @@ def test_unreachable_cosmosdb_is_one_line_without_the_key(
     line = only_line(capsys.readouterr().err)
     assert line.startswith(f"{ERROR}cannot connect to Cosmos DB at https://127.0.0.1:{port}/: ")
     assert "c2VjcmV0LWtleQ" not in line
+
+
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("S3cr3tK3y!not-base64", "it has characters outside A-Z, a-z, 0-9, '+', '/' and '=' padding"),
+        ("S3cr3tK3yNotBase64x", "its length or '=' padding is wrong"),  # the SDK said "Incorrect padding"
+    ],
+)
+def test_a_cosmosdb_key_that_is_not_base64_is_one_line_without_the_key(
+    key: str, why: str, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Checked before any client is made: no request, no SDK error text, the key not shown."""
+    monkeypatch.setenv("COSMOSDB_KEY", key)
+    port = _closed_port()
+    assert cli.main(["inspect", f"cosmosdb://127.0.0.1:{port}/db/checkpoints"]) == 2
+    out, err = capfd.readouterr()
+    assert out == ""
+    assert only_line(err) == (
+        f"{ERROR}the Cosmos DB key in COSMOSDB_KEY is not a valid base64 account key ({why}): use the "
+        "account's primary or secondary key as the Azure portal shows it (Keys), or pass a TokenCredential"
+    )
+    assert "S3cr3tK3y" not in err and "padding" not in err.replace("'=' padding", "")
+
+
+def test_a_cosmosdb_name_cosmos_db_refuses_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COSMOSDB_KEY", "c2VjcmV0LWtleQ==")
+    assert cli.main(["inspect", f"cosmosdb://127.0.0.1:{_closed_port()}/db/a%2Fb"]) == 2
+    assert only_line(capsys.readouterr().err) == (
+        f"{ERROR}the container name in the URL 'a/b' is not a valid Cosmos DB name: it contains '/' "
+        "(names may not contain '/', '\\\\', '?' or '#', nor end with a space)"
+    )
+
+
+@pytest.mark.cosmos
+def test_a_failed_cosmosdb_open_closes_its_client_quietly(
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The client the CLI made is closed after its start-up health check: that check's thread logs
+    no failure, even when it would finish after the command has returned."""
+    from azure.cosmos import _global_endpoint_manager as endpoints
+
+    url = cosmos_url(request, monkeypatch)  # the database exists, the container not yet
+    check = endpoints._GlobalEndpointManager._endpoints_health_check
+
+    def slow_check(self: Any, **kwargs: Any) -> Any:
+        # A health check still running when the command fails (a slow network), every time: the
+        # real check, on the real server, half a second late.
+        time.sleep(0.5)
+        return check(self, **kwargs)
+
+    monkeypatch.setattr(endpoints._GlobalEndpointManager, "_endpoints_health_check", slow_check)
+    for _ in range(2):
+        before = set(threading.enumerate())
+        assert cli.main(["inspect", url]) == 1
+        for thread in set(threading.enumerate()) - before:
+            if thread.name == "cosmos-endpoint-refresh":  # azure-cosmos's health check thread
+                thread.join(timeout=30)
+        out, err = capfd.readouterr()
+        assert out == ""
+        assert only_line(err).startswith(f"{ERROR}no container 'checkpoints' in database ")
+    assert [r.getMessage() for r in caplog.records if "Health check" in r.getMessage()] == []
 
 
 @pytest.mark.cosmos
