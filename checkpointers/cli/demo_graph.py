@@ -7,8 +7,8 @@ gets a deterministic id from the turn number, so two runs store the same bytes a
 continued by a later process (``turn_input(n)`` for the next ``n``).
 
 It lives in the package (not in tests/) so the installed console script works outside the repo.
-This module imports langgraph and langchain_core at import time: import it lazily, from inside the
-command that needs it (``agentstate_reducer`` itself has no dependencies).
+This module imports langgraph and langchain_core at import time: the ``demo`` command imports it
+when it runs, so the CLI starts without them.
 """
 
 from __future__ import annotations
