@@ -143,3 +143,32 @@ def test_the_checker_sees_an_import_inside_a_function(tmp_path: Path) -> None:
     lazy = tmp_path / "lazy.py"
     lazy.write_text("import importlib\n\ndef g():\n    return importlib.import_module('checkpointers.cli')\n")
     assert "checkpointers.cli" in [m for _, m in imports(lazy)]
+
+
+def _module_level_imports(path: Path) -> list[tuple[int, str]]:
+    """Imports run when ``path`` is imported: its top-level statements (not functions, not
+    ``if TYPE_CHECKING:``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append((node.lineno, node.module or ""))
+    return found
+
+
+def test_the_cli_starts_without_its_optional_dependencies() -> None:
+    """The CLI's modules import langgraph, drivers and the savers only inside the commands that need
+    them, so ``--help`` and the missing-extra lines work on a base install. ``demo_graph`` is the
+    exception: the demo imports it when it runs."""
+    optional = ("langgraph", "langchain_core", "langchain", "psycopg", "azure", "matplotlib", "tiktoken")
+    found = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in sorted((SAVERS / "cli").glob("*.py"))
+        if path.name != "demo_graph.py"
+        for line, module in _module_level_imports(path)
+        if module.split(".")[0] in optional
+        or (module.startswith("checkpointers") and not module.startswith("checkpointers.cli"))
+    ]
+    assert found == []
