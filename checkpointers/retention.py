@@ -445,7 +445,8 @@ class _SqliteDialect(_SqlDialect):
         return out
 
     def ts(self, row: Sequence[Any]) -> str | None:
-        return self.serde.loads_typed((row[0], row[1])).get("ts")
+        ts = self.serde.loads_typed((row[0], row[1])).get("ts")
+        return str(ts) if ts is not None else None
 
 
 class _PostgresDialect(_SqlDialect):
@@ -502,7 +503,7 @@ class _PostgresDialect(_SqlDialect):
         return _checkpoint_row(row[0], row[1], row[2], row[3])
 
     def ts(self, row: Sequence[Any]) -> str | None:
-        return row[0]
+        return str(row[0]) if row[0] is not None else None
 
 
 PG_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
