@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -114,9 +115,9 @@ def dump_rows(url: str) -> list[Any]:
             return sorted(container.read_all_items(), key=lambda item: item["id"])
     import psycopg
 
-    with psycopg.connect(url) as conn:
+    with psycopg.connect(url) as pg:
         return [
-            list(conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3, 4"))
+            list(pg.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3, 4"))
             for t in ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
         ]
 
@@ -518,7 +519,7 @@ def test_a_failed_cosmosdb_open_closes_its_client_quietly(
     from azure.cosmos import _global_endpoint_manager as endpoints
 
     url = cosmos_url(request, monkeypatch)  # the database exists, the container not yet
-    check = endpoints._GlobalEndpointManager._endpoints_health_check
+    check: Callable[..., Any] = endpoints._GlobalEndpointManager._endpoints_health_check
 
     def slow_check(self: Any, **kwargs: Any) -> Any:
         # A health check still running when the command fails (a slow network), every time: the

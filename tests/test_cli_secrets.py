@@ -362,7 +362,7 @@ def test_execute_raises_cli_errors_with_the_message_redacted(monkeypatch: pytest
 
 _PORT = closed_port()
 _ODD = st.text(
-    st.characters(min_codepoint=32, max_codepoint=0x24F, blacklist_categories=("Cs",)), max_size=12
+    st.characters(min_codepoint=32, max_codepoint=0x24F, blacklist_categories=["Cs"]), max_size=12
 )
 _SECRET_NAMES = st.sampled_from(
     [

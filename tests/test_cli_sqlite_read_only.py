@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -149,6 +150,7 @@ def test_database_from_before_task_path_is_read_without_migrating_it(
     db = seeded(tmp_path, {"busy": 3, "idle": 2})
     with SqliteSaver.from_conn_string(str(db)) as saver:
         tup = saver.get_tuple({"configurable": {"thread_id": "busy", "checkpoint_ns": ""}})
+        assert tup is not None
         saver.put_writes(tup.config, [("messages", [])], task_id="task-1")
     conn = sqlite3.connect(db)
     conn.executescript(
@@ -178,7 +180,7 @@ def _wrong_columns(path: Path) -> None:
     conn.close()
 
 
-NOT_CHECKPOINTS = {
+NOT_CHECKPOINTS: dict[str, tuple[Callable[[Path], object], str]] = {
     "empty-file": (lambda p: p.write_bytes(b""), "it is an empty file (check the path)"),
     "text-file": (lambda p: p.write_text("hello " * 1000), "it is not an SQLite file (check the path)"),
     "truncated-header": (

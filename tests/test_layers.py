@@ -70,7 +70,7 @@ def _violations(folder: Path, forbidden: tuple[str, ...]) -> list[str]:
     found = []
     for path in sorted(folder.rglob("*.py")):
         for line, module in imports(path):
-            if module == forbidden or module.startswith(forbidden):
+            if module in forbidden or module.startswith(tuple(f"{name}." for name in forbidden)):
                 found.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
     return found
 
@@ -149,7 +149,7 @@ def _module_level_imports(path: Path) -> list[tuple[int, str]]:
     """Imports run when ``path`` is imported: its top-level statements (not functions, not
     ``if TYPE_CHECKING:``)."""
     tree = ast.parse(path.read_text(), str(path))
-    found = []
+    found: list[tuple[int, str]] = []
     for node in tree.body:
         if isinstance(node, ast.Import):
             found.extend((node.lineno, alias.name) for alias in node.names)

@@ -52,9 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
         "(key in COSMOSDB_KEY)",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="{demo,inspect,compact}")
+    commands = parser.add_subparsers(dest="command", metavar="{demo,inspect,compact}")
 
-    demo = sub.add_parser(
+    demo = commands.add_parser(
         "demo",
         parents=[common],
         help="run a scripted agent bare and reduced, compare storage",
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_reducer_options(demo, reduce=True)
     demo.set_defaults(func=run_demo)
 
-    inspect_parser = sub.add_parser(
+    inspect_parser = commands.add_parser(
         "inspect", parents=[common], help="per thread: checkpoints, messages, tokens, bytes"
     )
     inspect_parser.add_argument("store", metavar="STORE")
@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_reducer_options(inspect_parser, reduce=False)
     inspect_parser.set_defaults(func=run_inspect)
 
-    compact_parser = sub.add_parser(
+    compact_parser = commands.add_parser(
         "compact",
         parents=[common],
         help="reduce the latest checkpoint of each thread",
@@ -168,10 +168,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     unless ``--debug``."""
     args_list = list(sys.argv[1:] if argv is None else argv)
     with redacted_output(args_list):
-        return _main(args_list)
+        return _run_and_report(args_list)
 
 
-def _main(args_list: list[str]) -> int:
+def _run_and_report(args_list: list[str]) -> int:
+    """Run the command of ``args_list``, printing each error as one line; the exit code."""
     debug = "--debug" in args_list
     try:
         execute(args_list)
