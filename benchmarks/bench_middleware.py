@@ -60,9 +60,7 @@ def _middleware(name: str, summary_model: Any, trigger: int = 40, keep: int = 20
     if name == "ours-state":
         return [ReducerMiddleware(reducer, trigger=at, keep=kept, summarizer=summary_model)]
     if name == "ours-request":
-        return [
-            ReducerMiddleware(reducer, mode="request", trigger=at, keep=kept, summarizer=summary_model)
-        ]
+        return [ReducerMiddleware(reducer, mode="request", trigger=at, keep=kept, summarizer=summary_model)]
     if name == "ours-request+clear":
         return [
             ReducerMiddleware(

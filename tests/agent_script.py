@@ -56,6 +56,8 @@ class ScriptedModel(BaseChatModel):
     blocks: bool = False
     usage: bool = False
     call_tool: str = "lookup"
+    #: every ``fail_every``-th call raises (after being recorded), for retry middleware
+    fail_every: int = 0
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _progress: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
@@ -80,6 +82,8 @@ class ScriptedModel(BaseChatModel):
     ) -> ChatResult:
         with self._lock:
             self._calls.append(list(messages))
+            if self.fail_every and len(self._calls) % self.fail_every == 0:
+                raise RuntimeError("scripted model: temporarily unavailable")
             turn = next(
                 (_text(m) for m in reversed(messages) if m.type == "human" and _text(m).startswith("q")), "q?"
             )

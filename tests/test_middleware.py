@@ -383,21 +383,27 @@ def test_on_prune_hooks_see_each_pruned_message_once_in_both_modes() -> None:
 
 
 def test_state_mode_under_a_reducing_saver_summarizes_each_message_once() -> None:
+    """With the saver given the middleware's memo; with a memo each, the in-run state still holds
+    what the saver summarized, and the middleware summarizes it again (the counterfactual)."""
     from checkpointers import ReducingCheckpointSaver
 
-    log: list[list[str]] = []
-    reducer = MessageReducer(
-        config=ReducerConfig(min_messages=10, max_messages=20, summarize_fn=_summarizer(log))
-    )
-    mw = ReducerMiddleware(reducer)
-    saver = ReducingCheckpointSaver(InMemorySaver(), reducer, summary_memo=mw.summary_memo)
-    model = ScriptedModel(steps=3)
-    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=saver, middleware=[mw])
-    run_turns(agent, 12)
-    assert_calls_valid(model.calls, bound=1 + 21 + 2)
-    flat = [i for batch in log for i in batch]
-    assert log and len(flat) == len(set(flat)), "a message was summarized twice"
-    assert sum(m.id == SUMMARY_ID for m in agent.get_state(CFG).values["messages"]) == 1
+    def repeats(shared: bool) -> int:
+        log: list[list[str]] = []
+        config = ReducerConfig(min_messages=10, max_messages=20, summarize_fn=_summarizer(log))
+        reducer = MessageReducer(config=config)
+        mw = ReducerMiddleware(reducer)
+        memo = mw.summary_memo if shared else SummaryMemo()
+        saver = ReducingCheckpointSaver(InMemorySaver(), reducer, summary_memo=memo)
+        model = ScriptedModel(steps=3)
+        agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=saver, middleware=[mw])
+        run_turns(agent, 12)
+        assert_calls_valid(model.calls, bound=1 + 21 + 2)
+        assert log and sum(m.id == SUMMARY_ID for m in agent.get_state(CFG).values["messages"]) == 1
+        flat = [i for batch in log for i in batch]
+        return len(flat) - len(set(flat))
+
+    assert repeats(shared=True) == 0, "a message was summarized twice"
+    assert repeats(shared=False) > 0
 
 
 # -- validation of broken histories ------------------------------------------------------------------
@@ -550,6 +556,22 @@ def test_clearing_first_can_spare_whole_turns() -> None:
         return sum(len(r.pruned) for r in records)
 
     assert pruned(ClearToolUsesEdit(trigger=300, keep=1)) < pruned(None)
+
+
+def test_with_model_retry_middleware_every_attempt_is_valid() -> None:
+    from langchain.agents.middleware import ModelRetryMiddleware
+
+    retry = ModelRetryMiddleware(max_retries=2, initial_delay=0, jitter=False)
+    modes: tuple[Mode, ...] = ("state", "request")
+    for mode in modes:
+        model = ScriptedModel(steps=2, fail_every=5)
+        mw = ReducerMiddleware(MessageReducer(min_messages=6, max_messages=12), mode=mode)
+        agent = create_agent(
+            model, TOOLS, system_prompt=SYSTEM, checkpointer=InMemorySaver(), middleware=[mw, retry]
+        )
+        run_turns(agent, 8, config={"configurable": {"thread_id": f"retry-{mode}"}})
+        assert len(model.calls) > 8 * 3  # the failed attempts were retried
+        assert_calls_valid(model.calls, bound=1 + 13 + 3)
 
 
 def test_works_inside_a_subagent_tool() -> None:
