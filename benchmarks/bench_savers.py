@@ -10,8 +10,19 @@
    ``max_messages``), wrapped vs bare, interleaved, median of many puts. Target: < 10% of the bare
    put. Also reported, without a target: the same with the messages channel not in new_versions.
 
+3. Retention (``--retention``, also part of the full run): the same agent, default durability, on
+   SQLite (a file) and PostgreSQL (``POSTGRES_URL``, else a throwaway local server started like the
+   tests' fixture; skipped when none can be had): bare and LangGraph's ``DeltaChannel`` at 300 turns;
+   the reducer, and the reducer + ``keep_last=2`` + a ``StoreArchive`` (SqliteStore / PostgresStore)
+   at 300 and 1,000 turns. Stored bytes are counted two ways: row bytes (checkpoint and metadata
+   bytes, write and blob bytes, plus the archive's item bytes) and, on SQLite, file bytes after a WAL
+   checkpoint (checkpoint file + archive file). Per-turn wall times: medians over turns 51-100 and
+   951-1,000. Targets: reducer + keep_last + archive stores >= 4x fewer row bytes than DeltaChannel
+   at 300 turns; checkpoint row bytes flat (max over turns 951-1,000 within 1.1x of turns 51-100);
+   median turn time over 951-1,000 within 1.2x of 51-100.
+
 Every ratio is measured against a baseline run in the same process. Run:
-``python benchmarks/bench_savers.py [--quick]``.
+``python benchmarks/bench_savers.py [--quick] [--retention]``.
 """
 
 from __future__ import annotations
@@ -163,7 +174,224 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 "wrapped": o["wrapped_us"], "ratio": o["overhead"], "target": "< 0.10" if in_new else "",
                 "met": o["overhead"] < 0.10 if in_new else None,
             })
+    rows += retention(quick)[0]
     return rows
+
+
+# -- 3. retention ---------------------------------------------------------------------------------
+
+VARIANTS = ("bare", "delta", "reducer", "keep_last")
+
+
+def _delta_add_messages(state: list[Any], writes: list[Any]) -> list[Any]:
+    from langgraph.graph.message import add_messages
+
+    for update in writes:
+        state = add_messages(state, update)
+    return state
+
+
+def _delta_state() -> Any:
+    from typing import Annotated, TypedDict
+
+    from langgraph.channels import DeltaChannel
+
+    fields = {"messages": Annotated[list, DeltaChannel(_delta_add_messages)], "turns": int}
+    return TypedDict("DeltaState", fields, total=False)  # type: ignore[operator]
+
+
+class _Store:
+    """One backend of the retention benchmark: a checkpoint saver, a store and byte counters."""
+
+    def __init__(self, kind: str, workdir: Path, name: str, pg_base: str | None) -> None:
+        self.kind = kind
+        self.closers: list[Any] = []
+        if kind == "sqlite":
+            from langgraph.store.sqlite import SqliteStore
+
+            self.path = workdir / f"{name}.db"
+            self.saver, self.conn = _sqlite_saver(self.path)
+            self.store_path = workdir / f"{name}-archive.db"
+            self.store_conn = sqlite3.connect(self.store_path, check_same_thread=False, isolation_level=None)
+            self.store: Any = SqliteStore(self.store_conn)
+            self.store.setup()
+        else:
+            import psycopg
+            from langgraph.checkpoint.postgres import PostgresSaver
+            from langgraph.store.postgres import PostgresStore
+            from psycopg.rows import dict_row
+
+            assert pg_base is not None
+            with psycopg.connect(pg_base, autocommit=True) as admin:
+                admin.execute(f"DROP DATABASE IF EXISTS bench_{name}")
+                admin.execute(f"CREATE DATABASE bench_{name}")
+            from urllib.parse import urlsplit, urlunsplit
+
+            url = urlunsplit(urlsplit(pg_base)._replace(path=f"/bench_{name}"))
+            self.pg = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+            self.saver = PostgresSaver(self.pg)  # type: ignore[arg-type]
+            self.saver.setup()
+            self.store = PostgresStore(self.pg)  # type: ignore[arg-type]
+            self.store.setup()
+
+    def checkpoint_row_bytes(self) -> int:
+        if self.kind == "sqlite":
+            row = self.conn.execute(
+                "SELECT (SELECT COALESCE(SUM(length(checkpoint) + length(metadata)), 0) FROM checkpoints)"
+                " + (SELECT COALESCE(SUM(length(value)), 0) FROM writes)"
+            ).fetchone()
+            return int(row[0])
+        row = self.pg.execute(
+            "SELECT (SELECT COALESCE(SUM(octet_length(checkpoint::text) + octet_length(metadata::text)), 0)"
+            " FROM checkpoints) + (SELECT COALESCE(SUM(octet_length(blob)), 0) FROM checkpoint_blobs)"
+            " + (SELECT COALESCE(SUM(octet_length(blob)), 0) FROM checkpoint_writes) AS n"
+        ).fetchone()
+        return int(row["n"])  # type: ignore[call-overload]
+
+    def archive_row_bytes(self) -> int:
+        if self.kind == "sqlite":
+            row = self.store_conn.execute("SELECT COALESCE(SUM(length(value)), 0) FROM store").fetchone()
+            return int(row[0])
+        row = self.pg.execute("SELECT COALESCE(SUM(octet_length(value::text)), 0) AS n FROM store").fetchone()
+        return int(row["n"])  # type: ignore[call-overload]
+
+    def file_bytes(self) -> int | None:
+        """SQLite: checkpoint file + archive file after WAL checkpoints; PostgreSQL: relation sizes."""
+        if self.kind == "sqlite":
+            return _db_bytes(self.conn, self.path) + _db_bytes(self.store_conn, self.store_path)
+        row = self.pg.execute(
+            "SELECT pg_total_relation_size('checkpoints') + pg_total_relation_size('checkpoint_blobs')"
+            " + pg_total_relation_size('checkpoint_writes') + pg_total_relation_size('store') AS n"
+        ).fetchone()
+        return int(row["n"])  # type: ignore[call-overload]
+
+    def close(self) -> None:
+        if self.kind == "sqlite":
+            self.conn.close()
+            self.store_conn.close()
+        else:
+            self.pg.close()
+
+
+def retention_run(kind: str, variant: str, turns: int, workdir: Path, pg_base: str | None) -> dict[str, Any]:
+    """One thread of ``turns`` turns on ``kind`` with ``variant``; bytes and per-turn times."""
+    from agentstate_reducer import ReducerConfig
+    from checkpointers import StoreArchive, read_transcript
+
+    backend = _Store(kind, workdir, f"{variant}_{turns}", pg_base)
+    archive: StoreArchive | None = None
+    checkpointer: Any = backend.saver
+    state_schema = None
+    if variant == "delta":
+        state_schema = _delta_state()
+    elif variant == "reducer":
+        checkpointer = ReducingCheckpointSaver(backend.saver, _reducer())
+    elif variant == "keep_last":
+        archive = StoreArchive(backend.store)
+        reducer = MessageReducer(config=ReducerConfig(min_messages=MIN_MESSAGES, max_messages=MAX_MESSAGES,
+                                                      on_prune=[archive]))
+        checkpointer = ReducingCheckpointSaver(backend.saver, reducer, keep_last=2)
+    graph = build_graph(checkpointer, content_chars=CONTENT_CHARS, state_schema=state_schema)
+    times: list[float] = []
+    rows: list[int] = []
+    last = time.perf_counter()
+
+    def after(turn: int, _out: Any) -> None:
+        nonlocal last
+        now = time.perf_counter()
+        times.append(now - last)
+        if variant in ("reducer", "keep_last") and (turn < 100 or turn >= turns - 50):
+            rows.append(backend.checkpoint_row_bytes())  # flatness windows only: counting is slow
+        last = time.perf_counter()
+
+    run_turns(graph, turns, thread_id="bench", content_chars=CONTENT_CHARS, after_turn=after)
+    out: dict[str, Any] = {
+        "kind": kind, "variant": variant, "turns": turns,
+        "checkpoint_rows": backend.checkpoint_row_bytes(),
+        "archive_rows": backend.archive_row_bytes() if archive is not None else 0,
+        "file_bytes": backend.file_bytes(),
+        "turn_ms_51_100": statistics.median(times[50:100]) * 1e3,
+        "turn_ms_last_50": statistics.median(times[-50:]) * 1e3,
+    }
+    if rows:
+        out["rows_max_51_100"] = max(rows[50:100])
+        out["rows_max_last_50"] = max(rows[-50:])
+    if archive is not None:
+        transcript = read_transcript(backend.store, checkpointer, thread_config("bench"))
+        out["transcript_turns"] = sum(1 for m in transcript if getattr(m, "type", "") == "human")
+    backend.close()
+    return out
+
+
+def _pg_base() -> tuple[str | None, Any]:
+    """(server URL, cluster to stop) from POSTGRES_URL, else a throwaway local cluster; (None, None)
+    when neither works."""
+    url = os.environ.get("POSTGRES_URL", "").strip()
+    if url:
+        return url, None
+    try:
+        from tests.pg_service import _find_bin_dir, _LocalCluster
+
+        bin_dir = _find_bin_dir()
+        if bin_dir is None:
+            return None, None
+        cluster = _LocalCluster(bin_dir)
+        cluster.start()
+        return cluster.base_url + "/postgres", cluster
+    except Exception as exc:  # a benchmark without PostgreSQL still reports SQLite
+        print(f"PostgreSQL unavailable, its retention rows are skipped: {type(exc).__name__}")
+        return None, None
+
+
+def retention(quick: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(summary rows in the table's format, one detail row per run)."""
+    short, long = (60, 150) if quick else (300, 1000)
+    plan = [("bare", short), ("delta", short), ("reducer", short), ("keep_last", short),
+            ("reducer", long), ("keep_last", long)]
+    pg_base, cluster = _pg_base()
+    kinds = ["sqlite"] + (["postgres"] if pg_base else [])
+    details: list[dict[str, Any]] = []
+    rows: list[dict[str, Any]] = []
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-retention-") as tmp:
+            for kind in kinds:
+                runs = {}
+                for variant, turns in plan:
+                    r = retention_run(kind, variant, turns, Path(tmp), pg_base)
+                    details.append(r)
+                    runs[(variant, turns)] = r
+                delta, kept = runs[("delta", short)], runs[("keep_last", short)]
+                ratio = delta["checkpoint_rows"] / (kept["checkpoint_rows"] + kept["archive_rows"])
+                rows.append({"benchmark": f"retention, {kind}, {short} turns",
+                             "metric": "row bytes DeltaChannel / (reducer+keep_last=2 + archive)",
+                             "bare": delta["checkpoint_rows"],
+                             "wrapped": kept["checkpoint_rows"] + kept["archive_rows"],
+                             "ratio": ratio, "target": ">= 4", "met": ratio >= 4})
+                long_run = runs[("keep_last", long)]
+                flat = long_run["rows_max_last_50"] / long_run["rows_max_51_100"]
+                rows.append({"benchmark": f"retention, {kind}, keep_last=2, {long} turns",
+                             "metric": "checkpoint row bytes: max(last 50 turns) / max(turns 51-100)",
+                             "bare": long_run["rows_max_51_100"], "wrapped": long_run["rows_max_last_50"],
+                             "ratio": flat, "target": "<= 1.1", "met": flat <= 1.1})
+                slow = long_run["turn_ms_last_50"] / long_run["turn_ms_51_100"]
+                rows.append({"benchmark": f"retention, {kind}, keep_last=2, {long} turns",
+                             "metric": "median turn ms: last 50 / turns 51-100",
+                             "bare": long_run["turn_ms_51_100"], "wrapped": long_run["turn_ms_last_50"],
+                             "ratio": slow, "target": "<= 1.2", "met": slow <= 1.2})
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    return rows, details
+
+
+def print_details(details: list[dict[str, Any]]) -> None:
+    cols = ["kind", "variant", "turns", "checkpoint_rows", "archive_rows", "file_bytes", "turn_ms_51_100",
+            "turn_ms_last_50", "rows_max_51_100", "rows_max_last_50", "transcript_turns"]
+    cells = [[_fmt(d.get(c)) for c in cols] for d in details]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
 
 
 def _fmt(value: Any) -> str:
@@ -186,6 +414,13 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="100 turns and fewer puts")
+    parser.add_argument("--retention", action="store_true", help="only the retention benchmark (3.)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; times in seconds (wall) and µs (put)")
-    print_table(run(args.quick))
+    if args.retention:
+        table, details = retention(args.quick)
+        print_table(table)
+        print()
+        print_details(details)
+    else:
+        print_table(run(args.quick))
