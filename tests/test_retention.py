@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import pytest
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from agentstate_reducer import MessageReducer
@@ -343,3 +345,32 @@ def test_a_failing_deletion_never_fails_a_put_and_is_retried(
         run_turns(graph, 1, thread_id="f", start=2)  # retried at the next put
         assert len(all_namespaces(saver, "f")[""]) <= 2
         assert saver.retention_stats is not None and saver.retention_stats.checkpoints_deleted > 0
+
+
+def _delta_add_messages(state: list[Any], writes: list[Any]) -> list[Any]:
+    for update in writes:
+        state = add_messages(state, update)
+    return state
+
+
+class DeltaState(TypedDict, total=False):
+    messages: Annotated[list, DeltaChannel(_delta_add_messages, snapshot_frequency=50)]
+
+
+@pytest.mark.parametrize("kind", SYNC)
+def test_a_real_delta_channel_graph_is_refused(
+    kind: str, saver_factory: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    with saver_factory(kind) as inner:
+        saver = ReducingCheckpointSaver(inner, reducer(), keep_last=1, retention_every=1)
+        graph = build_graph(saver, state_schema=DeltaState)
+        with caplog.at_level(logging.WARNING, logger="agentstate_reducer.checkpointers"):
+            run_turns(graph, 3, thread_id="delta")
+        stats = saver.retention_stats
+        assert stats is not None and stats.refused == {"delta"} and stats.checkpoints_deleted == 0
+        assert len(all_namespaces(saver, "delta")[""]) > 3
+        # LangGraph's own prune (Postgres) and ours raise NotImplementedError naming the DeltaChannel
+        with pytest.raises(NotImplementedError, match="DeltaChannel"):
+            saver.prune(["delta"])
+        ids = [m.id for m in graph.get_state(thread_config("delta")).values["messages"]]
+        assert ids[-len(turn_ids(2)):] == turn_ids(2) and ids[0] == "sys"
