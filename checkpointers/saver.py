@@ -42,11 +42,18 @@ logged and never blocks the write. Reductions of a new version that pruned are l
 the logger ``"agentstate_reducer.checkpointers"`` (repeats at DEBUG).
 
 Capabilities: ``delete_for_runs``, ``copy_thread`` and ``prune`` (and their async forms) exist on
-the wrapper exactly when the inner saver's class implements them, because LangGraph's conformance
-suite and callers detect them on the *class* (``type(saver).aprune is not
-BaseCheckpointSaver.aprune``). ``ReducingCheckpointSaver(...)`` therefore returns an instance of a
+the wrapper when the inner saver's class implements them (delegated), because LangGraph's
+conformance suite and callers detect them on the *class* (``type(saver).aprune is not
+BaseCheckpointSaver.aprune``). Where the inner class has neither ``prune`` nor ``aprune`` and
+``checkpointers.retention`` supports it (InMemorySaver, the SQLite savers), the wrapper has both,
+implemented by retention. ``ReducingCheckpointSaver(...)`` therefore returns an instance of a
 cached subclass per capability set (see ``_saver_class``); ``isinstance(x,
 ReducingCheckpointSaver)`` holds for all of them.
+
+Retention: ``keep_last=N`` keeps each thread's newest N root checkpoints (and what they need; rules
+in ``checkpointers.retention``), run after every ``retention_every`` puts of a thread, after the
+inner put stored the checkpoint; a failing run is logged, counted in ``retention_stats`` and
+retried at the thread's next put, never failing the put.
 
 A saver that reduces by itself (it has a ``reducer`` attribute, like ``CosmosDBSaver``) is never
 reduced twice: with ``reducer=None`` the wrapper hands it its reducer (and ``messages_key``, and
@@ -119,10 +126,16 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
             although LangGraph re-puts a run's full list on every step. Default: a new one per
             wrapper; ``None`` turns it off (every put then prunes and summarizes the run's whole
             list again). It only acts when the reducer has a summarizer.
+        keep_last: keep each thread's newest ``keep_last`` root checkpoints (an int >= 1); None (the
+            default) keeps all. Needs an inner saver ``checkpointers.retention`` supports.
+        retention_every: with ``keep_last``, run a thread's retention at every
+            ``retention_every``-th put of it (int >= 1).
 
     Raises:
-        TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``.
-        ValueError: ``inner`` already applies a different reducer (it would reduce twice).
+        TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``;
+            ``keep_last`` is not an int or None, or is set on an inner saver retention lacks.
+        ValueError: ``inner`` already applies a different reducer (it would reduce twice);
+            ``keep_last`` or ``retention_every`` is below 1.
     """
 
     def __new__(cls, inner: Any = None, *args: Any, **kwargs: Any) -> ReducingCheckpointSaver:
@@ -209,6 +222,11 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
     def keep_last(self) -> int | None:
         """Root checkpoints kept per thread (None: all)."""
         return self._keep_last
+
+    @property
+    def retention_every(self) -> int:
+        """With ``keep_last``: puts of a thread between two retention runs."""
+        return self._retention_every
 
     @property
     def retention_stats(self) -> _retention.RetentionStats | None:
