@@ -25,7 +25,8 @@ whether the last call still carries the policy; messages stored at the end.
 
 The sweep runs ``ours-state``, ``ours-request`` and ``summarization`` over ten (trigger, keep)
 message counts (``SWEEP``) for 10 turns each and counts invalid calls and runs that lost the
-policy. No timings: these are counts. ``python -m benchmarks.bench_middleware [--quick] [--markdown]``.
+policy or the live question (calls that did not carry the question of the turn in progress). No
+timings: these are counts. ``python -m benchmarks.bench_middleware [--quick] [--markdown]``.
 """
 
 from __future__ import annotations
@@ -145,6 +146,7 @@ def run_one(scenario: str, middleware: str, turns: int, trigger: int = 40, keep:
         "policy_kept": any(POLICY in str(m.content) for m in calls[-1]),
         "stored": len(stored),
         "summary_calls": len(summary_model.calls),
+        "lost_turns": model.lost_turns,
     }
 
 
@@ -174,6 +176,7 @@ def sweep(quick: bool = False) -> list[dict[str, Any]]:
                     "invalid": sum(r["invalid"] for r in runs),
                     "calls": sum(r["calls"] for r in runs),
                     "policy_lost": sum(not r["policy_kept"] for r in runs),
+                    "lost_turns": sum(r["lost_turns"] for r in runs),
                 }
             )
     return out
@@ -194,6 +197,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 "calls": r["calls"],
                 "broken_configs": f"{r['broken_configs']}/{r['configs']}",
                 "policy_lost": r["policy_lost"],
+                "lost_turns": r["lost_turns"],
             }
         )
     for r in measure(quick):
@@ -221,13 +225,13 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 def markdown_sweep(results: list[dict[str, Any]]) -> str:
     lines = [
         "| scenario | middleware | configurations with an invalid call | invalid calls | "
-        "configurations that lost the policy |",
-        "|---|---|---|---|---|",
+        "configurations that lost the policy | calls without the live question |",
+        "|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['scenario']} | {r['middleware']} | {r['broken_configs']} of {r['configs']} | "
-            f"{r['invalid']} of {r['calls']} | {r['policy_lost']} of {r['configs']} |"
+            f"{r['invalid']} of {r['calls']} | {r['policy_lost']} of {r['configs']} | {r['lost_turns']} |"
         )
     return "\n".join(lines)
 

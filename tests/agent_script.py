@@ -1,10 +1,11 @@
 """Scripted ``create_agent`` agents and a provider-validity checker for their model calls.
 
 ``ScriptedModel`` is a chat model that records the messages of every call and answers from a
-script: turn ``q<i>`` (the user's text) takes ``steps`` tool steps, each calling ``lookup`` once
-or, every other step, ``lookup`` and ``add`` in parallel, then a final answer. Its progress is
-kept per turn in the model (not read back from the request), so a reduced request cannot make
-it loop. With ``blocks=True`` its AI messages carry Anthropic-style content blocks (text and
+script: turn ``q<i>`` (the user's text starts so) takes ``steps`` tool steps, each calling
+``lookup`` once or, every other step, ``lookup`` and ``add`` in parallel, then a final answer.
+Its progress is kept per turn in the model, and the turn is the newest question it has seen, so
+a reduced request cannot make it loop; ``lost_turns`` counts the calls that did not carry that
+question. With ``blocks=True`` its AI messages carry Anthropic-style content blocks (text and
 ``tool_use``), as ``ChatAnthropic`` returns them.
 
 ``provider_errors`` judges one recorded call from the providers' documented rules, on the
@@ -15,6 +16,7 @@ reducer.
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -40,6 +42,7 @@ def add(a: int, b: int) -> int:
 
 
 TOOLS = [lookup, add]
+QUESTION = re.compile(r"q(\d+) ")
 
 
 def _text(message: BaseMessage) -> str:
@@ -61,6 +64,8 @@ class ScriptedModel(BaseChatModel):
     _calls: list[list[BaseMessage]] = PrivateAttr(default_factory=list)
     _progress: dict[str, int] = PrivateAttr(default_factory=dict)
     _lock: Any = PrivateAttr(default_factory=threading.Lock)
+    _latest: int = PrivateAttr(default=-1)
+    _lost: int = PrivateAttr(default=0)
 
     @property
     def _llm_type(self) -> str:
@@ -69,6 +74,11 @@ class ScriptedModel(BaseChatModel):
     @property
     def calls(self) -> list[list[BaseMessage]]:
         return self._calls
+
+    @property
+    def lost_turns(self) -> int:
+        """Calls that did not carry the newest question this model had seen (the live turn's)."""
+        return self._lost
 
     def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedModel:
         return self
@@ -84,9 +94,16 @@ class ScriptedModel(BaseChatModel):
             self._calls.append(list(messages))
             if self.fail_every and len(self._calls) % self.fail_every == 0:
                 raise RuntimeError("scripted model: temporarily unavailable")
-            turn = next(
-                (_text(m) for m in reversed(messages) if m.type == "human" and _text(m).startswith("q")), "q?"
-            )
+            asked = [
+                int(q.group(1))
+                for q in (QUESTION.match(_text(m)) for m in messages if m.type == "human")
+                if q
+            ]
+            newest = max(asked, default=-1)
+            if newest < self._latest:
+                self._lost += 1  # the live question is not in this call
+            self._latest = max(self._latest, newest)
+            turn = f"q{self._latest}" if self._latest >= 0 else "q?"
             step = self._progress.get(turn, 0)
             self._progress[turn] = step + 1
             n = len(self._calls)

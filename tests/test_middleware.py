@@ -77,6 +77,7 @@ def test_state_mode_30_turns_every_call_valid_and_bounded(blocks: bool) -> None:
     assert len(model.calls) == 30 * 4
     # trigger at 21, one step at most (an AI message with its results) added before the next check
     assert_calls_valid(model.calls, bound=1 + 21 + 2)
+    assert model.lost_turns == 0, "a call lost the live question"
     stored = agent.get_state(CFG).values["messages"]
     assert len(stored) <= 21 + 3
     assert stored[0].id == SUMMARY_ID  # one running summary, at the front, rolled forward
@@ -134,6 +135,7 @@ async def test_async_state_and_request_modes_without_a_checkpointer() -> None:
             out = await agent.ainvoke({"messages": [*history, *t["messages"]]})
             history = out["messages"]
         assert_calls_valid(model.calls, bound=1 + 17 + 1 if mode == "request" else 1 + 17 + 3)
+        assert model.lost_turns == 0, "a call lost the live question"
         if mode == "state":
             assert len(history) <= 17 + 3
         else:
@@ -157,6 +159,7 @@ def test_stream_works_and_every_call_is_valid() -> None:
             chunks += 1
     assert chunks >= 12 * 4
     assert_calls_valid(model.calls, bound=1 + 13 + 3)
+    assert model.lost_turns == 0, "a call lost the live question"
 
 
 def test_preserve_first_pins_the_first_question() -> None:
@@ -170,6 +173,7 @@ def test_preserve_first_pins_the_first_question() -> None:
     )
     run_turns(agent, 10)
     assert_calls_valid(model.calls)
+    assert model.lost_turns == 0, "a call lost the live question"
     assert model.calls[-1][1].text.startswith("q0 ")
 
 
@@ -195,6 +199,7 @@ def _records(
     agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=InMemorySaver(), middleware=[mw])
     run_turns(agent, n)
     assert_calls_valid(model.calls)
+    assert model.lost_turns == 0, "a call lost the live question"
     assert len(records) == len(model.calls)
     return records, model
 
@@ -335,6 +340,7 @@ def test_a_failing_summarizer_keeps_every_message(caplog: pytest.LogCaptureFixtu
     with caplog.at_level(logging.ERROR, logger="agentstate_reducer"):
         run_turns(agent, 6)
     assert_calls_valid(model.calls)
+    assert model.lost_turns == 0, "a call lost the live question"
     assert len(agent.get_state(CFG).values["messages"]) == 6 * 4  # nothing pruned
     assert any(r.summary_error and "summary service down" in r.summary_error for r in records)
     assert "summarize_fn failed" in caplog.text
@@ -354,6 +360,7 @@ def test_a_chat_model_summarizer_gets_the_documented_prompt() -> None:
     )
     run_turns(agent, 5)
     assert_calls_valid(model.calls)
+    assert model.lost_turns == 0, "a call lost the live question"
     assert summary_model.calls, "the summary model was never called"
     prompt = summary_model.calls[0][0].text
     assert "running summary" in prompt and "<messages>" in prompt and "q0" in prompt
@@ -398,6 +405,7 @@ def test_state_mode_under_a_reducing_saver_summarizes_each_message_once() -> Non
         agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=saver, middleware=[mw])
         run_turns(agent, 12)
         assert_calls_valid(model.calls, bound=1 + 21 + 2)
+        assert model.lost_turns == 0, "a call lost the live question"
         assert log and sum(m.id == SUMMARY_ID for m in agent.get_state(CFG).values["messages"]) == 1
         flat = [i for batch in log for i in batch]
         return len(flat) - len(set(flat))
@@ -436,6 +444,7 @@ def test_validate_repairs_a_broken_history_and_logs_the_ids(
     with caplog.at_level(logging.WARNING, logger="agentstate_reducer.middleware"):
         agent.invoke({"messages": [*_broken_history(), HumanMessage("q2 now", id="h2")]})
     assert_calls_valid(model.calls)
+    assert model.lost_turns == 0, "a call lost the live question"
     first = model.calls[0]
     # the system prompt first, the state's system message merged after it, pinned
     assert first[0].text == SYSTEM + "\n\nPolicy: be polite."
@@ -475,6 +484,7 @@ def test_a_human_in_the_loop_edit_is_repaired(caplog: pytest.LogCaptureFixture) 
     )
     agent.invoke({"messages": [{"role": "user", "content": "q9 again"}]}, CFG)
     assert_calls_valid(model.calls)
+    assert model.lost_turns == 0, "a call lost the live question"
     assert all("edited" not in str(getattr(m, "tool_calls", "")) for m in model.calls[-1])
 
 
@@ -497,6 +507,7 @@ def test_human_in_the_loop_interrupt_and_resume(mode: Mode) -> None:
             out = agent.invoke(Command(resume={"decisions": [{"type": "approve"}]}), CFG)
     assert interrupts == 8  # step 1 of each turn calls add
     assert_calls_valid(model.calls, bound=1 + 13 + 3)
+    assert model.lost_turns == 0, "a call lost the live question"
     stored = agent.get_state(CFG).values["messages"]
     assert stored[-1].type == "ai" and stored[-1].text.startswith("answer to q7")
 
@@ -521,6 +532,7 @@ def test_clear_tool_results_clears_the_request_only_and_keeps_pairs() -> None:
     )
     run_turns(agent, 6)
     assert_calls_valid(model.calls)
+    assert model.lost_turns == 0, "a call lost the live question"
     last = model.calls[-1]
     results = [m for m in last if m.type == "tool"]
     assert [m.text for m in results[-2:]] != ["[cleared]", "[cleared]"]
@@ -553,6 +565,7 @@ def test_clearing_first_can_spare_whole_turns() -> None:
         )
         run_turns(agent, 6)
         assert_calls_valid(model.calls)
+        assert model.lost_turns == 0, "a call lost the live question"
         return sum(len(r.pruned) for r in records)
 
     assert pruned(ClearToolUsesEdit(trigger=300, keep=1)) < pruned(None)
@@ -572,6 +585,7 @@ def test_with_model_retry_middleware_every_attempt_is_valid() -> None:
         run_turns(agent, 8, config={"configurable": {"thread_id": f"retry-{mode}"}})
         assert len(model.calls) > 8 * 3  # the failed attempts were retried
         assert_calls_valid(model.calls, bound=1 + 13 + 3)
+        assert model.lost_turns == 0, "a call lost the live question"
 
 
 def test_works_inside_a_subagent_tool() -> None:
