@@ -33,13 +33,14 @@ def fields_in_dict(cls: type) -> bool:
     """True when ``cls``'s instances keep every ``READ_FIELDS`` field they have in their instance
     ``__dict__``, so that reading that dict gives what ``getattr`` (and so ``read_message``) gives.
 
-    The one test of "fields live in ``__dict__``" for every bulk path (``read_plain``, the token
-    counter's snapshots and cache checks). It holds when the class is no ``Mapping``, serves
-    attributes with ``object.__getattribute__``, serves none of the fields at class level (no
-    property, slot, descriptor or class attribute) and has no ``__getattr__``, except pydantic's:
-    that one serves only private attributes and the model's extras, the dict ``PYDANTIC_EXTRA``,
-    so a field missing from ``__dict__`` is there or absent (LangChain's messages are such models;
-    a message whose extras hold a field is read with ``getattr``, as is any other class).
+    The one test of "fields live in ``__dict__``" for every reader by columns (``read_plain``,
+    ``snapshots``, ``live_fields_columns``) and for ``snapshot`` of one message. It holds when
+    the class is no ``Mapping``, serves attributes with ``object.__getattribute__``, serves none
+    of the fields at class level (no property, slot, descriptor or class attribute) and has no
+    ``__getattr__``, except pydantic's: that one serves only private attributes and the model's
+    extras, the dict ``PYDANTIC_EXTRA``, so a field missing from ``__dict__`` is there or absent
+    (LangChain's messages are such models; a message whose extras hold a field is read with
+    ``getattr``, as is any other class).
     """
     ok = _dict_field_classes.get(cls)
     if ok is None:
@@ -55,7 +56,6 @@ def fields_in_dict(cls: type) -> bool:
             ok = False
         _dict_field_classes[cls] = ok
     return ok
-
 
 
 ATOMIC: Final = frozenset({str, int, float, bool, type(None)})

@@ -1,19 +1,5 @@
-"""``TokenCounter``: counts by the rules of ``rules``, cached per message and checked unchanged.
-
-Entries are found by object identity (the cache holds a reference, so an identity is not reused
-while cached) and, for a new object, by its message id; either way a cached count is used only
-while a snapshot of the counted fields (``messages.snapshot``) equals the message's current one.
-So a message changed in place (``msg["content"] = ...``, an edited block or tool-call argument)
-or replaced by one with the same id and new content is recounted, and a reloaded copy of an
-unchanged message is not. At most ``cache_size`` messages are kept, least recently used first
-out; ``cache_size=0`` disables the cache.
-
-What the cache does not answer is read by columns (``messages.read_plain``) and snapshot by
-columns (``messages.snapshots``). The heuristic counts the plain messages and tool calls it reads
-by columns (``_heuristic_counts``) faster than it can snapshot them, so it caches such a message
-only the second time it sees the same object: a history reduced once pays no snapshots, one
-reduced turn after turn is answered from the cache from its third reduction on.
-"""
+"""``TokenCounter``: counts by the rules of ``tokens.rules``, cached per message and checked
+unchanged against a snapshot (``messages.snapshot``) before a cached count is used."""
 
 from __future__ import annotations
 
@@ -107,11 +93,12 @@ class TokenCounter:
     reloaded copy of an unchanged message is not. At most ``cache_size`` messages are kept, least
     recently used first out; ``cache_size=0`` disables the cache.
 
-    Messages not in the cache are read in bulk (``read_plain``) and their snapshots taken by
-    columns (``snapshots``). The heuristic counts text messages and tool calls it reads in bulk
-    faster than it can snapshot them, so it caches such a message only the second time it sees
-    the same object: a history reduced once costs no snapshots, one reduced turn after turn is
-    answered from the cache from its third reduction on.
+    Messages not in the cache are read by columns (``read_plain``) and snapshot by columns
+    (``snapshots``). The heuristic counts the plain messages and tool calls it reads by columns
+    (``_heuristic_counts``) faster than it can snapshot them, so it caches such a message only
+    the second time it sees the same object: a history reduced once costs no snapshots, one
+    reduced turn after turn is answered from the cache from its third reduction on. Every other
+    message is cached the first time it is counted.
 
     ``count_messages`` counts a whole list; over a warm cache it neither re-reads nor recounts
     old messages, it only checks that they are unchanged.
@@ -163,13 +150,7 @@ class TokenCounter:
     def read_and_count(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo]]:
         """``(counts, infos)``: each message's token count and its ``read_message`` reading, from
         the cache where it is still right (the planner then needs not read messages again).
-
-        Messages the cache does not answer are read in bulk (``read_plain``), counted and cached,
-        their snapshots taken by columns too (``snapshots``). The heuristic counts a message it
-        reads in bulk faster than it could cache it, so it caches such a message only when it
-        sees the same object a second time (an agent's history is reduced turn after turn; a
-        history reduced once is not worth the snapshots).
-        """
+        What is cached when: see the class docstring."""
         n = len(messages)
         if self.cache_size <= 0:
             return self._count_fresh(messages, by_id=False)[:2]
