@@ -43,6 +43,11 @@ Guarantees and limits:
   ``"%25"``), so a thread id ``"a.b"`` is stored under ``("memories", "a%2Eb")``.
 * A ``memory_namespace`` shared by several threads holds all of their pruned messages in one log;
   ``read_transcript`` then returns that log followed by the given thread's live messages.
+* The archive follows the thread: ``forget(namespace)`` deletes a namespace's archived messages,
+  and a ``ReducingCheckpointSaver`` whose reducer has this archive among its ``on_prune`` hooks
+  calls it for the default namespace ``("memories", thread_id)`` whenever it deletes a thread
+  (``delete_thread``, ``prune(..., strategy="delete")``, ``retention.sweep``). A custom
+  ``memory_namespace`` is not derived from the thread id and is left alone.
 
 Background delivery (``background=True``): batches go to a bounded queue (``max_pending`` batches)
 drained by one daemon thread, so a put never waits for the store. When the queue is full,
@@ -190,6 +195,23 @@ def _messages_flow(ns: tuple[str, ...]) -> StoreFlow[list[Any]]:
     return [_deserialize(it.value) for it in ordered]
 
 
+def _forget_flow(ns: tuple[str, ...]) -> StoreFlow[int]:
+    """Delete every archived item of ``ns`` (exactly that namespace). Returns how many."""
+    keys: set[str] = set()
+    offset = 0
+    while True:
+        results = yield [SearchOp(ns, filter={"kind": ITEM_KIND}, limit=_PAGE, offset=offset,
+                                  refresh_ttl=False)]
+        page: list[Item] = results[0]  # type: ignore[assignment]  # a SearchOp's result is list[SearchItem]
+        keys.update(item.key for item in page if tuple(item.namespace) == ns)
+        if len(page) < _PAGE:
+            break
+        offset += _PAGE
+    if keys:
+        yield [PutOp(ns, key, None) for key in sorted(keys)]
+    return len(keys)
+
+
 def _abatch_of(store: BaseStore) -> Callable[[list[Op]], Awaitable[list[Result]]]:
     """The store's ``abatch``, or its sync ``batch`` off the event loop (SqliteStore has no async)."""
 
@@ -259,7 +281,8 @@ class StoreArchive:
         max_pending: queue size in batches (one batch per reduction that pruned).
         when_full: ``"inline"`` writes a batch in the caller's thread when the queue is full (nothing
             lost); ``"drop"`` drops it (counted in ``dropped``, logged).
-        ttl: store TTL in minutes for archived items; None keeps them.
+        ttl: store TTL in minutes for archived items (the store expires them: it must support
+            TTL); None keeps them.
         retries: extra attempts for a failed write, with 0.05 s, 0.1 s, ... backoff.
     """
 
@@ -282,6 +305,14 @@ class StoreArchive:
             raise ValueError(f"max_pending must be an int >= 1, got {max_pending!r}")
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+        if ttl is not None:
+            if isinstance(ttl, bool) or not isinstance(ttl, (int, float)) or not ttl > 0:
+                raise ValueError(f"ttl must be a positive number of minutes or None, got {ttl!r}")
+            if not getattr(store, "supports_ttl", False):
+                raise ValueError(
+                    f"ttl={ttl!r}: {type(store).__name__} does not support TTL (supports_ttl is False); "
+                    "use a store that does (SqliteStore, PostgresStore) or leave ttl=None"
+                )
         self.store = store
         self.background = background
         self.when_full = when_full
@@ -442,6 +473,20 @@ class StoreArchive:
 
     async def amessages(self, namespace: Any) -> list[Any]:
         return await adrive(_messages_flow(archive_namespace(namespace)), _abatch_of(self.store))
+
+    # -- forgetting -------------------------------------------------------------------------------
+
+    def forget(self, namespace: Any) -> int:
+        """Delete the archived messages of ``namespace`` (after delivering queued batches, so none
+        lands afterwards). Returns how many were deleted."""
+        if self.background:
+            self.flush()
+        return drive(_forget_flow(archive_namespace(namespace)), self.store.batch)
+
+    async def aforget(self, namespace: Any) -> int:
+        if self.background:
+            await asyncio.to_thread(self.flush)
+        return await adrive(_forget_flow(archive_namespace(namespace)), _abatch_of(self.store))
 
 
 def read_transcript(

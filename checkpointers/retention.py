@@ -992,6 +992,10 @@ def sweep(
     report.threads_seen = len(threads)
     for thread_id in threads:
         backend.run(_sweep_thread_flow(thread_id, older, keep, now, dry_run, force, report))
+    forget = getattr(type(saver), "forget_archived", None)
+    if forget is not None and not dry_run:  # a wrapper with an archive: the archive follows the thread
+        for thread_id in report.threads_deleted:
+            forget(saver, thread_id)
     if vacuum and not dry_run:
         backend.vacuum()
         report.vacuumed = True
@@ -1017,6 +1021,10 @@ async def asweep(
     report.threads_seen = len(threads)
     for thread_id in threads:
         await backend.arun(_sweep_thread_flow(thread_id, older, keep, now, dry_run, force, report))
+    aforget = getattr(type(saver), "aforget_archived", None)
+    if aforget is not None and not dry_run:
+        for thread_id in report.threads_deleted:
+            await aforget(saver, thread_id)
     if vacuum and not dry_run:
         await backend.avacuum()
         report.vacuumed = True

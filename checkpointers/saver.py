@@ -88,6 +88,7 @@ from .reduction import (
     DefaultMemo,
     OnReduce,
     SummaryMemo,
+    _namespace,
     areduce_checkpoint,
     reduce_checkpoint,
     resolve_memo,
@@ -388,7 +389,9 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         return self._inner.list(config, filter=filter, before=before, limit=limit)
 
     def delete_thread(self, thread_id: str) -> None:
-        return self._inner.delete_thread(thread_id)
+        """Delete the thread, then its archived messages (``forget_archived``)."""
+        self._inner.delete_thread(thread_id)
+        self.forget_archived(thread_id)
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -412,7 +415,25 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         return self._inner.alist(config, filter=filter, before=before, limit=limit)
 
     async def adelete_thread(self, thread_id: str) -> None:
-        return await self._inner.adelete_thread(thread_id)
+        await self._inner.adelete_thread(thread_id)
+        await self.aforget_archived(thread_id)
+
+    # -- the archive follows the thread ---------------------------------------------------------
+
+    def _archives(self) -> tuple[Any, ...]:
+        from .archive import StoreArchive
+
+        return tuple(h for h in self._reducer.config.on_prune if isinstance(h, StoreArchive))
+
+    def forget_archived(self, thread_id: str) -> int:
+        """Delete the thread's archived messages from every ``StoreArchive`` among the reducer's
+        ``on_prune`` hooks (default namespace ``("memories", thread_id)``); how many were deleted."""
+        namespace = _namespace({"configurable": {"thread_id": thread_id}})
+        return sum(archive.forget(namespace) for archive in self._archives())
+
+    async def aforget_archived(self, thread_id: str) -> int:
+        namespace = _namespace({"configurable": {"thread_id": thread_id}})
+        return sum([await archive.aforget(namespace) for archive in self._archives()])
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -442,25 +463,37 @@ async def _acopy_thread(self: ReducingCheckpointSaver, source_thread_id: str, ta
 def _prune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    return self.inner.prune(thread_ids, strategy=strategy)
+    self.inner.prune(thread_ids, strategy=strategy)
+    if strategy == "delete":
+        for thread_id in thread_ids:
+            self.forget_archived(str(thread_id))
 
 
 async def _aprune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    return await self.inner.aprune(thread_ids, strategy=strategy)
+    await self.inner.aprune(thread_ids, strategy=strategy)
+    if strategy == "delete":
+        for thread_id in thread_ids:
+            await self.aforget_archived(str(thread_id))
 
 
 def _own_prune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    return _retention.prune(self.inner, thread_ids, strategy=strategy)
+    _retention.prune(self.inner, thread_ids, strategy=strategy)
+    if strategy == "delete":
+        for thread_id in thread_ids:
+            self.forget_archived(str(thread_id))
 
 
 async def _own_aprune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    return await _retention.aprune(self.inner, thread_ids, strategy=strategy)
+    await _retention.aprune(self.inner, thread_ids, strategy=strategy)
+    if strategy == "delete":
+        for thread_id in thread_ids:
+            await self.aforget_archived(str(thread_id))
 
 
 #: Optional methods the wrapper implements itself (``checkpointers.retention``) where the inner
