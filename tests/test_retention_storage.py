@@ -209,3 +209,58 @@ def test_sigkill_during_retention_leaves_the_latest_checkpoint_intact(
         run_turns(graph, 1, thread_id="live", start=start)
         ids = [m.id for m in graph.get_state(thread_config("live")).values["messages"]]
         assert ids[-4:] == turn_ids(start)
+
+
+# -- concurrent puts on one thread ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_concurrent_puts_on_one_thread_through_two_savers(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two savers (two connections, as two processes would have) put to one thread at the same time,
+    each running retention at every put: no put fails, no run fails, and the newest checkpoints
+    survive with their writes."""
+    import threading
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    pg_url = None
+    if kind == "postgres":
+        pg_url = request.getfixturevalue("postgres_server").new_database("concurrent")
+    path = tmp_path / "concurrent.db"
+    with open_saver(kind, path=path, pg_url=pg_url) as one, open_saver(kind, path=path, pg_url=pg_url) as two:
+        savers = [ReducingCheckpointSaver(s, reducer(), keep_last=3, retention_every=1) for s in (one, two)]
+        written: list[list[str]] = [[], []]
+        errors: list[BaseException] = []
+
+        def writer(i: int) -> None:
+            saver = savers[i]
+            config: Any = {"configurable": {"thread_id": "shared", "checkpoint_ns": ""}}
+            try:
+                for step in range(40):
+                    cp = empty_checkpoint()
+                    version = saver.get_next_version(None, None)
+                    cp["channel_values"] = {"messages": [f"w{i}-{step}"]}
+                    cp["channel_versions"] = {"messages": version}
+                    config = saver.put(config, cp, {"step": step, "source": "loop"}, {"messages": version})
+                    saver.put_writes(config, [("messages", [f"pending {i}-{step}"])], task_id=f"task{i}")
+                    written[i].append(config["configurable"]["checkpoint_id"])
+            except BaseException as exc:  # collected: the assertion below names it
+                errors.append(exc)
+
+        workers = [threading.Thread(target=writer, args=(i,)) for i in (0, 1)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        assert errors == []
+        for saver in savers:
+            stats = saver.retention_stats
+            assert stats is not None and stats.failures == 0, stats
+        remaining = sorted(_roots(one, "shared"))
+        newest = sorted(written[0] + written[1])[-3:]
+        assert remaining[-3:] == newest and len(remaining) <= 4
+        latest = one.get_tuple(thread_config("shared"))
+        assert latest is not None and latest.config["configurable"]["checkpoint_id"] == newest[-1]
+        assert [w[2] for w in latest.pending_writes] != []
