@@ -37,6 +37,7 @@ from agentstate_reducer.messages.read import (
     ROLE_ALIASES,
     Kind,
     MessageInfo,
+    infos_from_columns,
     read_message,
     str_id,
     tool_call_ids,
@@ -158,9 +159,11 @@ def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list
                 # text content holds no tool_result blocks: an unusable tool_call_id answers nothing
                 answer = str_id(value)
                 results[i] = (answer,) if answer is not None else ()
-    # MessageInfo._make is Python code; tuple.__new__ over zipped columns builds them at C speed
+    no_calls: Iterable[tuple[str, ...]] = repeat(())
     infos: list[MessageInfo | None] = list(
-        map(tuple.__new__, repeat(MessageInfo), zip(kinds, raw, ids, contents, repeat(()), results, names))
+        infos_from_columns(
+            kind=kinds, role=raw, id=ids, content=contents, call_ids=no_calls, result_ids=results, name=names
+        )
     )
     for i in not_plain:
         infos[i] = None
@@ -177,7 +180,7 @@ def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list
             infos[i] = None
             continue
         call_ids, payloads[i] = read
-        infos[i] = tuple.__new__(MessageInfo, ("ai", raw[i], ids[i], contents[i], call_ids, (), names[i]))
+        infos[i] = MessageInfo("ai", raw[i], ids[i], contents[i], call_ids, (), names[i])
     return infos, payloads
 
 

@@ -15,7 +15,8 @@ Supported shapes:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any, Final, Literal, NamedTuple
 
 from agentstate_reducer.messages.jsontext import arguments_text
@@ -69,6 +70,24 @@ class MessageInfo(NamedTuple):
     call_ids: tuple[str, ...] = ()
     result_ids: tuple[str, ...] = ()
     name: str | None = None
+
+
+def infos_from_columns(
+    kind: Iterable[Kind | None],
+    role: Iterable[str | None],
+    id: Iterable[str | None],
+    content: Iterable[Any],
+    call_ids: Iterable[tuple[str, ...]],
+    result_ids: Iterable[tuple[str, ...]],
+    name: Iterable[str | None],
+) -> list[MessageInfo]:
+    """``[MessageInfo(*fields) for fields in zip(kind, role, ...)]``, one iterable per field,
+    built at C speed (``MessageInfo._make`` and the constructor are Python code). The shortest
+    iterable ends the list (a field may be ``repeat(value)``); a row whose kind is None is junk
+    the caller replaces."""
+    # in MessageInfo's field order
+    rows = zip(kind, role, id, content, call_ids, result_ids, name, strict=False)
+    return list(map(tuple.__new__, repeat(MessageInfo), rows))
 
 
 def _seq(value: Any) -> bool:
