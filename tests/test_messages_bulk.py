@@ -156,6 +156,9 @@ def test_live_fields_columns_compare_as_unchanged_does(msgs: list[Any], data: st
         else:
             msgs[i].content = data.draw(texts)
     lives = live_fields_columns(msgs)
+    if msgs and isinstance(msgs[0], dict):
+        assert lives is None  # dicts are checked one by one
+        return
     assert lives is not None
     assert list(map(eq, snaps, lives)) == [unchanged(s, m) for s, m in zip(snaps, msgs, strict=True)]
 
@@ -199,6 +202,9 @@ def test_the_warm_lookup_by_columns_equals_the_lookup_one_by_one(
         else:
             msgs[i].content = data.draw(texts)
     by_columns = counter._lookup(msgs)
+    if msgs and isinstance(msgs[0], dict):
+        assert by_columns is None  # dicts are checked one by one
+        return
     assert by_columns is not None
     counts, infos, missed = by_columns
     each_counts, each_infos, each_missed = counter._lookup_each(msgs)

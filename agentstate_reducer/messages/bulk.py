@@ -301,16 +301,13 @@ def snapshots(messages: Sequence[Any]) -> list[Any]:
 
 
 def live_fields_columns(messages: Sequence[Any]) -> Iterable[Any] | None:
-    """What ``unchanged`` compares each snapshot with, by columns: the dicts themselves when every
-    message is a dict, ``(cls, *READ_FIELDS values)`` when every one keeps its fields in
-    ``__dict__``; None for any other list (check those one by one). Messages whose pydantic
-    extras hold a field (``extras_holding_fields``) are not told apart: the caller checks those.
+    """What ``unchanged`` compares each snapshot with, by columns: ``(cls, *READ_FIELDS values)``
+    when every message keeps its fields in ``__dict__``; None for any other list, dicts included
+    (check those one by one: by columns they gain little). Messages whose pydantic extras hold a
+    field (``extras_holding_fields``) are not told apart: the caller checks those.
     """
     types = list(map(type, messages))
-    classes = set(types)
-    if classes == {dict}:
-        return messages
-    if not all(map(fields_in_dict, classes)):
+    if not all(map(fields_in_dict, set(types))):
         return None
     try:
         attrs = cast("list[dict[str, Any]]", list(map(vars, messages)))

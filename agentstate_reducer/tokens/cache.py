@@ -271,26 +271,26 @@ class TokenCounter:
                     del by_msg_id[msg_id]
 
     def _lookup(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo], list[int]] | None:
-        """The warm check at C speed (``map`` over columns, no Python code per message) when every
-        message is a dict or every one a plain object (fields in ``__dict__``); else None.
+        """The warm check by columns (``map`` over columns, no Python code per message) when every
+        message keeps its fields in ``__dict__`` (``live_fields_columns``); else None.
 
         Returns the cached counts and readings (placeholders where missed) and the missed indices.
         """
         n = len(messages)
         cache = self._cache
-        if cache:
-            ids = list(map(id, messages))
-            entries = list(map(cache.get, ids, repeat(_NO_ENTRY)))
-        if not cache or not any(map(is_not, entries, repeat(_NO_ENTRY))):  # nothing cached: no checks
+        if not cache:
             return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n))
         lives = live_fields_columns(messages)
         if lives is None:
             return None
+        ids = list(map(id, messages))
+        entries = list(map(cache.get, ids, repeat(_NO_ENTRY)))
+        if not any(map(is_not, entries, repeat(_NO_ENTRY))):  # nothing cached: no checks
+            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n))
         try:
             same = list(map(eq, map(_entry_snapshot, entries), lives))
-            if lives is not messages:  # objects: __dict__ alone does not say for these, recount
-                for i in extras_holding_fields(messages):
-                    same[i] = False
+            for i in extras_holding_fields(messages):  # __dict__ alone does not say: recount
+                same[i] = False
         except Exception:  # an == that does not answer a bool (numpy arrays): check one by one
             return None
         # an entry found by id(message) is the message's own while cached (the entry holds it)
