@@ -144,6 +144,40 @@ async def test_async_state_and_request_modes_without_a_checkpointer() -> None:
         assert flat and len(flat) == len(set(flat)), mode
 
 
+@pytest.mark.parametrize("mode", ["state", "request"])
+async def test_async_with_a_checkpointer_and_astream(mode: Mode) -> None:
+    model = ScriptedModel(steps=2)
+    log: list[list[str]] = []
+
+    async def asummarize(messages: list[Any]) -> str:
+        log.append([m.id for m in messages if m.id != SUMMARY_ID])
+        return "summary"
+
+    mw = ReducerMiddleware(MessageReducer(min_messages=8, max_messages=16), mode=mode, summarizer=asummarize)
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=InMemorySaver(), middleware=[mw])
+    for i, t in enumerate(turns(20)):
+        if i % 2:
+            await agent.ainvoke(t, CFG)
+        else:
+            async for _ in agent.astream(t, CFG, stream_mode="updates"):
+                pass
+    assert_calls_valid(model.calls, bound=1 + 17 + 3)
+    assert model.lost_turns == 0
+    stored = (await agent.aget_state(CFG)).values["messages"]
+    assert len(stored) == 20 * 7 if mode == "request" else len(stored) <= 17 + 3
+    flat = [i for batch in log for i in batch]
+    assert flat and len(flat) == len(set(flat))
+
+
+def test_importing_the_package_does_not_import_the_middleware() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, agentstate_reducer; print('agentstate_reducer.middleware' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
 def test_stream_works_and_every_call_is_valid() -> None:
     model = ScriptedModel(steps=2)
     agent = create_agent(
