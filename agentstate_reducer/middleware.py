@@ -423,6 +423,8 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._lock = threading.Lock()
         #: per thread: id of the newest AI message when the last reduction pruned
         self._reduced_at: OrderedDict[Hashable, str | None] = OrderedDict()
+        #: per thread and "state"/"request": the ids the last logged repair removed
+        self._reported: OrderedDict[Hashable, tuple[str | None, ...]] = OrderedDict()
         #: per thread: what before_model did, for the next model call's record
         self._pending: dict[Hashable, _Pending] = {}
 
@@ -559,6 +561,21 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return self._reducer_for(_resolve(*self._keep, model)), True
         return self._reducer_for(None), False
 
+    def _log_repair(self, key: Hashable, what: str, removed: Sequence[Any]) -> None:
+        """WARNING with the removed ids; the same repair of the same thread again (a request
+        repaired at every call, the state left alone) at DEBUG."""
+        ids = _ids(removed)
+        if not ids:
+            return
+        with self._lock:
+            repeated = self._reported.get((key, what)) == ids
+            self._reported[(key, what)] = ids
+            self._reported.move_to_end((key, what))
+            while len(self._reported) > self.summary_memo.max_threads:
+                self._reported.popitem(last=False)
+        level = logging.DEBUG if repeated else logging.WARNING
+        logger.log(level, "%s repaired before the model call: removed %s", what, list(ids))
+
     def _emit(self, record: ReduceRecord) -> None:
         if self.on_reduce is None:
             return
@@ -583,7 +600,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if not changed:
             return None
         if result.pruned and result.stats.repaired:
-            logger.warning("state repaired before the model call: removed %s", list(_ids(result.pruned)))
+            self._log_repair(key, "state", result.pruned)
         elif result.pruned:
             logger.info("state: pruned %d of %d messages", len(result.pruned), len(messages))
         return {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), *result.surviving]}
@@ -657,14 +674,11 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 messages = out.surviving
             messages, removed = _trim_ends(messages)
             repaired += removed
-            if repaired:
-                logger.warning("request repaired before the model call: removed %s", list(_ids(repaired)))
         messages, cleared = self._cleared_view(messages)
         pruned = result.pruned if result is not None else []
         if pruned and result is not None and result.stats.repaired:  # no trigger: only broken parts went
-            if self.mode == "request":
-                logger.warning("request repaired before the model call: removed %s", list(_ids(pruned)))
             repaired, pruned = [*pruned, *repaired], []
+        self._log_repair(key, "request", repaired)
         self._emit(
             ReduceRecord(
                 mode=self.mode,

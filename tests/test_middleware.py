@@ -488,6 +488,21 @@ def test_validate_repairs_a_broken_history_and_logs_the_ids(
     assert "'orphan'" in caplog.text and "'lead'" in caplog.text
 
 
+def test_a_repair_repeated_at_every_call_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    """Request mode leaves the state alone, so a message before the first user turn is removed
+    from every request; the warning names it once per thread."""
+    model = ScriptedModel(steps=2)
+    mw = ReducerMiddleware(MessageReducer(min_messages=10, max_messages=40), mode="request")
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=InMemorySaver(), middleware=[mw])
+    start = {"messages": [AIMessage("left over", id="lead"), *next(turns(1))["messages"]]}
+    with caplog.at_level(logging.DEBUG, logger="agentstate_reducer.middleware"):
+        agent.invoke(start, CFG)
+    assert_calls_valid(model.calls)
+    assert len(model.calls) == 3
+    about_lead = [r for r in caplog.records if "'lead'" in r.getMessage()]
+    assert [r.levelno for r in about_lead] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+
+
 def test_without_validate_the_broken_parts_reach_the_model() -> None:
     """The counterfactual: what validate=True removes is what the providers reject."""
     model = ScriptedModel(steps=1)
