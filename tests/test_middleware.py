@@ -591,6 +591,25 @@ def test_clear_tool_results_clears_the_request_only_and_keeps_pairs() -> None:
     assert not any(m.type == "tool" and m.text == "[cleared]" for m in stored)
 
 
+def test_clear_tool_results_keeps_langchains_meaning_for_inputs_and_excluded_tools() -> None:
+    model = ScriptedModel(steps=3)
+    edit = ClearToolUsesEdit(trigger=200, keep=1, clear_tool_inputs=True, exclude_tools=["add"])
+    mw = ReducerMiddleware(
+        MessageReducer(min_messages=10, max_messages=30), mode="request", clear_tool_results=edit
+    )
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=InMemorySaver(), middleware=[mw])
+    run_turns(agent, 4)
+    assert_calls_valid(model.calls)
+    last = model.calls[-1]
+    results = [m for m in last if isinstance(m, ToolMessage)]
+    assert all(m.text != "[cleared]" for m in results if m.name == "add")
+    cleared = {m.tool_call_id for m in results if m.text == "[cleared]"}
+    assert cleared
+    for m in last:
+        for call in getattr(m, "tool_calls", None) or []:
+            assert (call["args"] == {}) == (call["id"] in cleared), call
+
+
 def test_clearing_first_can_spare_whole_turns() -> None:
     """With clearing, the token trigger is measured on the cleared request: fewer turns pruned."""
 
