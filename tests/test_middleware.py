@@ -494,7 +494,7 @@ def test_a_repair_repeated_at_every_call_is_logged_once(caplog: pytest.LogCaptur
     model = ScriptedModel(steps=2)
     mw = ReducerMiddleware(MessageReducer(min_messages=10, max_messages=40), mode="request")
     agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=InMemorySaver(), middleware=[mw])
-    start = {"messages": [AIMessage("left over", id="lead"), *next(turns(1))["messages"]]}
+    start: Any = {"messages": [AIMessage("left over", id="lead"), *next(turns(1))["messages"]]}
     with caplog.at_level(logging.DEBUG, logger="agentstate_reducer.middleware"):
         agent.invoke(start, CFG)
     assert_calls_valid(model.calls)
