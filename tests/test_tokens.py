@@ -399,7 +399,11 @@ def test_an_unloadable_encoding_warns_once_and_counts_with_the_heuristic() -> No
     assert len(ours) == 1
     assert ours[0].category is RuntimeWarning
     assert ours[0].filename == __file__  # points at the caller, not at the package
-    assert name in str(ours[0].message) and "TIKTOKEN_CACHE_DIR" in str(ours[0].message)
+    assert str(ours[0].message) == (
+        f"agentstate_reducer: tiktoken could not load encoding {name!r} (tiktoken knows no encoding "
+        "of that name); counting with the chars/4 heuristic. Pass a name such as 'o200k_base', or "
+        "encoding=/token_counter="
+    )
     assert isinstance(first, TokenCounter) and isinstance(second, TokenCounter)
     assert first.name == second.name == "heuristic"
     assert tokens == [4 + 3] * 3
@@ -415,11 +419,15 @@ def test_warnings_turned_into_errors_do_not_break_a_reduction(caplog: pytest.Log
 
 
 FALLBACK_SCRIPT = r"""
-import json, sys, time, warnings
+import io, json, logging, sys, time, warnings
 from agentstate_reducer import MessageReducer, ReducerConfig, tokens
 
 tokens.TIKTOKEN_LOAD_TIMEOUT = float(sys.argv[1])
 encoding = sys.argv[2]
+debug_log = io.StringIO()
+handler = logging.StreamHandler(debug_log)
+logging.getLogger("agentstate_reducer").addHandler(handler)
+logging.getLogger("agentstate_reducer").setLevel(logging.DEBUG)
 msgs = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hello world", "id": "h"}]
 out = {"elapsed": [], "tokens": [], "counters": []}
 with warnings.catch_warnings(record=True) as caught:
@@ -431,6 +439,7 @@ with warnings.catch_warnings(record=True) as caught:
         out["elapsed"].append(time.monotonic() - start)
         out["counters"].append(reducer.token_counter.name)
 out["warnings"] = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+out["debug"] = debug_log.getvalue()
 print(json.dumps(out))
 """
 
@@ -457,7 +466,14 @@ def test_a_refused_download_falls_back_once_per_process(
     out = _run_isolated(FALLBACK_SCRIPT, ["10", encoding], listener.port, tmp_path)
     assert out["tokens"] == [(4 + 2) + (4 + 3)] * 3
     assert out["counters"] == ["heuristic"] * 3
-    assert len(out["warnings"]) == 1 and repr(encoding) in out["warnings"][0]
+    # one short line naming the encoding and what to do, without requests' long error text
+    assert out["warnings"] == [
+        f"agentstate_reducer: tiktoken could not load encoding {encoding!r} (download failed: "
+        "ConnectionError; no network?); counting with the chars/4 heuristic. Set TIKTOKEN_CACHE_DIR or "
+        "pass encoding=/token_counter="
+    ]
+    # the network library's text is kept, in the DEBUG log only
+    assert "Traceback" in out["debug"] and "RemoteDisconnected" in out["debug"]
     # the download was tried through the "firewall" exactly once, for the chosen encoding
     assert listener.connections == 1
     assert listener.requests[0].startswith(b"CONNECT openaipublic.blob.core.windows.net:443")
@@ -470,11 +486,44 @@ def test_a_hanging_download_is_given_up_after_the_timeout_and_never_awaited_agai
     finally:
         firewall.close()
     assert out["tokens"] == [(4 + 2) + (4 + 3)] * 3
-    assert len(out["warnings"]) == 1 and "no answer within 1 s" in out["warnings"][0]
+    assert out["warnings"] == [
+        "agentstate_reducer: tiktoken could not load encoding 'cl100k_base' (no answer within 1 s; no "
+        "network?); counting with the chars/4 heuristic. Set TIKTOKEN_CACHE_DIR or pass "
+        "encoding=/token_counter="
+    ]
     assert firewall.connections == 1
     first, *later = out["elapsed"]
     assert 0.9 <= first < 60  # waited for the load once, bounded: the request did not hang
     assert all(e < 1.0 for e in later)  # the outcome is final: no second wait, no retry
+
+
+NO_TIKTOKEN_SCRIPT = r"""
+import io, json, logging, sys, warnings
+
+sys.modules["tiktoken"] = None  # what `import tiktoken` meets where the tokens extra is not installed
+warnings.simplefilter("error")  # any warning fails the run
+debug_log = io.StringIO()
+logging.getLogger("agentstate_reducer").addHandler(logging.StreamHandler(debug_log))
+logging.getLogger("agentstate_reducer").setLevel(logging.DEBUG)
+from agentstate_reducer import MessageReducer, ReducerConfig
+
+msgs = [{"role": "user", "content": "hello world", "id": "h"}] * 3
+reducer = MessageReducer(config=ReducerConfig(max_tokens=10, target_tokens=7))
+result = reducer.reduce(msgs)
+print(json.dumps({"name": reducer.token_counter.name, "tokens": result.stats.tokens_before,
+                  "debug": debug_log.getvalue()}))
+"""
+
+
+def test_token_mode_without_tiktoken_counts_with_the_heuristic_without_a_warning(
+    listener: _ConnectionCounter, tmp_path: Path
+) -> None:
+    out = _run_isolated(NO_TIKTOKEN_SCRIPT, [], listener.port, tmp_path)
+    assert out["name"] == "heuristic" and out["tokens"] == 3 * (4 + 3)
+    assert out["debug"].splitlines()[0] == (
+        "tiktoken is not installed: counting tokens with the chars/4 heuristic (encoding 'cl100k_base')"
+    )
+    assert listener.connections == 0
 
 
 EXACT_SCRIPT = r"""

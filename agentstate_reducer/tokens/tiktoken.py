@@ -1,10 +1,13 @@
 """tiktoken, loaded once per process and encoding, off the calling thread, with a timeout.
 
-tiktoken downloads its encoding file on first use. Where that fails (a firewall, no network) the
-load warns once per process and encoding and the heuristic counts instead. The load is tried once
-per process and encoding and given up after ``load_timeout`` seconds (default
-``agentstate_reducer.tokens.TIKTOKEN_LOAD_TIMEOUT``, read at call time), so a request never hangs
-on it and never retries it. docs/tokens.md says how to count exactly offline.
+Without tiktoken installed the heuristic counts: that is the documented default, logged at DEBUG
+level, never warned. With tiktoken installed, the encoding file is downloaded on first use; where
+that fails (a firewall, no network, an unknown name) the load emits one short ``RuntimeWarning``
+line per process and encoding (the underlying error's full text goes to the DEBUG log) and the
+heuristic counts instead. The load is tried once per process and encoding and given up after
+``load_timeout`` seconds (default ``agentstate_reducer.tokens.TIKTOKEN_LOAD_TIMEOUT``, read at call
+time), so a request never hangs on it and never retries it. docs/tokens.md says how to count
+exactly offline.
 
 This module is named after the library it loads; it imports it with an absolute ``import
 tiktoken``, which finds the installed distribution, never this module.
@@ -58,7 +61,8 @@ _loads_lock = threading.Lock()
 
 
 def load_encoding(name: str, timeout: float | None = None) -> Any:
-    """The tiktoken ``Encoding`` called ``name``, or None when it cannot be had (warned once).
+    """The tiktoken ``Encoding`` called ``name``, or None when it cannot be had (warned once,
+    unless tiktoken is not installed: see the module docstring).
 
     The first call per process and name starts the load on a daemon thread and waits at most
     ``timeout`` seconds (default ``TIKTOKEN_LOAD_TIMEOUT``); its outcome is final for the process:
@@ -84,18 +88,43 @@ def load_encoding(name: str, timeout: float | None = None) -> Any:
     return None
 
 
+def _tiktoken_missing(error: BaseException | None) -> bool:
+    """True when the load failed because tiktoken itself is not installed (not one of its
+    dependencies, which is a broken install worth a warning)."""
+    return isinstance(error, ImportError) and (error.name or "").partition(".")[0] == "tiktoken"
+
+
+def _fallback_reason(error: BaseException | None, waited: float) -> tuple[str, str]:
+    """A few words on why the load failed, and what to do: for a one-line warning."""
+    offline = "Set TIKTOKEN_CACHE_DIR or pass encoding=/token_counter="
+    if error is None:
+        return f"no answer within {waited:g} s; no network?", offline
+    if isinstance(error, OSError):  # requests' errors, DNS, refused connections, a proxy's refusal
+        return f"download failed: {type(error).__name__}; no network?", offline
+    if isinstance(error, ValueError) and str(error).startswith("Unknown encoding"):
+        return (
+            "tiktoken knows no encoding of that name",
+            "Pass a name such as 'o200k_base', or encoding=/token_counter=",
+        )
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    shown = first_line if len(first_line) <= 80 else first_line[:77] + "..."
+    return f"{type(error).__name__}: {shown}" if shown else type(error).__name__, offline
+
+
 def _warn_fallback(name: str, error: BaseException | None, waited: float) -> None:
-    if isinstance(error, ImportError):
-        reason = "tiktoken is not installed"
-    elif error is not None:
-        reason = f"{type(error).__name__}: {str(error)[:300]}"
-    else:
-        reason = f"no answer within {waited:g} s"
+    """Tell the user once that tiktoken could not count: nothing when tiktoken is not installed
+    (the heuristic is then the documented behaviour, logged at DEBUG level), else one line."""
+    if _tiktoken_missing(error):
+        logger.debug(
+            "tiktoken is not installed: counting tokens with the chars/4 heuristic (encoding %r)", name
+        )
+        return
+    if error is not None:
+        logger.debug("tiktoken could not load encoding %r", name, exc_info=error)
+    reason, hint = _fallback_reason(error, waited)
     message = (
-        f"agentstate_reducer: tiktoken could not load encoding {name!r} ({reason}); counting tokens "
-        "with the chars/4 heuristic for the rest of this process. To count exactly offline, set "
-        "TIKTOKEN_CACHE_DIR to a directory holding the encoding file, pass a tiktoken.Encoding as "
-        "encoding=..., or pass token_counter=..."
+        f"agentstate_reducer: tiktoken could not load encoding {name!r} ({reason}); "
+        f"counting with the chars/4 heuristic. {hint}"
     )
     try:
         warnings.warn(message, RuntimeWarning, stacklevel=_caller_stacklevel())
@@ -143,8 +172,9 @@ def resolve_token_counter(
     ``"cl100k_base"`` or ``"o200k_base"``, or a ready ``tiktoken.Encoding``) when tiktoken is
     installed and the encoding loads within ``load_timeout`` seconds; else the heuristic.
 
-    Never raises for a missing tiktoken, an unknown name or an unreachable download: it warns
-    once per process and encoding and falls back. The built-in counters cache per-message counts
+    Never raises for a missing tiktoken, an unknown name or an unreachable download: it falls
+    back, silently (a DEBUG log) when tiktoken is not installed, else with one warning line per
+    process and encoding. The built-in counters cache per-message counts
     (``cache_size`` messages, see ``TokenCounter``).
     """
     if token_counter is not None:
@@ -159,4 +189,3 @@ def resolve_token_counter(
             return heuristic_counter(cache_size=cache_size, image_tokens=image_tokens)
         return tiktoken_counter(enc, cache_size=cache_size, image_tokens=image_tokens)
     return tiktoken_counter(encoding, cache_size=cache_size, image_tokens=image_tokens)
-
