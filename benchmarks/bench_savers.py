@@ -228,10 +228,13 @@ class _Store:
             from urllib.parse import urlsplit, urlunsplit
 
             url = urlunsplit(urlsplit(pg_base)._replace(path=f"/bench_{name}"))
+            # one connection each: the archive writes from the saver's put while LangGraph's background
+            # writer uses the saver's connection
             self.pg = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+            self.store_pg = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
             self.saver = PostgresSaver(self.pg)  # type: ignore[arg-type]
             self.saver.setup()
-            self.store = PostgresStore(self.pg)  # type: ignore[arg-type]
+            self.store = PostgresStore(self.store_pg)  # type: ignore[arg-type]
             self.store.setup()
 
     def checkpoint_row_bytes(self) -> int:
@@ -271,6 +274,7 @@ class _Store:
             self.store_conn.close()
         else:
             self.pg.close()
+            self.store_pg.close()
 
 
 def retention_run(kind: str, variant: str, turns: int, workdir: Path, pg_base: str | None) -> dict[str, Any]:
@@ -359,6 +363,7 @@ def retention(quick: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                 for variant, turns in plan:
                     r = retention_run(kind, variant, turns, Path(tmp), pg_base)
                     details.append(r)
+                    print("  ".join(f"{k}={_fmt(v)}" for k, v in r.items()), file=sys.stderr, flush=True)
                     runs[(variant, turns)] = r
                 delta, kept = runs[("delta", short)], runs[("keep_last", short)]
                 ratio = delta["checkpoint_rows"] / (kept["checkpoint_rows"] + kept["archive_rows"])
