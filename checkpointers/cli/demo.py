@@ -8,6 +8,7 @@ both runs write their own thread in that database, which is kept.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -20,7 +21,7 @@ from typing import Any
 
 from .errors import PROG, CliError, require
 from .options import TokenCounter, count_tokens, reducer_from
-from .render import Progress, ascii_chart, human_bytes, table, write_png_chart
+from .render import Progress, ascii_chart, chart_format, human_bytes, table, write_chart
 from .stores import CheckpointDb, open_checkpoint_db
 
 
@@ -50,6 +51,31 @@ class DemoReport:
     reduced: DemoRun
     plot: str | None = None
     kept_paths: list[str] = field(default_factory=list)
+    temporary: bool = False  # the default SQLite files, deleted after the run (--db-dir keeps them)
+
+
+def check_plot_path(path: str) -> None:
+    """``CliError`` unless a chart can be written at ``path``: checked before the run, so a typo
+    never costs a whole demo. The extension names the format (png, svg or pdf)."""
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise CliError(f"--plot {path!r} is a directory: give a file name such as growth.png", exit_code=2)
+    try:
+        chart_format(path)
+    except ValueError as exc:
+        raise CliError(f"--plot {exc}", exit_code=2) from None
+    folder = target.parent
+    if not folder.is_dir():
+        raise CliError(
+            f"--plot {path!r}: directory {str(folder)!r} does not exist (create it first)", exit_code=2
+        )
+    if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise CliError(f"--plot {path!r}: no permission to write there", exit_code=2)
+
+
+def chart_title(turns: int, reducer: str) -> str:
+    """The image chart's title: each point is the thread's stored total after that turn."""
+    return f"Stored bytes of the thread after each turn (running total, {turns} turns)\n{reducer}"
 
 
 def _demo_run(
@@ -111,6 +137,7 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
             "give --store or --db-dir, not both (--db-dir is where the default SQLite files go)", exit_code=2
         )
     if args.plot:
+        check_plot_path(args.plot)
         require("matplotlib", extra="plot", feature=f"{feature} --plot")
     graph_module = require("checkpointers.cli.demo_graph", extra="langgraph", feature=feature)
     require("langgraph.checkpoint.sqlite", extra="langgraph", feature=feature)
@@ -190,19 +217,28 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
             reduced=runs[1],
             plot=args.plot,
             kept_paths=kept,
+            temporary=tmp_dir is not None,
         )
-        if args.plot:
-            write_png_chart(
-                args.plot,
-                [(f"bare {runs[0].saver}", runs[0].growth), (f"reduced {runs[1].saver}", runs[1].growth)],
-                title=f"Stored bytes of the thread per turn ({args.turns} turns)\n{report.reducer}",
-            )
     finally:
         for db in dbs:
             db.close()
         if tmp_dir:
             shutil.rmtree(tmp_dir, ignore_errors=True)
     _print_demo(report)
+    if args.plot:
+        # After the results are printed: a chart that cannot be written loses nothing else.
+        try:
+            write_chart(
+                args.plot,
+                [(f"bare {runs[0].saver}", runs[0].growth), (f"reduced {runs[1].saver}", runs[1].growth)],
+                title=chart_title(args.turns, report.reducer),
+            )
+        except OSError as exc:
+            raise CliError(
+                f"the results above are complete, but the chart could not be written to "
+                f"{args.plot!r}: {exc.strerror or exc}"
+            ) from exc
+        print(f"chart written to {args.plot}")
     return report
 
 
@@ -262,7 +298,7 @@ def _print_demo(report: DemoReport) -> None:
         f"messages and tokens: the latest stored checkpoint; the reducer pruned on {reduced.reductions} puts."
     )
     print(f"bytes: {report.bytes_meaning}.")
-    if report.plot:
-        print(f"chart written to {report.plot}")
     for kept in report.kept_paths:
         print(f"kept: {kept}  (try: {PROG} inspect {kept.split(' ')[0]})")
+    if report.temporary:
+        print("the two SQLite files were temporary and are deleted; --db-dir DIR keeps them for inspect")

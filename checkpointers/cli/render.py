@@ -1,7 +1,7 @@
 """Plain-text output for the CLI: tables, a progress bar, a terminal chart; no dependencies.
 
-``write_png_chart`` is the one function here that needs something (matplotlib, the ``plot``
-extra), imported when it is called.
+``write_chart`` is the one function here that needs something (matplotlib, the ``plot`` extra),
+imported when it is called.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, TextIO
 
 
@@ -46,12 +47,19 @@ def table(
 
 
 class Progress:
-    """A one-line progress bar on stderr, redrawn at most ten times a second.
-
-    Drawn only on a terminal: captured or redirected output gets no carriage-return noise."""
+    """Progress on stderr: on a terminal, a one-line bar redrawn at most ten times a second; else
+    (captured or redirected output) one plain line every ``every`` seconds, so a long run is
+    never silent and a log gets no carriage-return noise. A run shorter than ``every`` prints no
+    line at all."""
 
     def __init__(
-        self, total: int, label: str, *, stream: TextIO | None = None, enabled: bool | None = None
+        self,
+        total: int,
+        label: str,
+        *,
+        stream: TextIO | None = None,
+        enabled: bool | None = None,
+        every: float = 5.0,
     ) -> None:
         self.total = max(total, 0)
         self.label = label
@@ -59,16 +67,26 @@ class Progress:
         self.enabled = (
             enabled if enabled is not None else bool(getattr(self.stream, "isatty", lambda: False)())
         )
+        self.every = every
         self.done = 0
         self._start = time.perf_counter()
         self._last_draw = 0.0
+        self._last_line = self._start
 
     def update(self, n: int = 1, *, note: str = "") -> None:
         self.done += n
         now = time.perf_counter()
-        if self.enabled and (now - self._last_draw >= 0.1 or self.done >= self.total):
-            self._last_draw = now
-            self._draw(note)
+        if self.enabled:
+            if now - self._last_draw >= 0.1 or self.done >= self.total:
+                self._last_draw = now
+                self._draw(note)
+        elif now - self._last_line >= self.every and self.done < self.total:
+            self._last_line = now
+            self.stream.write(
+                f"{self.label.strip()}: {self.done}/{self.total} after {now - self._start:.0f} s"
+                f"{' ' + note if note else ''}\n"
+            )
+            self.stream.flush()
 
     def _draw(self, note: str) -> None:
         width = 30
@@ -109,7 +127,8 @@ def ascii_chart(
     height: int = 12,
     title: str = "",
 ) -> str:
-    """A text chart of stored bytes per turn: one glyph per series, ``@`` where they overlap.
+    """A text chart of stored bytes per turn: one glyph per series, ``@`` where they overlap (the
+    legend then says so). Each y label sits on the row its value is drawn on.
 
     ``series`` holds ``(name, glyph, values)``, one value per turn (None: not measured)."""
     longest = max((len(v) for _, _, v in series), default=0)
@@ -118,14 +137,19 @@ def ascii_chart(
     cols = min(width, longest)
     top = max((v for _, _, vals in series for v in vals if v is not None), default=0) or 1
     grid = [[" "] * cols for _ in range(height)]
+
+    def row_of(value: int) -> int:
+        return height - 1 - min(height - 1, round(value / top * (height - 1)))
+
+    overlap = False
     for _, glyph, values in series:
         for x, v in enumerate(_sample(values, cols)):
             if v is None:
                 continue
-            y = min(height - 1, round(v / top * (height - 1)))
-            row = grid[height - 1 - y]
+            row = grid[row_of(v)]
+            overlap = overlap or row[x] not in (" ", glyph)
             row[x] = glyph if row[x] in (" ", glyph) else "@"
-    labels = {0: human_bytes(top), height // 2: human_bytes(top // 2), height - 1: "0 B"}
+    labels = {row_of(0): "0 B", row_of(top // 2): human_bytes(top // 2), row_of(top): human_bytes(top)}
     pad = max(len(s) for s in labels.values())
     lines = [title] if title else []
     for i, row in enumerate(grid):
@@ -133,22 +157,39 @@ def ascii_chart(
     lines.append(" " * pad + " +" + "-" * cols)
     left, right_label = "turn 1", f"turn {longest}"
     lines.append(" " * (pad + 2) + left + right_label.rjust(max(cols - len(left), len(right_label) + 1)))
-    lines.append(" " * (pad + 2) + "   ".join(f"{glyph} {name}" for name, glyph, _ in series))
+    legend = [f"{glyph} {name}" for name, glyph, _ in series] + (["@ both"] if overlap else [])
+    lines.append(" " * (pad + 2) + "   ".join(legend))
     return "\n".join(lines)
 
 
-def write_png_chart(
+#: The chart formats ``write_chart`` writes, by file extension (matplotlib's savefig formats).
+CHART_FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+
+
+def chart_format(path: str) -> str:
+    """The format ``path``'s extension names; ``ValueError`` saying which are known otherwise."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in CHART_FORMATS:
+        *first, last = CHART_FORMATS
+        known = f"{', '.join(first)} or {last}"
+        named = f"extension {suffix!r}" if suffix else "no extension"
+        raise ValueError(f"{path!r} has {named}: the chart is written as {known} (by the extension)")
+    return CHART_FORMATS[suffix]
+
+
+def write_chart(
     path: str,
     series: Sequence[tuple[str, Sequence[int | None]]],
     *,
     title: str,
 ) -> None:
-    """The terminal chart as a PNG (matplotlib's Agg canvas: no pyplot, no display needed)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    """The terminal chart as an image in the format ``path``'s extension names (``chart_format``):
+    PNG, SVG or PDF, with ``title`` also in the file's metadata. matplotlib's own canvases: no
+    pyplot, no display needed."""
     from matplotlib.figure import Figure
 
+    fmt = chart_format(path)
     fig = Figure(figsize=(8, 4.5), dpi=100)
-    FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     for name, values in series:
         points = [(i + 1, v / 1e6) for i, v in enumerate(values) if v is not None]
@@ -159,4 +200,4 @@ def write_png_chart(
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, format="png")
+    fig.savefig(path, format=fmt, metadata={"Title": " ".join(title.split())})
