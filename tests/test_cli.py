@@ -188,11 +188,17 @@ def test_demo_on_postgres_uses_two_threads_of_one_store(postgres_server: Any) ->
 
 
 @pytest.mark.cosmos
-def test_demo_on_cosmosdb(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_on_cosmosdb(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     url = cosmos_url(request, monkeypatch)
     report = cli.execute(
         ["demo", "--turns", "20", "--store", url, "--max-messages", "12", "--min-messages", "6"]
     )
+    out = capsys.readouterr().out
+    # the store is shown as the URL it was given, so it can be pasted into inspect
+    assert report.store == url and f"store: {url}; reducer:" in out
+    assert f"kept: {url} threads {report.bare.thread_id}, {report.reduced.thread_id}" in out
     assert (report.bare.saver, report.reduced.saver) == (
         "CosmosDBSaver",
         "ReducingCheckpointSaver(CosmosDBSaver)",

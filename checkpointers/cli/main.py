@@ -24,6 +24,7 @@ import argparse
 import os
 import sys
 import traceback
+import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TextIO, cast
@@ -37,8 +38,17 @@ from .inspect import run_inspect
 from .options import add_reducer_options
 from .redact import RedactingStream, Redactor, activate_redactor, active_redactor
 
+STORE_FORMS = (
+    "STORE: sqlite:///relative/path, sqlite:////absolute/path (or a plain path), "
+    "postgresql://user@host:port/db (password in PGPASSWORD), cosmosdb://host:port/database/container "
+    "(key in COSMOSDB_KEY)"
+)
+STORE_HELP = "the checkpoint store: a SQLite file, a PostgreSQL or a Cosmos DB URL (forms below)"
+
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line. Each subcommand parser is also set as its ``parser`` default, so an
+    unknown option is reported with that subcommand's usage (``execute``)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--debug", action="store_true", default=argparse.SUPPRESS, help="show the full traceback of an error"
@@ -47,9 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG,
         parents=[common],
         description="Keep LangGraph checkpoints bounded: a demo, and inspect/compact for real stores.",
-        epilog="STORE: sqlite:///relative/path, sqlite:////absolute/path (or a plain path), "
-        "postgresql://user:pw@host:port/db, cosmosdb://host:port/database/container "
-        "(key in COSMOSDB_KEY)",
+        epilog=STORE_FORMS,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="{demo,inspect,compact}")
@@ -74,7 +82,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the two SQLite files in DIR (default: a temp "
         "dir, deleted afterwards); existing demo files are replaced",
     )
-    demo.add_argument("--plot", metavar="FILE.png", help="also write the growth chart as a PNG (plot extra)")
+    demo.add_argument(
+        "--plot",
+        metavar="FILE",
+        help="also write the growth chart to FILE: .png, .svg or .pdf, by the extension (plot extra)",
+    )
     demo.add_argument(
         "--durability",
         choices=("exit", "async", "sync"),
@@ -83,15 +95,20 @@ def build_parser() -> argparse.ArgumentParser:
         "'async' (LangGraph's default) stores every step, about 5x more",
     )
     add_reducer_options(demo, reduce=True)
-    demo.set_defaults(func=run_demo)
+    demo.set_defaults(parser=demo, func=run_demo)
 
     inspect_parser = commands.add_parser(
-        "inspect", parents=[common], help="per thread: checkpoints, messages, tokens, bytes"
+        "inspect",
+        parents=[common],
+        help="per thread: checkpoints, messages, tokens, bytes",
+        description="Per thread of STORE: its checkpoints, the messages and tokens of its latest "
+        "checkpoint, and the bytes stored. Reads only (SQLite is opened read-only).",
+        epilog=STORE_FORMS,
     )
-    inspect_parser.add_argument("store", metavar="STORE")
+    inspect_parser.add_argument("store", metavar="STORE", help=STORE_HELP)
     inspect_parser.add_argument("--json", action="store_true", help="machine-readable output")
     add_reducer_options(inspect_parser, reduce=False)
-    inspect_parser.set_defaults(func=run_inspect)
+    inspect_parser.set_defaults(parser=inspect_parser, func=run_inspect)
 
     compact_parser = commands.add_parser(
         "compact",
@@ -100,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Write a reduced copy of each thread's latest checkpoint as a new "
         "checkpoint (the old ones stay unless --prune-old). Safe to interrupt "
         "and re-run: threads already within bounds are skipped.",
+        epilog=STORE_FORMS,
     )
-    compact_parser.add_argument("store", metavar="STORE")
+    compact_parser.add_argument("store", metavar="STORE", help=STORE_HELP)
     compact_parser.add_argument(
         "--dry-run", action="store_true", help="report what would change, write nothing"
     )
@@ -116,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compact_parser.add_argument("--json", action="store_true", help="machine-readable report")
     add_reducer_options(compact_parser, reduce=True)
-    compact_parser.set_defaults(func=run_compact)
+    compact_parser.set_defaults(parser=compact_parser, func=run_compact)
     return parser
 
 
@@ -152,7 +170,9 @@ def execute(argv: Sequence[str] | None = None) -> Any:
     args_list = list(sys.argv[1:] if argv is None else argv)
     with redacted_output(args_list) as redactor:
         parser = build_parser()
-        args = parser.parse_args(args_list)
+        args, unknown = parser.parse_known_args(args_list)
+        if unknown:  # shown with the usage of the subcommand they were given to
+            getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(unknown)}")
         if getattr(args, "func", None) is None:
             parser.print_help(sys.stderr)
             raise CliError("give a command: demo, inspect or compact", exit_code=2)
@@ -167,8 +187,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The console script: one line per error on stderr, a non-zero exit code, no traceback
     unless ``--debug``."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    with redacted_output(args_list):
+    with redacted_output(args_list), warnings.catch_warnings():
+        warnings.showwarning = _warning_line
         return _run_and_report(args_list)
+
+
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A warning as one line on stderr, like the errors (not Python's file:line and source line)."""
+    print(f"{PROG}: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 def _run_and_report(args_list: list[str]) -> int:

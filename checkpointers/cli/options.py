@@ -11,15 +11,15 @@ from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.reducer import MessageReducer
 from agentstate_reducer.tokens import heuristic_counter, resolve_token_counter
 
-from .errors import CliError
+from .errors import PROG, CliError, require
 
 TokenCounter = Callable[[Any], int]
 
 
 def add_reducer_options(parser: argparse.ArgumentParser, *, reduce: bool) -> None:
     """The reducer option group; ``reduce``: with the bounds (demo, compact), else only how tokens
-    are counted and where the messages are (inspect)."""
-    group = parser.add_argument_group("reducer")
+    are counted and where the messages are (inspect), under a title that says so."""
+    group = parser.add_argument_group("reducer" if reduce else "messages and tokens")
     if reduce:
         group.add_argument(
             "--max-messages",
@@ -68,6 +68,8 @@ def token_counter_from(args: argparse.Namespace) -> tuple[TokenCounter, str]:
     """The token counter the options name, and its name for reports."""
     counter: TokenCounter
     if args.token_counter == "tiktoken":
+        # Asked for by name: without the extra this is an error, not the library's silent fallback.
+        require("tiktoken", extra="tokens", feature=f"{PROG} --token-counter tiktoken")
         counter = resolve_token_counter(None, encoding=args.encoding)
     else:
         counter = heuristic_counter()
