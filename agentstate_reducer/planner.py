@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .messages import MessageInfo, pinned_indices, read_message
+from .messages import LEADS_REQUIRED, MessageInfo, pinned_indices, read_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +143,8 @@ def plan(
     seen_conversation = False
     open_results: dict[str, list[int]] = {}
     shared: dict[int, _Unit] = {}  # results answering several calls -> the unit that claimed them
+    carried: _Unit | None = None  # the unit of the AI message after a leading one, not decided yet
+    carried_seen = False  # whether a conversation message came after the carried unit
     i = n
     while i > 0:
         i -= 1
@@ -153,13 +155,15 @@ def plan(
             for r in info.result_ids:
                 open_results.setdefault(r, []).append(i)
             continue
+        # a call leading to the carried unit of a call is judged as of that unit's place: a
+        # pending call made of several items (Responses) stays pending
+        leading = carried if info.leads else None
+        in_run = leading is not None and bool(read(leading.first).call_ids)
+        newer = carried_seen if in_run else seen_conversation
         if info.kind == "ai" and info.call_ids:
             unit, complete = _claim(i, info.call_ids, open_results, shared, read)
-            if not complete and seen_conversation:
+            if not complete and newer:
                 unit.broken = True  # dangling: pruned, with whatever results it has
-            seen_conversation = True
-            if unit.needs or unit.broken:
-                continue
         else:
             if open_results:
                 # results after this message cannot join a call before it: providers want a call's
@@ -168,19 +172,33 @@ def plan(
                 for waiting in shared.values():
                     if waiting.needs:
                         waiting.broken = True
-            seen_conversation = True
             unit = _Unit(i, [i], info.kind == "human")
-        unit.cost = sum(map(cost_of, unit.members))
-        if newest is None:
-            newest = unit
-        if not stopped:
-            if spent + unit.cost <= room:
-                accepted.append(unit)
-                spent += unit.cost
+        decided = [unit]
+        if leading is not None:
+            if unit.broken and not leading.broken and info.leads != LEADS_REQUIRED:
+                decided = [leading, unit]  # a dangling call does not take the items after it along
             else:
-                stopped = True
-        if unit.is_human and live is None:
-            live = unit
+                _merge(unit, leading, shared)
+        elif info.leads == LEADS_REQUIRED and seen_conversation:
+            unit.broken = True  # a reasoning item whose following item is not there
+        carried = None
+        if info.kind == "ai" and _leads_here(read, pinned, i):
+            carried, carried_seen = decided.pop(), newer  # decided with the one before it
+        seen_conversation = True
+        for unit in decided:
+            if unit.needs or unit.broken:
+                continue
+            unit.cost = sum(map(cost_of, unit.members))
+            if newest is None:
+                newest = unit
+            if not stopped:
+                if spent + unit.cost <= room:
+                    accepted.append(unit)
+                    spent += unit.cost
+                else:
+                    stopped = True
+            if unit.is_human and live is None:
+                live = unit
         if stopped and live is not None:
             break
 
@@ -188,6 +206,25 @@ def plan(
     kept = sorted(pinned.union(m for u in kept_units for m in u.members))
     kept_cost = sum(u.cost for u in kept_units)
     return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost)
+
+
+def _leads_here(read: Callable[[int], MessageInfo], pinned: set[int], i: int) -> bool:
+    """True when the conversation message before ``i`` (pinned ones skipped) leads to it."""
+    k = i - 1
+    while k >= 0 and k in pinned:
+        k -= 1
+    return k >= 0 and bool(read(k).leads)
+
+
+def _merge(unit: _Unit, other: _Unit, shared: dict[int, _Unit]) -> None:
+    """Add ``other``'s messages to ``unit`` (a leading message and the unit it leads to)."""
+    unit.members = sorted({*unit.members, *other.members})
+    if other.needs:
+        unit.needs = (unit.needs or set()) | other.needs
+    unit.broken = unit.broken or other.broken
+    for j, owner in list(shared.items()):
+        if owner is other:
+            shared[j] = unit
 
 
 def _claim(
@@ -244,8 +281,10 @@ def _first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
     result message with a later call (they form one unit, planned by the walk) is not pinned.
     """
     first = read(0)
-    if first.kind == "tool":
+    if first.kind == "tool" or first.leads == LEADS_REQUIRED:
         return []
+    if first.leads and n > 1 and read(1).kind == "ai":
+        return []  # one model turn of several items (Responses): planned by the walk
     if first.kind != "ai" or not first.call_ids:
         return [0]
     wanted = set(first.call_ids)
@@ -276,6 +315,8 @@ class Tail:
 
     calls: frozenset[str] = frozenset()
     unanswered: frozenset[str] = frozenset()
+    #: it ends in a message that cannot be sent without an AI message after it (a reasoning item)
+    open_lead: bool = False
 
 
 def tail_of(messages: Sequence[Any]) -> Tail:
@@ -287,7 +328,7 @@ def tail_of(messages: Sequence[Any]) -> Tail:
             answered.update(info.result_ids)
         elif info.kind in ("human", "ai"):
             calls = frozenset(info.call_ids)
-            return Tail(calls, calls.difference(answered))
+            return Tail(calls, calls.difference(answered), info.leads == LEADS_REQUIRED)
     return Tail()
 
 
@@ -298,19 +339,20 @@ def extend_tail(tail: Tail, infos: Iterable[MessageInfo]) -> Tail | None:
     message after an unanswered call): then the whole history must be planned. Never None for a
     history the planner would prune, so a non-None answer means nothing needs pruning.
     """
-    calls, unanswered = tail.calls, tail.unanswered
+    calls, unanswered, open_lead = tail.calls, tail.unanswered, tail.open_lead
     for info in infos:
         kind = info.kind
         if kind == "tool":
             rids = info.result_ids
-            if not rids or not calls.issuperset(rids):
+            if open_lead or not rids or not calls.issuperset(rids):
                 return None
             unanswered = unanswered.difference(rids)
         elif kind == "human" or kind == "ai":
-            if unanswered:
+            if unanswered or (open_lead and kind == "human"):
                 return None
             calls = unanswered = frozenset(info.call_ids)
-    return Tail(calls, unanswered)
+            open_lead = info.leads == LEADS_REQUIRED
+    return Tail(calls, unanswered, open_lead)
 
 
 def _select(

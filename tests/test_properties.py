@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentstate_reducer import MessageInfo, MessageReducer, ReducerConfig, read_message
+from agentstate_reducer.messages import LEADS_REQUIRED
 from agentstate_reducer.summary import SUMMARY_ID, insert_position
-from tests.convo import BUILDERS, MULTI_RESULT_FORMATS, Spec
+from tests.convo import MULTI_RESULT_FORMATS, PROPERTY_BUILDERS, Spec
 
 PINNED_KINDS = ("system", "unknown", "remove")
 STEPS = ["ai", "call", "call", "orphan", "unknown", "system", "dangling", "interrupted"]
@@ -94,13 +95,17 @@ def violations(infos: list[MessageInfo]) -> list[str]:
     Results answer calls of the assistant messages since the last user message or plain assistant
     message (consecutive assistant messages form one block, as Anthropic merges them); a result
     answers the newest call with its id; every call must be answered before the block ends, except
-    those of the last assistant message when only results follow it.
+    those of the last assistant message when only results follow it (or of the last run of call
+    items of one Responses model turn, each leading to the next). A reasoning item (Responses)
+    must be followed by an assistant item.
     """
     out: list[str] = []
     owner: dict[str, int] = {}  # call id -> position of the newest message in the block making it
     needed: set[tuple[int, str]] = set()
     answered: set[tuple[int, str]] = set()
-    last_call = -1
+    last_call: set[int] = set()
+    previous: MessageInfo | None = None  # the conversation message before this one
+    previous_pos = -1
 
     def close() -> None:
         for pos, cid in sorted(needed - answered):
@@ -109,6 +114,10 @@ def violations(infos: list[MessageInfo]) -> list[str]:
     for pos, info in enumerate(infos):
         if info.kind in PINNED_KINDS:
             continue
+        before, previous = previous, info
+        before_pos, previous_pos = previous_pos, pos
+        if before is not None and before.leads == LEADS_REQUIRED and info.kind != "ai":
+            out.append(f"reasoning item {before.id} without the item it leads to")
         if info.kind == "tool":
             if not info.result_ids:
                 out.append(f"result {info.id} answers nothing")
@@ -121,11 +130,12 @@ def violations(infos: list[MessageInfo]) -> list[str]:
             for cid in info.call_ids:
                 owner[cid] = pos
                 needed.add((pos, cid))
-            last_call = pos
+            joined = before is not None and before.leads and before.call_ids and before_pos in last_call
+            last_call = {*last_call, pos} if joined else {pos}
         else:
             close()
             owner, needed, answered = {}, set(), set()
-    needed = {(pos, cid) for pos, cid in needed if pos != last_call}  # the pending call at the end
+    needed = {(pos, cid) for pos, cid in needed if pos not in last_call}  # the pending call at the end
     close()
     return out
 
@@ -214,8 +224,8 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 
 @st.composite
 def shaped(draw: st.DrawFn) -> tuple[str, list[Any]]:
-    fmt = draw(st.sampled_from(list(BUILDERS)))
-    return fmt, BUILDERS[fmt](draw(conversations(multi=fmt in MULTI_RESULT_FORMATS)))
+    fmt = draw(st.sampled_from(list(PROPERTY_BUILDERS)))
+    return fmt, PROPERTY_BUILDERS[fmt](draw(conversations(multi=fmt in MULTI_RESULT_FORMATS)))
 
 
 @SETTINGS

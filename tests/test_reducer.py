@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from agentstate_reducer import MessageReducer, ReducerConfig
-from tests.convo import BUILDERS, Spec, ids
+from tests.convo import BUILDERS, SPLIT_CALL_FORMATS, Spec, ids
 
 FORMATS = list(BUILDERS)
+#: shapes with one message per spec step (token totals below count messages)
+ONE_ITEM_FORMATS = [f for f in FORMATS if f not in SPLIT_CALL_FORMATS]
 
 BASE: Spec = [
     ("system", "s"),
@@ -56,7 +58,8 @@ def test_count_mode_keeps_newest_whole_turns(fmt: str, min_messages: int, expect
 
 
 def test_not_triggered_keeps_everything(fmt: str) -> None:
-    surviving, pruned, result = reduce_ids(fmt, BASE, min_messages=2, max_messages=14)
+    count = len(BUILDERS[fmt](BASE))  # 14, 15 in the Responses shape (two items for c2's calls)
+    surviving, pruned, result = reduce_ids(fmt, BASE, min_messages=2, max_messages=count)
     assert surviving == ids(BUILDERS[fmt](BASE)) and pruned == []
     assert result.stats.triggered is False
 
@@ -150,6 +153,7 @@ def counter_10(message: Any) -> int:
         (130, 0, ["s", "h4", "a4"], True),  # target_tokens=0 is a value, not "unset"
     ],
 )
+@pytest.mark.parametrize("fmt", ONE_ITEM_FORMATS)
 def test_token_mode_budget_counts_pinned_messages(
     fmt: str, max_tokens: int, target: int | None, expected: list[str], over: bool
 ) -> None:
@@ -290,4 +294,5 @@ async def test_areduce_matches_reduce(fmt: str) -> None:
     msgs = BUILDERS[fmt](BASE)
     sync, async_ = reducer.reduce(msgs), await reducer.areduce(msgs)
     assert ids(sync.surviving) == ids(async_.surviving) and ids(sync.pruned) == ids(async_.pruned)
-    assert calls == [9, 9]
+    assert len(sync.pruned) == len(BUILDERS[fmt](BASE)) - 5  # all but s, h4, c4, t4, a4
+    assert calls == [len(sync.pruned)] * 2

@@ -25,6 +25,8 @@ from agentstate_reducer.messages.fields import (
 )
 from agentstate_reducer.messages.jsontext import JSON_WALK_LIMIT, arguments_text, json_text
 from agentstate_reducer.messages.read import (
+    LEADS_JOIN,
+    LEADS_REQUIRED,
     PINNED_KINDS,
     ROLE_ALIASES,
     Kind,
@@ -36,6 +38,8 @@ from agentstate_reducer.messages.read import (
 
 __all__ = [
     "JSON_WALK_LIMIT",
+    "LEADS_JOIN",
+    "LEADS_REQUIRED",
     "PINNED_KINDS",
     "PYDANTIC_EXTRA",
     "READ_FIELDS",

@@ -34,6 +34,9 @@ from agentstate_reducer.messages.read import (
     CLASS_ROLES,
     MISSING,
     PINNED_KINDS,
+    RESPONSES_CALLS,
+    RESPONSES_OUTPUTS,
+    RESPONSES_SELF_CONTAINED,
     ROLE_ALIASES,
     Kind,
     MessageInfo,
@@ -45,6 +48,19 @@ from agentstate_reducer.messages.read import (
 )
 
 _CHAT_TYPES: Final = frozenset({"chat", "ChatMessage", "ChatMessageChunk"})
+#: ``type`` values of Responses items (and Anthropic ``Message`` objects): read on their own
+_ITEM_TYPES: Final = frozenset(
+    {
+        "message",
+        "reasoning",
+        "compaction",
+        "mcp_approval_request",
+        "mcp_approval_response",
+        *RESPONSES_CALLS,
+        *RESPONSES_OUTPUTS,
+        *RESPONSES_SELF_CONTAINED,
+    }
+)
 _NO_CALLS: Final = frozenset({list, tuple, type(None)})
 _STR_OR_NONE: Final = frozenset({str, type(None)})
 #: ``tool_call_payloads`` of the messages read with their tool calls, by index
@@ -63,7 +79,7 @@ def _dict_role(role: Any, mtype: Any) -> Any:
     when it depends on more (the ``dumpd`` constructor form, ``chat`` types). A dict with
     ``role=None`` and a str ``type`` is the ``data`` form when its ``data`` is a mapping: the
     caller checks that."""
-    if mtype == "constructor":
+    if mtype == "constructor" or mtype in _ITEM_TYPES:
         return MISSING
     if isinstance(role, str):
         return role
@@ -74,8 +90,8 @@ def _dict_role(role: Any, mtype: Any) -> Any:
 
 
 def _object_role(mtype: Any) -> Any:
-    if type(mtype) is not str or mtype in _CHAT_TYPES:
-        return MISSING  # no str type (read by .role) or a chat message: read on its own
+    if type(mtype) is not str or mtype in _CHAT_TYPES or mtype in _ITEM_TYPES:
+        return MISSING  # no str type (read by .role), a chat message or a Responses item: read on its own
     return CLASS_ROLES.get(mtype, mtype)
 
 
@@ -255,7 +271,6 @@ def read_plain(
     return out, calls
 
 
-
 # Empty containers in a snapshot: any empty one compares equal to an empty live value and
 # unequal to a filled one, so a shared constant (never handed out, never changed) does.
 _EMPTY_LIST: Final[list[Any]] = []
@@ -330,6 +345,8 @@ def _kind_of_class(cls: type) -> Kind | None:
     default = getattr(field, "default", None)
     if not isinstance(default, str) or default in ("chat", "ChatMessageChunk"):
         return None  # decided per message: dicts, ChatMessage(role=...), duck-typed objects
+    if default not in CLASS_ROLES and default not in ROLE_ALIASES:
+        return None  # a type this package reads by more than its name (Responses items)
     role = CLASS_ROLES.get(default, default)
     return ROLE_ALIASES.get(role.lower(), "unknown")
 
@@ -340,7 +357,7 @@ def _is_pinned_kind(msg: Any) -> bool:
         if isinstance(role, str):
             return ROLE_ALIASES.get(role.lower(), "unknown") in PINNED_KINDS
         mtype = msg.get("type")
-        if isinstance(mtype, str) and mtype not in ("chat", "constructor") and "data" not in msg:
+        if isinstance(mtype, str) and (mtype in CLASS_ROLES or mtype in ROLE_ALIASES) and "data" not in msg:
             return ROLE_ALIASES.get(CLASS_ROLES.get(mtype, mtype).lower(), "unknown") in PINNED_KINDS
     return read_message(msg).kind in PINNED_KINDS
 
@@ -371,4 +388,3 @@ def pinned_indices(messages: Sequence[Any]) -> list[int]:
             positions = [i for i in positions if _is_pinned_kind(messages[i])]
         out += positions
     return out
-

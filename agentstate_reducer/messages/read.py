@@ -10,11 +10,33 @@ Supported shapes:
   user content (a user message with tool_result blocks answers tool calls: it is a tool result,
   not a human turn);
 * LangChain objects, including ``*MessageChunk``, ``ChatMessage(role=...)`` and ``RemoveMessage``;
-* any object with ``.type`` or ``.role`` (OpenAI SDK objects).
+* any object with ``.type`` or ``.role`` (OpenAI SDK objects);
+* OpenAI Responses API items (dicts or the ``openai`` SDK's objects): ``message`` items by role;
+  the calls of the openai-agents pairing table (``function_call``, ``custom_tool_call``,
+  ``computer_call``, ``shell_call``, ``local_shell_call``, ``apply_patch_call``,
+  ``tool_search_call``, ``program``) answered by their ``*_output`` item with the same ``call_id``;
+  ``mcp_approval_request`` answered by the ``mcp_approval_response`` naming it in
+  ``approval_request_id``; hosted calls that carry their own result (``mcp_call``,
+  ``web_search_call``, ...) and ``item_reference``: AI items without calls; ``reasoning``: an AI
+  item that must be sent with the AI item after it; ``compaction``: pinned like a system message;
+  an item of another type without ``role`` and ``content``: an AI item (logged once per type);
+* Anthropic SDK ``Message`` objects (``type="message"``, ``role="assistant"``) and block objects;
+* Gemini contents (``{"role": "user"|"model", "parts": [...]}`` in snake_case or camelCase, and
+  ``google-genai`` ``Content`` objects): a model content's ``function_call`` parts are its calls,
+  a user content with ``function_response`` parts is a tool result; a part without ``id``
+  answers by name and order (``"<name>#<k>"``: the k-th call or response of that name in its
+  content);
+* Bedrock Converse: ``toolUse`` blocks in assistant content, ``toolResult`` blocks in user content,
+  paired by ``toolUseId``.
+
+The items of one Responses model turn travel together: every AI item of that shape (a call, an
+assistant ``message``, a reasoning item, a hosted call) *leads* (``MessageInfo.leads``): the
+planner keeps it in one unit with the AI item right after it.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import Any, Final, Literal, NamedTuple
@@ -55,6 +77,42 @@ CLASS_ROLES: Final[Mapping[str, str]] = {
 
 MISSING: Final = object()
 
+logger = logging.getLogger("agentstate_reducer.messages")
+
+#: ``MessageInfo.leads``: kept in one unit with the AI message right after it, when there is one
+LEADS_JOIN: Final = 1
+#: ``MessageInfo.leads``: as ``LEADS_JOIN``, and cannot be sent without it (a reasoning item): a
+#: conversation message after it that is not an AI message makes it unsendable
+LEADS_REQUIRED: Final = 2
+
+#: Responses API call item types and the output item type answering each (by ``call_id``): the
+#: pairing table of openai-agents (``agents/run_internal/items.py``).
+RESPONSES_CALLS: Final[Mapping[str, str]] = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "computer_call": "computer_call_output",
+    "shell_call": "shell_call_output",
+    "local_shell_call": "local_shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "tool_search_call": "tool_search_output",
+    "program": "program_output",
+}
+RESPONSES_OUTPUTS: Final = frozenset(RESPONSES_CALLS.values())
+#: Responses items the model makes that hold their own result (or refer to a stored item)
+RESPONSES_SELF_CONTAINED: Final = frozenset(
+    {
+        "mcp_call",
+        "mcp_list_tools",
+        "web_search_call",
+        "file_search_call",
+        "code_interpreter_call",
+        "image_generation_call",
+        "hosted_tool_call",
+        "item_reference",
+    }
+)
+_logged_item_types: set[str] = set()
+
 
 class MessageInfo(NamedTuple):
     """What the reducer needs to know about one message, read without converting it.
@@ -70,6 +128,8 @@ class MessageInfo(NamedTuple):
     call_ids: tuple[str, ...] = ()
     result_ids: tuple[str, ...] = ()
     name: str | None = None
+    #: ``LEADS_JOIN`` / ``LEADS_REQUIRED``: goes with the AI message after it (Responses items)
+    leads: int = 0
 
 
 def infos_from_columns(
@@ -86,7 +146,7 @@ def infos_from_columns(
     iterable ends the list (a field may be ``repeat(value)``); a row whose kind is None is junk
     the caller replaces."""
     # in MessageInfo's field order
-    rows = zip(kind, role, id, content, call_ids, result_ids, name, strict=False)
+    rows = zip(kind, role, id, content, call_ids, result_ids, name, repeat(0), strict=False)
     return list(map(tuple.__new__, repeat(MessageInfo), rows))
 
 
@@ -128,6 +188,9 @@ def _unwrap(msg: Any) -> tuple[Any, str | None]:
             return msg, role
         return msg, _class_role(mtype, msg) if isinstance(mtype, str) else None
     mtype = getattr(msg, "type", None)
+    if mtype == "message":  # Responses message items, Anthropic Message objects: by their role
+        role = getattr(msg, "role", None)
+        return msg, role if isinstance(role, str) else None
     if isinstance(mtype, str):
         return msg, _class_role(mtype, msg)
     role = getattr(msg, "role", None)
@@ -165,25 +228,104 @@ def tool_call_ids(get: Callable[..., Any], content: Any) -> tuple[str, ...]:
                 if call_id is not None and call_id not in ids:
                     ids.append(call_id)
     if _seq(content):
+        seen: dict[str, int] = {}
         for block in content:
-            if _get(block, "type") == "tool_use":
+            btype = _get(block, "type")
+            if btype == "tool_use":
                 call_id = str_id(_get(block, "id"))
-                if call_id is not None and call_id not in ids:
-                    ids.append(call_id)
+            elif btype is not None:
+                continue
+            elif type(block) is dict and "toolUse" in block:  # Bedrock Converse
+                call_id = str_id(_get(block["toolUse"], "toolUseId"))
+            else:
+                call = _part(block, "function_call", "functionCall")  # Gemini
+                if call is None:
+                    continue
+                call_id = _part_id(call, seen)
+            if call_id is not None and call_id not in ids:
+                ids.append(call_id)
     return tuple(ids)
+
+
+def _part(block: Any, snake: str, camel: str) -> Any:
+    """A Gemini part's ``function_call`` / ``function_response`` (either spelling in a dict)."""
+    if type(block) is dict or isinstance(block, Mapping):
+        value = block.get(snake)
+        return block.get(camel) if value is None else value
+    return getattr(block, snake, None)
+
+
+def _part_id(call: Any, seen: dict[str, int]) -> str | None:
+    """A Gemini call's or response's id: its ``id``, else ``"<name>#<k>"`` for the k-th one of
+    that name in its content, so responses without ids answer calls by name and order."""
+    call_id = str_id(_get(call, "id"))
+    if call_id is not None:
+        return call_id
+    name = _get(call, "name")
+    name = name if isinstance(name, str) else ""
+    k = seen.get(name, 0)
+    seen[name] = k + 1
+    return f"{name}#{k}"
 
 
 def _tool_result_ids(content: Any) -> tuple[str, ...]:
-    """Ids answered by Anthropic ``tool_result`` blocks in a user message."""
+    """Ids answered by the result blocks of a user message: Anthropic ``tool_result``, Bedrock
+    ``toolResult``, Gemini ``function_response`` parts."""
     if not _seq(content):
         return ()
     ids: list[str] = []
+    seen: dict[str, int] = {}
     for block in content:
-        if _get(block, "type") == "tool_result":
+        btype = _get(block, "type")
+        if btype == "tool_result":
             use_id = str_id(_get(block, "tool_use_id"))
-            if use_id is not None:
-                ids.append(use_id)
+        elif btype is not None:
+            continue
+        elif type(block) is dict and "toolResult" in block:
+            use_id = str_id(_get(block["toolResult"], "toolUseId"))
+        else:
+            response = _part(block, "function_response", "functionResponse")
+            if response is None:
+                continue
+            use_id = _part_id(response, seen)
+        if use_id is not None:
+            ids.append(use_id)
     return tuple(ids)
+
+
+def _responses_item(get: Callable[..., Any], mtype: str, msg_id: str | None) -> MessageInfo | None:
+    """A Responses API item without a role, or None when ``mtype`` is no such item (a message of
+    an unknown role: it has content)."""
+    if mtype in RESPONSES_CALLS:
+        call_id = str_id(get("call_id"))
+        if mtype in ("function_call", "custom_tool_call"):
+            content = None  # name and arguments are read by tool_call_payloads
+        else:
+            content = get("action") or get("operation") or get("arguments")
+        calls = (call_id,) if call_id is not None else ()  # an anonymous tool_search_call
+        return MessageInfo("ai", None, msg_id, content, calls, (), None, LEADS_JOIN)
+    if mtype in RESPONSES_OUTPUTS or mtype == "mcp_approval_response":
+        answered = str_id(get("call_id") if mtype != "mcp_approval_response" else get("approval_request_id"))
+        content = get("output")
+        if answered is None:  # an anonymous tool_search_output: the call before it leads to it
+            return MessageInfo("ai", None, msg_id, content, (), (), None, LEADS_JOIN)
+        return MessageInfo("tool", None, msg_id, content, (), (answered,), None)
+    if mtype == "mcp_approval_request":
+        calls = (msg_id,) if msg_id is not None else ()
+        return MessageInfo("ai", None, msg_id, get("arguments"), calls, (), None, LEADS_JOIN)
+    if mtype == "reasoning":
+        content = [get("summary"), get("content")]  # never encrypted_content
+        return MessageInfo("ai", None, msg_id, content, (), (), None, LEADS_REQUIRED)
+    if mtype == "compaction":
+        return MessageInfo("system", None, msg_id, None)
+    if mtype in RESPONSES_SELF_CONTAINED:
+        return MessageInfo("ai", None, msg_id, None, (), (), None, LEADS_JOIN)
+    if get("content") is not None:
+        return None
+    if mtype not in _logged_item_types:
+        _logged_item_types.add(mtype)
+        logger.debug("item of unknown type %r read as an AI item kept with the AI item after it", mtype)
+    return MessageInfo("ai", None, msg_id, None, (), (), None, LEADS_JOIN)
 
 
 def read_message(msg: Any) -> MessageInfo:
@@ -204,10 +346,23 @@ def read_message(msg: Any) -> MessageInfo:
         kind: Kind = ROLE_ALIASES.get(raw_role.lower(), "unknown") if raw_role else "unknown"
         content = get("content")
         msg_id = str_id(get("id"))
+        if kind == "unknown" and raw_role is not None and get("role") is None:
+            mtype = get("type")
+            if isinstance(mtype, str):
+                item = _responses_item(get, mtype, msg_id)
+                if item is not None:
+                    return item
+        if content is None:
+            parts = get("parts")  # Gemini
+            if parts is not None:
+                content = parts
         name = get("name")
         name = name if type(name) is str else None
         if kind == "ai":
-            return MessageInfo(kind, raw_role, msg_id, content, tool_call_ids(get, content), (), name)
+            calls = tool_call_ids(get, content)
+            # a Responses message item (an Anthropic Message object names its model)
+            leads = LEADS_JOIN if get("type") == "message" and get("model") is None else 0
+            return MessageInfo(kind, raw_role, msg_id, content, calls, (), name, leads)
         if kind == "tool":
             answered = str_id(get("tool_call_id"))
             result_ids = (answered,) if answered is not None else _tool_result_ids(content)
@@ -232,6 +387,12 @@ def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
     out: list[tuple[str, str, str]] = []
     try:
         body, _ = _unwrap(msg)
+        if _read(body, "type") in ("function_call", "custom_tool_call") and _read(body, "role") is None:
+            args = _read(body, "arguments", MISSING)
+            if args is MISSING:
+                args = _read(body, "input", "")
+            call_id, name = _str_or_empty(_read(body, "call_id")), _str_or_empty(_read(body, "name"))
+            return [(call_id, name, arguments_text(args))]
         calls = _get(body, "tool_calls")
         if _seq(calls):
             for call in calls:
