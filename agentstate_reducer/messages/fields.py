@@ -14,8 +14,11 @@ from typing import Any, Final
 
 #: Every field ``read_message`` may read from an object message.
 READ_FIELDS: Final = (
-    "type", "role", "id", "name", "content", "tool_calls", "additional_kwargs", "tool_call_id"
-)
+    "type", "role", "id", "name", "content", "tool_calls", "additional_kwargs", "tool_call_id",
+    # Gemini contents and Responses items
+    "parts", "call_id", "output", "arguments", "input", "action", "operation", "summary",
+    "approval_request_id", "model",
+)  # fmt: skip
 #: Where a pydantic model keeps the values of fields it does not declare (``extra="allow"``).
 PYDANTIC_EXTRA: Final = "__pydantic_extra__"
 _dict_field_classes: dict[type, bool] = {}
@@ -139,7 +142,8 @@ def snapshot(message: Any) -> Any:
 
     A dict message is copied whole; an object message by the attributes the adapter reads
     (``READ_FIELDS``: ``type``, ``role``, ``id``, ``name``, ``content``, ``tool_calls``,
-    ``additional_kwargs``, ``tool_call_id``) as ``getattr`` serves them, wherever they live: the
+    ``additional_kwargs``, ``tool_call_id``, and the fields of Gemini contents and Responses
+    items) as ``getattr`` serves them, wherever they live: the
     instance ``__dict__`` (and a pydantic model's extras), or properties, slots,
     ``__getattribute__`` and ``__getattr__`` (see ``_live_fields``). Nested dicts and lists are
     copied too, so editing a content block or a tool call's arguments in place is seen. Not

@@ -10,6 +10,14 @@
   and other media (``file``, ``input_file``, ``document``, ``audio``, ``input_audio``, ``video``) at
   a fixed ``image_tokens`` each (default ``IMAGE_TOKENS``), never by the length of a base64
   payload and never by fetching a URL;
+* Gemini parts and Bedrock blocks (named by one key): ``function_call`` / ``toolUse`` by id, name
+  and arguments, ``function_response`` / ``toolResult`` by id, name and content, Bedrock
+  ``reasoningContent`` by its text, ``inline_data``, ``file_data``, ``image``, ``document``,
+  ``video`` at the fixed estimate; thought signatures, ``redacted_thinking`` blocks, Bedrock
+  signatures and the ``encrypted_content`` of a Responses reasoning item are never counted by
+  their length (the adapter leaves the latter out of the item's content);
+* block objects (the Anthropic SDK's blocks, ``google-genai`` parts) by their fields that are set,
+  as the dict blocks; binary values (``bytes``) never as text;
 * any other block by the text of its JSON form;
 * the name, every tool call's id, name and arguments (JSON text when they are a dict), and a tool
   result's ``tool_call_id``. A call present both as a ``tool_use`` block and in ``tool_calls``
@@ -44,7 +52,9 @@ MAX_CONTENT_ITEMS: Final = 100_000
 
 TokenCounterFn = Callable[[Any], int]
 
-_TEXT_BLOCKS: Final = frozenset({"text", "input_text", "output_text", "summary_text", "text-plain"})
+_TEXT_BLOCKS: Final = frozenset(
+    {"text", "input_text", "output_text", "summary_text", "reasoning_text", "text-plain"}
+)
 _MEDIA_BLOCKS: Final = frozenset(
     {"image_url", "image", "input_image", "file", "input_file", "document", "audio", "input_audio", "video"}
 )
@@ -87,8 +97,13 @@ class _Parts:
                     self.texts.append(item)
                 elif isinstance(item, Mapping):
                     self.block(item, stack)
-                elif isinstance(item, Sequence) and not isinstance(item, bytes | bytearray):
+                elif isinstance(item, bytes | bytearray):
+                    continue  # binary data (a thought signature, inline media): never text
+                elif isinstance(item, Sequence):
                     stack.extend(reversed(item))  # read in order
+                elif isinstance(attrs := getattr(item, "__dict__", None), dict):
+                    # a block object (Anthropic SDK blocks, google-genai parts): its set fields
+                    self.block({k: v for k, v in attrs.items() if v is not None}, stack)
                 else:
                     self.texts.append(str(item))
             except Exception:  # a hostile block or value: the rest is still read
@@ -106,6 +121,13 @@ class _Parts:
         elif btype == "tool_result":
             self._call_id(block.get("tool_use_id"))
             stack.append(block.get("content"))
+        elif btype == "redacted_thinking":
+            pass  # encrypted: what the provider counts is not its length
+        elif btype is None and (keyed := _keyed_block(block)) is not None:
+            self._keyed(*keyed, stack)
+        elif btype == "server_tool_use":
+            self.texts.append(str(block.get("name") or ""))
+            self.texts.append(json_text(block.get("input")))
         elif btype in ("thinking", "reasoning"):
             text = block.get("thinking") or block.get("reasoning") or block.get("text")
             if isinstance(text, str):
@@ -119,10 +141,71 @@ class _Parts:
         else:
             self.texts.append(json_text(block))
 
+    def _keyed(self, key: str, value: Any, stack: list[Any]) -> None:
+        """A block named by its one key (Gemini parts, Bedrock Converse blocks)."""
+        if key in _MEDIA_KEYS:
+            self.media += 1
+        elif key in ("function_call", "functionCall"):
+            self._call_id(_field(value, "id"))
+            self.texts.append(str(_field(value, "name") or ""))
+            self.texts.append(json_text(_field(value, "args")))
+        elif key in ("function_response", "functionResponse"):
+            self._call_id(_field(value, "id"))
+            self.texts.append(str(_field(value, "name") or ""))
+            stack.append(_field(value, "response"))
+        elif key == "toolUse":
+            self._call_id(_field(value, "toolUseId"))
+            self.texts.append(str(_field(value, "name") or ""))
+            self.texts.append(json_text(_field(value, "input")))
+        elif key == "toolResult":
+            self._call_id(_field(value, "toolUseId"))
+            stack.append(_field(value, "content"))
+        elif key == "reasoningContent":  # its text; never the signature or redacted bytes
+            stack.append(_field(_field(value, "reasoningText"), "text"))
+        # cachePoint, thought_signature alone: nothing to count
+
     def _call_id(self, value: Any) -> None:
         if isinstance(value, str) and value:
             self.texts.append(value)
             self.seen_ids.add(value)
+
+
+#: keys naming a Gemini part or a Bedrock block (a block without ``type``); media at the fixed estimate
+_MEDIA_KEYS: Final = frozenset(
+    {"inline_data", "inlineData", "file_data", "fileData", "image", "document", "video", "audio"}
+)
+_KEYED: Final = _MEDIA_KEYS | {
+    "function_call",
+    "functionCall",
+    "function_response",
+    "functionResponse",
+    "toolUse",
+    "toolResult",
+    "reasoningContent",
+    "cachePoint",
+    "thought_signature",
+    "thoughtSignature",
+}
+
+
+def _keyed_block(block: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """``(key, value)`` of a block known by a key (not a ``type``), or None. A text part with a
+    thought signature is a text block."""
+    if isinstance(block.get("text"), str):
+        return None
+    for key in block:
+        if key in _KEYED and key not in ("thought_signature", "thoughtSignature"):
+            return key, block[key]
+    if any(key in _KEYED for key in block):
+        return "cachePoint", None  # only a signature (or a cache point): nothing to count
+    return None
+
+
+def _field(value: Any, key: str) -> Any:
+    """``value[key]`` of a dict, the attribute of an object, None when absent."""
+    if isinstance(value, Mapping):
+        return value.get(key)
+    return getattr(value, key, None)
 
 
 def _inline_document(block: Mapping[str, Any]) -> Any:
