@@ -246,7 +246,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     try:
         import psycopg
     except ImportError:
-        _unavailable("psycopg is not installed (pip install 'agentstate-reducer[postgres]')")
+        _unavailable('psycopg is not installed (pip install ".[postgres]" in the checkout)')
 
     external = os.environ.get("POSTGRES_URL", "").strip()
     if external:

@@ -234,7 +234,7 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
             raise ImportError(
                 "no Cosmos DB key was given (credential= or COSMOSDB_KEY), so Azure AD sign-in through "
                 f"{module}.DefaultAzureCredential is used, but azure-identity is not installed: "
-                "pip install azure-identity (or 'agentstate-reducer[cosmosdb]'), or pass a key"
+                "pip install azure-identity (or pip install \".[cosmosdb]\" in the checkout), or pass a key"
             ) from exc
         return credential_class()
 

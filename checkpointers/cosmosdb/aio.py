@@ -27,7 +27,8 @@ def _cosmos() -> Any:
         import azure.cosmos.aio
     except ImportError as exc:  # pragma: no cover - the [cosmosdb] extra is a test dependency
         raise ImportError(
-            "AsyncCosmosDBSaver needs azure-cosmos and aiohttp: pip install 'agentstate-reducer[cosmosdb]'"
+            "AsyncCosmosDBSaver needs azure-cosmos and aiohttp: "
+            'pip install ".[cosmosdb]" in the agentstate-reducer checkout'
         ) from exc
     return azure.cosmos
 

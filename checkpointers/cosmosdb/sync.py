@@ -27,7 +27,8 @@ def _cosmos() -> Any:
         import azure.cosmos
     except ImportError as exc:  # pragma: no cover - the [cosmosdb] extra is a test dependency
         raise ImportError(
-            "CosmosDBSaver needs the azure-cosmos package: pip install 'agentstate-reducer[cosmosdb]'"
+            "CosmosDBSaver needs the azure-cosmos package: "
+            'pip install ".[cosmosdb]" in the agentstate-reducer checkout'
         ) from exc
     return azure.cosmos
 
