@@ -31,11 +31,15 @@ def _pip(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_an_editable_install_prints_no_warning_and_links_the_checkout(tmp_path: Path) -> None:
     project = _copy_project(tmp_path / "project")
-    prefix = tmp_path / "prefix"
-    done = _pip("install", "-q", "--no-deps", "--prefix", str(prefix), "-e", str(project))
+    # A throwaway environment of its own: pip must never touch the one running the tests (with
+    # --prefix or --target it would uninstall this project from it first).
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+    done = _pip("--python", str(python), "install", "-q", "--no-deps", "-e", str(project))
     assert done.returncode == 0, done.stderr
     assert "Editable installation" not in done.stderr and "Warning" not in done.stderr, done.stderr
-    (pth,) = [p for p in prefix.rglob("*.pth") if "agentstate_reducer" in p.name]
+    (pth,) = [p for p in venv.rglob("*.pth") if "agentstate_reducer" in p.name]
     assert pth.read_text().strip() == str(project)
 
 
