@@ -8,10 +8,22 @@ import logging
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
-from agentstate_reducer.messages import LEADS_JOIN, LEADS_REQUIRED
+from agentstate_reducer.messages import (
+    LEADS_JOIN,
+    LEADS_REQUIRED,
+    PINNED_KINDS,
+    pinned_indices,
+    read_plain,
+    snapshot,
+    snapshots,
+    tool_call_payloads,
+)
 from agentstate_reducer.messages.read import RESPONSES_CALLS
+from agentstate_reducer.tokens import heuristic_counter
 from tests.convo import PROPERTY_BUILDERS, Spec, ids
 from tests.test_properties import violations
 
@@ -408,3 +420,54 @@ def test_200_turns_stay_bounded_and_valid_at_every_turn(fmt: str) -> None:
     assert ids(history)[0] == "s"
     assert ids(history)[-5:] == ["h200", "c200", "tx200", "ty200", "a200"]
     assert longest <= 16 + 1 + 3  # the system prompt, and the Responses shape's extra items
+
+
+# --- the readers by columns agree with read_message on every provider shape ---------------------
+
+
+def _pool() -> list[Any]:
+    spec: Spec = [
+        ("system", "s"),
+        ("unknown", "u"),
+        ("human", "h"),
+        ("call", "c", ["x", "y"]),
+        ("tool", "t", "x"),
+        ("ai", "a"),
+    ]
+    pool: list[Any] = []
+    for build in PROPERTY_BUILDERS.values():
+        pool += build(spec)
+    pool += [
+        {"type": "message", "role": "assistant", "content": "text content", "id": "m_str"},
+        {"type": "message", "role": "user", "content": "text content", "id": "u_str"},
+        {"type": "reasoning", "id": "rs_str", "content": "text", "summary": []},
+        {"type": "compaction", "id": "cmp", "content": "text"},
+        {"type": "compaction", "id": "cmp2"},
+        {"type": "hologram_call", "id": "holo"},
+        {"type": "hologram", "id": "holo_c", "content": "with content: an unknown role"},
+        {"type": "web_search_call", "id": "ws", "status": "completed"},
+        {"type": "item_reference", "id": "ref"},
+        {"role": "user", "content": "easy input"},
+    ]
+    return pool
+
+
+POOL = _pool()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(range(len(POOL))), max_size=14), st.booleans())
+def test_readers_by_columns_equal_read_message(picks: list[int], with_calls: bool) -> None:
+    msgs = [POOL[i] for i in picks]
+    read, calls = read_plain(msgs, with_calls=with_calls)
+    for info, msg in zip(read, msgs, strict=True):
+        if info is not None:
+            assert tuple(info) == tuple(read_message(msg))
+    for i, payloads in calls.items():
+        assert payloads == tool_call_payloads(msgs[i])
+    assert sorted(pinned_indices(msgs)) == [
+        i for i, m in enumerate(msgs) if read_message(m).kind in PINNED_KINDS
+    ]
+    assert snapshots(msgs) == [snapshot(m) for m in msgs]
+    counter = heuristic_counter(cache_size=0)
+    assert counter.count_messages(msgs) == [counter.count_uncached(m) for m in msgs]
