@@ -137,7 +137,7 @@ def test_readme_has_the_two_commands_and_examples() -> None:
 
 def test_readme_is_a_front_page() -> None:
     lines = README.read_text().splitlines()
-    assert len(lines) <= 270, f"README.md has {len(lines)} lines; the depth belongs in docs/"
+    assert len(lines) <= 280, f"README.md has {len(lines)} lines; the depth belongs in docs/"
 
 
 def test_no_install_line_fetches_the_other_project() -> None:
