@@ -221,5 +221,6 @@ def test_each_example_runs_alone_twice_in_an_empty_folder(
         assert proc.returncode == 0, (
             f"{block.label} ({first!r}) failed on run {run}:\n{proc.stderr[-3000:]}"
         )
+        assert "could not load encoding" not in proc.stderr, f"{block.label} tried to download: {proc.stderr}"
         left = sorted(p.name for p in workdir.iterdir())
         assert not left, f"{block.label} left {left} in the working folder after run {run}"
