@@ -224,3 +224,29 @@ def test_each_example_runs_alone_twice_in_an_empty_folder(
         assert "could not load encoding" not in proc.stderr, f"{block.label} tried to download: {proc.stderr}"
         left = sorted(p.name for p in workdir.iterdir())
         assert not left, f"{block.label} left {left} in the working folder after run {run}"
+
+
+def github_anchor(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors_of(path: Path) -> set[str]:
+    text = re.sub(r"^```.*?^```", "", path.read_text(), flags=re.S | re.M)
+    return {github_anchor(h) for h in re.findall(r"^#{1,6} (.+)$", text, flags=re.M)}
+
+
+def test_every_link_to_a_page_or_section_resolves() -> None:
+    assert github_anchor("LangChain agents (`create_agent`)") == "langchain-agents-create_agent"
+    broken = []
+    for path in (README, DOCS / "README.md", *DOC_PAGES):
+        for target in re.findall(r"\]\(([^)\s]+)\)", path.read_text()):
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            file_part, _, anchor = target.partition("#")
+            linked = (path.parent / file_part).resolve() if file_part else path
+            if not linked.exists():
+                broken.append(f"{path.relative_to(ROOT)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in anchors_of(linked):
+                broken.append(f"{path.relative_to(ROOT)}: {target} (no such section)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
