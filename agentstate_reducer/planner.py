@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .messages import LEADS_REQUIRED, MessageInfo, pinned_indices, read_message
+from .messages import LEADS_REQUIRED, PINNED_KINDS, MessageInfo, pinned_indices, read_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,8 +327,17 @@ def tail_of(messages: Sequence[Any]) -> Tail:
         if info.kind == "tool":
             answered.update(info.result_ids)
         elif info.kind in ("human", "ai"):
-            calls = frozenset(info.call_ids)
-            return Tail(calls, calls.difference(answered), info.leads == LEADS_REQUIRED)
+            calls = set(info.call_ids)
+            open_lead = info.leads == LEADS_REQUIRED
+            # the AI messages leading to it are one model turn (Responses): their calls too
+            for j in range(i - 1, -1, -1):
+                before = read_message(messages[j])
+                if before.kind in PINNED_KINDS:
+                    continue
+                if before.kind != "ai" or not before.leads or info.kind != "ai":
+                    break
+                calls.update(before.call_ids)
+            return Tail(frozenset(calls), frozenset(calls.difference(answered)), open_lead)
     return Tail()
 
 

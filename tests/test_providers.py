@@ -471,3 +471,15 @@ def test_readers_by_columns_equal_read_message(picks: list[int], with_calls: boo
     assert snapshots(msgs) == [snapshot(m) for m in msgs]
     counter = heuristic_counter(cache_size=0)
     assert counter.count_messages(msgs) == [counter.count_uncached(m) for m in msgs]
+
+
+def test_a_call_of_a_model_turn_left_unanswered_is_caught_through_the_memo() -> None:
+    """The memo of the last output knows every call of its trailing model turn, not only the
+    last item's: a parallel call never answered is pruned when the turn goes on without it."""
+    reducer = MessageReducer(config=ReducerConfig(min_messages=50, max_messages=100, preserve_first=False))
+    first = reducer.reduce([user("h1"), fcall("fc_a", "x"), fcall("fc_b", "y"), fout("out_y", "y")])
+    assert rids(first.surviving) == ["h1", "fc_a", "fc_b", "out_y"]  # x is pending
+    later = reducer.reduce(first.surviving, [said("m1")])
+    afresh = MessageReducer(config=ReducerConfig(preserve_first=False)).reduce([*first.surviving, said("m1")])
+    assert rids(later.surviving) == rids(afresh.surviving) == ["h1", "fc_b", "out_y", "m1"]
+    assert rids(later.pruned) == ["fc_a"]
