@@ -9,7 +9,11 @@ kept, cut at a turn boundary. The contract (README, "The pruning contract"):
    belongs to the nearest AI message before it that made the call, so a call id used again by a
    later message starts a new group, and comes before the next user or assistant message that is
    not a tool call. A result message answering calls of several AI messages
-   (Anthropic's user message of ``tool_result`` blocks) joins their groups into one unit.
+   (Anthropic's user message of ``tool_result`` blocks) joins their groups into one unit. A
+   message that *leads* (``MessageInfo.leads``: the items of one Responses model turn) joins the
+   unit of the AI message right after it; a reasoning item (``LEADS_REQUIRED``) followed by any
+   other conversation message is broken, and so is a call of a model turn left unanswered. A
+   dangling call does not take the message after it along, unless a reasoning item leads to both.
 2. Pinned messages are never pruned: index 0 when ``preserve_first`` (with its tool results),
    system messages and messages of unknown role. They cost nothing in count mode and are counted
    in token mode. (The injected summary is held out of the list by the reducer before planning.)
@@ -278,7 +282,8 @@ def _first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
 
     Its results are those before a later AI message makes the same call id again (rule 1). An
     orphan tool result at index 0, a call whose results are not all there, or one sharing a
-    result message with a later call (they form one unit, planned by the walk) is not pinned.
+    result message with a later call (they form one unit, planned by the walk) is not pinned;
+    nor is a message leading to the AI message after it (a model turn of several items).
     """
     first = read(0)
     if first.kind == "tool" or first.leads == LEADS_REQUIRED:
