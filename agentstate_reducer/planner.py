@@ -186,8 +186,12 @@ def plan(
         elif info.leads == LEADS_REQUIRED and seen_conversation:
             unit.broken = True  # a reasoning item whose following item is not there
         carried = None
-        if info.kind == "ai" and _leads_here(read, pinned, i):
-            carried, carried_seen = decided.pop(), newer  # decided with the one before it
+        if info.kind == "ai" and i:
+            k = i - 1  # the conversation message before it: when it leads, this unit waits for it
+            while k in pinned:
+                k -= 1
+            if k >= 0 and read(k).leads:
+                carried, carried_seen = decided.pop(), newer
         seen_conversation = True
         for unit in decided:
             if unit.needs or unit.broken:
@@ -210,14 +214,6 @@ def plan(
     kept = sorted(pinned.union(m for u in kept_units for m in u.members))
     kept_cost = sum(u.cost for u in kept_units)
     return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost)
-
-
-def _leads_here(read: Callable[[int], MessageInfo], pinned: set[int], i: int) -> bool:
-    """True when the conversation message before ``i`` (pinned ones skipped) leads to it."""
-    k = i - 1
-    while k >= 0 and k in pinned:
-        k -= 1
-    return k >= 0 and bool(read(k).leads)
 
 
 def _merge(unit: _Unit, other: _Unit, shared: dict[int, _Unit]) -> None:
