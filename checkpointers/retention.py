@@ -29,9 +29,13 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
 The I/O is a flow (``checkpointers._flow``) of a few operations (load a thread, delete checkpoints,
 delete blobs, delete a thread, ...), performed by a thin backend per saver class: our own
 parameterized SQL for ``SqliteSaver``/``AsyncSqliteSaver`` and ``PostgresSaver``/
-``AsyncPostgresSaver``, and ``InMemorySaver``'s dictionaries. Each flow runs in one transaction
-(SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a transaction on the saver's connection), so a process
-killed in the middle of a retention batch leaves the thread as it was before the batch.
+``AsyncPostgresSaver``, ``InMemorySaver``'s dictionaries, and the Cosmos DB mapping's ops for
+``CosmosDBSaver``/``AsyncCosmosDBSaver`` (``checkpointers.cosmosdb._retention``). Each flow runs in
+one transaction (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a transaction on the saver's connection),
+so a process killed in the middle of a retention batch leaves the thread as it was before the
+batch. Cosmos DB has no transaction across batches: its deletions run in transactional batches
+(<= 100 operations) in the thread's partition, writes and checkpoints before the values they read,
+so a stop between batches leaves every kept checkpoint whole.
 
 ``sweep(saver, older_than=..., keep_last=..., dry_run=..., vacuum=...)`` / ``asweep`` apply the
 rules to every thread of a store (``older_than``: delete whole threads whose newest root
@@ -43,7 +47,10 @@ holds an exclusive lock while it runs). PostgreSQL leaves dead rows to autovacuu
 runs ``VACUUM (ANALYZE)`` on the three checkpoint tables (the saver's connection must be in
 autocommit mode, as ``from_conn_string`` makes it). ``bytes_before``/``bytes_after``: SQLite: the
 file's bytes (with its WAL, after a WAL checkpoint); PostgreSQL: ``pg_total_relation_size`` of
-the checkpoint tables; InMemorySaver: the serialized bytes it holds.
+the checkpoint tables; InMemorySaver: the serialized bytes it holds; Cosmos DB: the container's
+``documentsSize`` as the service reports it (``x-ms-resource-usage``; real Cosmos DB updates it
+lazily), else, where the service reports none (the local test server), the UTF-8 JSON bytes of
+all the container's items, read with a paged scan. Vacuum is a no-op on InMemorySaver and Cosmos DB.
 """
 
 from __future__ import annotations
@@ -840,6 +847,55 @@ class _AsyncPostgresBackend(Backend):
                 raise _vacuum_error(exc) from None
 
 
+class _CosmosBackend(Backend):
+    """``CosmosDBSaver``: the operations as Cosmos DB ops (``checkpointers.cosmosdb._retention``),
+    in transactional batches of at most 100 operations per thread; no transaction spans batches."""
+
+    def _run(self, flow: Flow) -> Any:
+        from .cosmosdb._retention import retention_flow
+
+        return self.saver._run(retention_flow(flow, self.saver.serde))
+
+    def _size(self) -> int | None:
+        from .cosmosdb._retention import documents_bytes, stored_bytes_flow
+
+        reported = documents_bytes(self.saver._resource_usage())
+        return reported if reported is not None else self.saver._run(stored_bytes_flow())
+
+    def _vacuum(self) -> None:
+        return None
+
+
+class _AsyncCosmosBackend(Backend):
+    """``AsyncCosmosDBSaver``: as ``_CosmosBackend``, on ``azure.cosmos.aio``; the sync forms run
+    on the saver's event loop from another thread."""
+
+    is_async = True
+
+    def run(self, flow: Flow) -> Any:
+        return self.saver._sync(self._arun(flow))
+
+    def size(self) -> int | None:
+        return self.saver._sync(self._asize())
+
+    def vacuum(self) -> None:
+        return None
+
+    async def _arun(self, flow: Flow) -> Any:
+        from .cosmosdb._retention import retention_flow
+
+        return await self.saver._run(retention_flow(flow, self.saver.serde))
+
+    async def _asize(self) -> int | None:
+        from .cosmosdb._retention import documents_bytes, stored_bytes_flow
+
+        reported = documents_bytes(await self.saver._aresource_usage())
+        return reported if reported is not None else await self.saver._run(stored_bytes_flow())
+
+    async def _avacuum(self) -> None:
+        return None
+
+
 def _backend_class(saver_class: type) -> type[Backend] | None:
     """The backend for a saver class, by its LangGraph class (exact classes and their subclasses)."""
     for module, name, backend in _BACKENDS:
@@ -859,9 +915,14 @@ _BACKENDS: tuple[tuple[str, str, type[Backend]], ...] = (
     ("langgraph.checkpoint.sqlite", "SqliteSaver", _SqliteBackend),
     ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", _AsyncPostgresBackend),
     ("langgraph.checkpoint.postgres", "PostgresSaver", _PostgresBackend),
+    ("checkpointers.cosmosdb.aio", "AsyncCosmosDBSaver", _AsyncCosmosBackend),
+    ("checkpointers.cosmosdb.sync", "CosmosDBSaver", _CosmosBackend),
 )
 
-SUPPORTED = "InMemorySaver, SqliteSaver, AsyncSqliteSaver, PostgresSaver, AsyncPostgresSaver"
+SUPPORTED = (
+    "InMemorySaver, SqliteSaver, AsyncSqliteSaver, PostgresSaver, AsyncPostgresSaver, CosmosDBSaver, "
+    "AsyncCosmosDBSaver"
+)
 
 
 def supports_retention(saver_class: type) -> bool:

@@ -19,6 +19,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from agentstate_reducer import MessageReducer
 
+from .. import retention as _retention
 from ..reduction import (
     DEFAULT_MEMO,
     DefaultMemo,
@@ -148,6 +149,8 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         on_reduce: OnReduce | None = None,
         summary_memo: SummaryMemo | DefaultMemo | None = DEFAULT_MEMO,
         client_kwargs: Mapping[str, Any] | None = None,
+        keep_last: int | None = None,
+        retention_every: int = 8,
     ) -> None:
         self._require_sdk()
         super().__init__(serde=serde)
@@ -210,6 +213,16 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         self.messages_key = messages_key
         self.on_reduce = on_reduce
         self.summary_memo = resolve_memo(summary_memo)
+        self._keep_last = _retention.validate_keep_last(keep_last)
+        if isinstance(retention_every, bool) or not isinstance(retention_every, int) or retention_every < 1:
+            raise ValueError(
+                f"retention_every must be an int >= 1 (puts of a thread between two retention runs), "
+                f"got {retention_every!r}"
+            )
+        self._retention_every = retention_every
+        self._schedule: _retention.RetentionSchedule | None = None
+        if self._keep_last is not None:
+            self._schedule = _retention.RetentionSchedule(self._keep_last, retention_every)
 
     # -- subclass hooks ---------------------------------------------------------------------------
 
@@ -301,6 +314,31 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         if value is not None and not isinstance(value, SummaryMemo):
             raise TypeError(f"summary_memo must be a SummaryMemo or None, got {type(value).__name__}")
         self._summary_memo = value
+
+    # -- retention ---------------------------------------------------------------------------------
+
+    @property
+    def keep_last(self) -> int | None:
+        """Root checkpoints kept per thread (None: all); rules in ``checkpointers.retention``."""
+        return self._keep_last
+
+    @property
+    def retention_every(self) -> int:
+        """With ``keep_last``: puts of a thread between two retention runs."""
+        return self._retention_every
+
+    @property
+    def retention_stats(self) -> _retention.RetentionStats | None:
+        """Counters of the per-put retention (None without ``keep_last``)."""
+        return None if self._schedule is None else self._schedule.stats
+
+    def _after_put(self, saved: RunnableConfig) -> None:
+        if self._schedule is not None:
+            self._schedule.after_put(_retention.backend_for(self), saved)
+
+    async def _aafter_put(self, saved: RunnableConfig) -> None:
+        if self._schedule is not None:
+            await self._schedule.aafter_put(_retention.backend_for(self), saved)
 
     @property
     def ttl(self) -> int | None:

@@ -119,7 +119,7 @@ def list_flow(
 
 # -- deletes, prune, copy --------------------------------------------------------------------------
 
-#: What prune and delete_for_runs read of a thread's checkpoints.
+#: What delete_for_runs reads of a thread's checkpoints (retention reads its own: ``_retention``).
 _CHECKPOINT_ROWS_SQL = (
     "SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.blobs, "
     'c.metadata.run_id AS run_id, c.metadata.parents[""] AS root, '
@@ -184,33 +184,6 @@ def plan_removal(rows: Sequence[Mapping[str, Any]], remove: set[str]) -> Removal
     return Removal([r["id"] for r in removed], relink, [b for b in freed if b not in used])
 
 
-def plan_keep_latest(rows: Sequence[Mapping[str, Any]]) -> Removal:
-    """Pure: keep the latest checkpoint of each namespace of a thread.
-
-    A subgraph call's namespace (``node:<task id>``) goes with the root checkpoint it started from
-    (``metadata.parents[""]``): when that root checkpoint is saved but not kept, the call's whole
-    namespace is removed, as the Postgres saver's keep_latest does.
-    """
-    if delta := sorted({r["checkpoint_ns"] for r in rows if r.get("delta")}):
-        raise NotImplementedError(
-            f"keep_latest can't prune a thread that uses a DeltaChannel (namespaces {delta}): its values "
-            "are rebuilt from the history of writes; use strategy='delete' or keep the history"
-        )
-    heads: dict[str, Mapping[str, Any]] = {}
-    for r in rows:
-        ns = r["checkpoint_ns"]
-        if ns not in heads or r["checkpoint_id"] > heads[ns]["checkpoint_id"]:
-            heads[ns] = r
-    root_ids = {r["checkpoint_id"] for r in rows if r["checkpoint_ns"] == ""}
-    kept_root = heads[""]["checkpoint_id"] if "" in heads else None
-    keep = {
-        head["id"]
-        for ns, head in heads.items()
-        if not (":" in ns and head.get("root") in root_ids and head.get("root") != kept_root)
-    }
-    return plan_removal(rows, {r["id"] for r in rows if r["id"] not in keep})
-
-
 def removal_flow(pk: str, removal: Removal) -> CosmosFlow[None]:
     """Writes of the removed checkpoints, then the checkpoints (and parent relinks), then the
     garbage values: a reader never meets a checkpoint whose values are gone."""
@@ -229,23 +202,6 @@ def removal_flow(pk: str, removal: Removal) -> CosmosFlow[None]:
         blob_ids.extend(r["id"] for r in (yield query))
     for batch in plan_batches(_delete_ops(blob_ids)):
         yield Batch(pk, tuple(batch), missing_ok=True)
-
-
-PRUNE_STRATEGIES = ("keep_latest", "delete")
-
-
-def prune_flow(thread_ids: Sequence[str], strategy: str) -> CosmosFlow[None]:
-    if strategy not in PRUNE_STRATEGIES:
-        raise ValueError(f"unknown prune strategy {strategy!r}; use one of {PRUNE_STRATEGIES}")
-    if isinstance(thread_ids, str):
-        raise TypeError("thread_ids must be a list of thread ids, not one string")
-    for thread_id in dict.fromkeys(str(t) for t in thread_ids):
-        if strategy == "delete":
-            yield from delete_thread_flow(thread_id)
-            continue
-        pk = partition_key(thread_id)
-        rows = yield Query(_CHECKPOINT_ROWS_SQL, (("@thread", thread_id),), pk)
-        yield from removal_flow(pk, plan_keep_latest(rows))
 
 
 def delete_for_runs_flow(run_ids: Sequence[str]) -> CosmosFlow[None]:

@@ -24,20 +24,19 @@ It is written by concern, each module with its invariants:
 * ``_ops``: what a flow asks the I/O half to do (``Read``, ``Query``, ``Pages``, ``NextPage``,
   ``Batch``, ``Exists``) and how a 404 is explained (``ContainerNotFoundError``);
 * ``_flows``: every multi-step operation as a flow (``checkpointers._flow``), written once and
-  driven by both savers with their ``execute``.
+  driven by both savers with their ``execute``;
+* ``_retention``: the operations of ``checkpointers.retention`` (keep_last, prune, sweep) as
+  flows of the ops above.
 """
 
 from ._flows import (
-    PRUNE_STRATEGIES,
     Removal,
     copy_thread_flow,
     delete_for_runs_flow,
     delete_thread_flow,
     get_tuple_flow,
     list_flow,
-    plan_keep_latest,
     plan_removal,
-    prune_flow,
     put_flow,
     put_writes_flow,
     removal_flow,
@@ -111,7 +110,6 @@ __all__ = [
     "MAX_QUERY_PARAM_CHARS",
     "PAGE_SIZE",
     "PARTITION_KEY_PATH",
-    "PRUNE_STRATEGIES",
     "SCHEMA",
     "Batch",
     "CheckpointAddress",
@@ -154,10 +152,8 @@ __all__ = [
     "parse_config",
     "partition_key",
     "plan_batches",
-    "plan_keep_latest",
     "plan_put",
     "plan_removal",
-    "prune_flow",
     "put_flow",
     "put_writes_flow",
     "removal_flow",

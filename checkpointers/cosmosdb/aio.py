@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 
+from .. import retention as _retention
 from .._flow import adrive, aiterate
 from . import _mapping as m
 from ._base import CosmosSaverBase
@@ -255,6 +256,7 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
         result = await self._run(m.put_flow(plan))
         self._written_by(plan, started)
+        await self._aafter_put(result)
         return result
 
     async def aput_writes(
@@ -278,8 +280,15 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         await self._run(m.copy_thread_flow(source_thread_id, target_thread_id, self._settings.ttls))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await self._run(m.prune_flow(thread_ids, strategy))
+        await _retention.aprune(self, thread_ids, strategy=strategy)
         self._written.forget(m.partition_key(str(t)) for t in thread_ids)
+
+    async def _aresource_usage(self) -> str | None:
+        """The container's ``x-ms-resource-usage`` header (None where the service sends none)."""
+        container = await self._container()
+        await container.read(populate_quota_info=True)
+        headers = getattr(container.client_connection, "last_response_headers", None) or {}
+        return headers.get("x-ms-resource-usage")
 
     # -- sync: the async methods on the saver's loop, from another thread --------------------------
 

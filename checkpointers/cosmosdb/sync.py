@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata, CheckpointTuple
 
+from .. import retention as _retention
 from .._flow import drive, iterate
 from . import _mapping as m
 from ._base import CosmosSaverBase
@@ -74,6 +75,17 @@ class CosmosDBSaver(CosmosSaverBase):
         reducer, messages_key, on_reduce, summary_memo: reduce ``channel_values[messages_key]`` on
             every put exactly as ``ReducingCheckpointSaver`` does (the same function); wrapping this
             saver in a ``ReducingCheckpointSaver`` never reduces twice (adoption rule).
+        keep_last: keep each thread's newest ``keep_last`` root checkpoints and what they need (the
+            rules of ``checkpointers.retention``: subgraph calls follow their root checkpoint, a
+            value goes when no kept checkpoint reads it); None (the default) keeps all. Deletions
+            run in the thread's partition, in transactional batches of at most 100 operations,
+            after the put stored its checkpoint; a failing one never fails the put (logged,
+            counted in ``retention_stats``, retried at the thread's next put).
+        retention_every: with ``keep_last``, run a thread's retention at every
+            ``retention_every``-th put of it (int >= 1).
+
+    ``prune(thread_ids, strategy="keep_latest" | "delete")`` follows the same rules (``keep_latest``
+    is ``keep_last=1``); ``checkpointers.retention.sweep``/``asweep`` work on this saver too.
 
     ``aget_tuple``/``alist``/``aput``/... run the sync client in a worker thread
     (``asyncio.to_thread``), so the saver also serves ``graph.ainvoke``; ``AsyncCosmosDBSaver`` uses
@@ -285,6 +297,7 @@ class CosmosDBSaver(CosmosSaverBase):
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
         result = self._run(m.put_flow(plan))
         self._written_by(plan, started)
+        self._after_put(result)
         return result
 
     def put_writes(
@@ -308,8 +321,15 @@ class CosmosDBSaver(CosmosSaverBase):
         self._run(m.copy_thread_flow(source_thread_id, target_thread_id, self._settings.ttls))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._run(m.prune_flow(thread_ids, strategy))
+        _retention.prune(self, thread_ids, strategy=strategy)
         self._written.forget(m.partition_key(str(t)) for t in thread_ids)
+
+    def _resource_usage(self) -> str | None:
+        """The container's ``x-ms-resource-usage`` header (None where the service sends none)."""
+        container = self._container()
+        container.read(populate_quota_info=True)
+        headers = getattr(container.client_connection, "last_response_headers", None) or {}
+        return headers.get("x-ms-resource-usage")
 
     # -- async: the same methods in a worker thread -----------------------------------------------
 

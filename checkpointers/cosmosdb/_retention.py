@@ -1,0 +1,229 @@
+"""Retention on Cosmos DB: the operations of ``checkpointers.retention`` (load a thread, delete
+checkpoints, delete blobs, delete a thread, list threads, newest ``ts``) performed with Cosmos DB
+ops, so ``plan_retention`` (the one set of rules for every saver) decides what goes.
+
+``retention_flow(flow, serde)`` turns a retention flow into a Cosmos DB flow that both savers drive
+with their ``execute``. Invariants:
+
+* a thread is loaded with two single-partition queries (its checkpoint items; its write and value
+  items' ids), every one filtered by ``thread_id`` (a hashed partition key may be shared);
+* in the loaded ``ThreadState`` a checkpoint's "channel versions" are the ids of the value items it
+  reads (``blobs``), each as ``{item id: ""}``: ``plan_retention``'s blob rule (delete a value only
+  when a deleted checkpoint read it and no kept one does) then applies to items directly;
+* deletions are collected and written when the retention flow returns, per thread: the writes and
+  checkpoints (and the parent links of kept checkpoints whose parent went, set to their nearest
+  kept ancestor or None, as ``prune``/``delete_for_runs`` do) in transactional batches of at most
+  100 operations, then the values, so a reader never meets a checkpoint whose values are gone.
+  Cosmos DB has no transaction across batches: a process stopped between batches leaves the kept
+  checkpoints whole (only deletable items may remain; the next run deletes them);
+* a retention flow that raises deletes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.types import INTERRUPT
+
+from .. import retention as r
+from ._flows import delete_thread_flow, plan_removal
+from ._ids import partition_key
+from ._items import plan_batches
+from ._ops import Batch, CosmosFlow, NextPage, Pages, Query
+from ._queries import IS_CHECKPOINT, PAGE_SIZE
+
+__all__ = ["documents_bytes", "retention_flow", "stored_bytes_flow"]
+
+_CHECKPOINTS_SQL = (
+    "SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.blobs, "
+    'c.metadata.parents[""] AS root, '
+    "(IS_DEFINED(c.metadata.counters_since_delta_snapshot) OR IS_DEFINED(c.metadata.delta_writes_versioned)) "
+    f"AS delta FROM c WHERE {IS_CHECKPOINT} AND c.thread_id = @thread"
+)
+_OTHER_ITEMS_SQL = (
+    "SELECT c.id, c.kind, c.checkpoint_ns, c.checkpoint_id, c.ref, c.part, c.channel FROM c "
+    "WHERE c.thread_id = @thread AND c.kind != 'checkpoint'"
+)
+_NEWEST_SQL = (
+    f"SELECT TOP 1 c.type, c.data FROM c WHERE {IS_CHECKPOINT} AND c.thread_id = @thread "
+    "AND c.checkpoint_ns = '' ORDER BY c.checkpoint_id DESC"
+)
+# The local test server has no DISTINCT: thread ids are deduplicated here.
+_THREADS_SQL = f"SELECT c.thread_id FROM c WHERE {IS_CHECKPOINT}"
+
+
+@dataclass(slots=True)
+class _Thread:
+    """A loaded thread, and what the flow has asked to delete of it so far."""
+
+    pk: str
+    rows: list[Mapping[str, Any]]
+    #: (ns, checkpoint id) -> the checkpoint item's id
+    checkpoint_ids: dict[tuple[str, str], str]
+    #: (ns, checkpoint id) -> ids of its write items (chunks included)
+    write_ids: dict[tuple[str, str], list[str]]
+    #: (ns, checkpoint id) -> number of its pending writes (head items)
+    write_counts: dict[tuple[str, str], int]
+    #: value head id -> ids of its items (chunks included)
+    value_ids: dict[str, list[str]]
+    remove: set[str] = field(default_factory=set)
+    writes: list[str] = field(default_factory=list)
+    values: list[str] = field(default_factory=list)
+
+
+def _load(thread_id: str) -> Generator[Any, Any, tuple[r.ThreadState, _Thread]]:
+    pk = partition_key(thread_id)
+    params = (("@thread", thread_id),)
+    rows: list[Mapping[str, Any]] = yield Query(_CHECKPOINTS_SQL, params, pk)
+    others = yield Query(_OTHER_ITEMS_SQL, params, pk)
+    checkpoints = []
+    for row in rows:
+        root = row.get("root")
+        refs = row.get("blobs") or ()
+        checkpoints.append(r.StoredCheckpoint(
+            str(row["checkpoint_ns"]), str(row["checkpoint_id"]), root if isinstance(root, str) else None,
+            bool(row.get("delta")), {str(ref): "" for ref in refs},
+        ))
+    write_ids: dict[tuple[str, str], list[str]] = {}
+    heads: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    value_ids: dict[str, list[str]] = {}
+    value_ns: dict[str, str] = {}
+    for item in others:
+        if item.get("kind") == "write":
+            key = (str(item.get("checkpoint_ns", "")), str(item.get("checkpoint_id")))
+            write_ids.setdefault(key, []).append(item["id"])
+            if not item.get("part"):
+                heads.setdefault(key, []).append(item)
+        elif item.get("kind") == "blob" and item.get("ref") is not None:
+            value_ids.setdefault(item["ref"], []).append(item["id"])
+            if not item.get("part"):
+                value_ns[item["ref"]] = str(item.get("checkpoint_ns", ""))
+    writes = tuple(
+        r.StoredWrites(ns, cid, len(items), any(i.get("channel") == INTERRUPT for i in items))
+        for (ns, cid), items in heads.items()
+    )
+    blobs = frozenset((ns, ref, "") for ref, ns in value_ns.items())
+    state = r.ThreadState(thread_id, tuple(checkpoints), writes, blobs)
+    thread = _Thread(
+        pk, rows, {(str(row["checkpoint_ns"]), str(row["checkpoint_id"])): row["id"] for row in rows},
+        write_ids, {key: len(items) for key, items in heads.items()}, value_ids,
+    )
+    return state, thread
+
+
+def _delete_ops(ids: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
+    return [("delete", (i,)) for i in ids]
+
+
+def _flush(thread: _Thread) -> CosmosFlow[None]:
+    ops = _delete_ops(thread.writes) + _delete_ops([i for i in thread.checkpoint_ids.values()
+                                                    if i in thread.remove])
+    ops += [
+        ("patch", (i, [{"op": "set", "path": "/parent_checkpoint_id", "value": parent}]))
+        for i, parent in plan_removal(thread.rows, thread.remove).relink
+    ]
+    for batch in plan_batches(ops):
+        yield Batch(thread.pk, tuple(batch), missing_ok=True)
+    for batch in plan_batches(_delete_ops(thread.values)):
+        yield Batch(thread.pk, tuple(batch), missing_ok=True)
+
+
+def _perform(
+    op: r.Op, threads: dict[str, _Thread], serde: SerializerProtocol
+) -> Generator[Any, Any, Any]:
+    if isinstance(op, r.LoadThread):
+        state, thread = yield from _load(op.thread_id)
+        threads.setdefault(op.thread_id, thread)
+        return state
+    if isinstance(op, r.DeleteCheckpoints):
+        thread = threads[op.thread_id]
+        checkpoints = writes = 0
+        for cid in op.ids:
+            item_id = thread.checkpoint_ids.get((op.ns, cid))
+            if item_id is None or item_id in thread.remove:
+                continue
+            thread.remove.add(item_id)
+            checkpoints += 1
+            thread.writes.extend(thread.write_ids.get((op.ns, cid), []))
+            writes += thread.write_counts.get((op.ns, cid), 0)
+        return checkpoints, writes
+    if isinstance(op, r.DeleteBlobs):
+        thread = threads[op.thread_id]
+        ids = thread.value_ids.pop(op.channel, None)
+        if not ids:
+            return 0
+        thread.values.extend(ids)
+        return 1
+    if isinstance(op, r.DeleteThread):
+        threads.pop(op.thread_id, None)
+        yield from delete_thread_flow(op.thread_id)
+        return None
+    if isinstance(op, r.ListThreads):
+        found: dict[str, None] = {}
+        pager = yield Pages(Query(_THREADS_SQL, (), None), PAGE_SIZE)
+        while rows := (yield NextPage(pager)):
+            found.update(dict.fromkeys(str(row["thread_id"]) for row in rows))
+        return list(found)
+    if isinstance(op, r.NewestTs):
+        rows = yield Query(_NEWEST_SQL, (("@thread", op.thread_id),), partition_key(op.thread_id))
+        if not rows:
+            return None
+        body = serde.loads_typed((rows[0]["type"], base64.b64decode(rows[0]["data"])))
+        ts = body.get("ts") if isinstance(body, Mapping) else None
+        return None if ts is None else str(ts)
+    raise TypeError(f"unknown retention operation {op!r}")
+
+
+def retention_flow(flow: r.Flow, serde: SerializerProtocol) -> CosmosFlow[Any]:
+    """``flow`` (a retention flow) as a Cosmos DB flow; what it deletes is written when it returns."""
+    threads: dict[str, _Thread] = {}
+    result: Any = None
+    error: Exception | None = None
+    while True:
+        try:
+            op = flow.send(result) if error is None else flow.throw(error)
+        except StopIteration as done:
+            returned = done.value
+            break
+        result, error = None, None
+        try:
+            result = yield from _perform(op, threads, serde)
+        except Exception as exc:
+            error = exc
+    for thread in threads.values():
+        if thread.remove or thread.values:
+            yield from _flush(thread)
+    return returned
+
+
+def stored_bytes_flow() -> CosmosFlow[int]:
+    """The UTF-8 JSON bytes of every item in the container (a paged scan): what ``sweep`` reports
+    when the service does not report the container's usage (the local test server)."""
+    import json
+
+    total = 0
+    pager = yield Pages(Query("SELECT * FROM c", (), None), PAGE_SIZE)
+    while rows := (yield NextPage(pager)):
+        for row in rows:
+            item = {k: v for k, v in row.items() if not k.startswith("_")}
+            total += len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    return total
+
+
+def documents_bytes(usage: str | None) -> int | None:
+    """Bytes of the ``documentsSize`` (KB) in an ``x-ms-resource-usage`` header, or None.
+
+    >>> documents_bytes("documentSize=0;documentsSize=12;documentsCount=3")
+    12288
+    >>> documents_bytes(None) is None
+    True
+    """
+    for part in (usage or "").split(";"):
+        name, _, value = part.partition("=")
+        if name.strip() == "documentsSize" and value.strip().isdigit():
+            return int(value) * 1024
+    return None
