@@ -260,11 +260,16 @@ def anthropic_objects(spec: Spec) -> list[Any]:
     return out
 
 
+#: the shapes every part of the package supports (the summary injected in their own shape too)
 BUILDERS: dict[str, Callable[[Spec], list[Any]]] = {
     "langchain_dict": langchain_dicts,
     "openai_dict": openai_dicts,
     "anthropic_dict": anthropic_dicts,
     "langchain_object": langchain_objects,
+}
+
+#: the provider SDK shapes (Gemini and Bedrock messages carry no id: ``ids`` reads their marker)
+PROVIDER_BUILDERS: dict[str, Callable[[Spec], list[Any]]] = {
     "responses_items": responses_items,
     "gemini_dicts": gemini_dicts,
     "gemini_camel_dicts": gemini_camel_dicts,
@@ -273,10 +278,13 @@ BUILDERS: dict[str, Callable[[Spec], list[Any]]] = {
     "anthropic_objects": anthropic_objects,
 }
 
-#: shapes the property tests generate besides ``BUILDERS`` (their item counts differ from the
-#: spec's, so the exact-count contract tests do not use them)
+#: every shape the pruning contract is tested on
+SHAPES: dict[str, Callable[[Spec], list[Any]]] = {**BUILDERS, **PROVIDER_BUILDERS}
+
+#: what the property tests generate: every shape, and Responses items with reasoning items (their
+#: item counts differ from the spec's, so the exact-count contract tests do not use them)
 PROPERTY_BUILDERS: dict[str, Callable[[Spec], list[Any]]] = {
-    **BUILDERS,
+    **SHAPES,
     "responses_items_reasoning": responses_items_reasoning,
 }
 

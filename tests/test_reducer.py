@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from agentstate_reducer import MessageReducer, ReducerConfig
-from tests.convo import BUILDERS, SPLIT_CALL_FORMATS, Spec, ids
+from tests.convo import SHAPES, SPLIT_CALL_FORMATS, Spec, ids
 
-FORMATS = list(BUILDERS)
+FORMATS = list(SHAPES)
 #: shapes with one message per spec step (token totals below count messages)
 ONE_ITEM_FORMATS = [f for f in FORMATS if f not in SPLIT_CALL_FORMATS]
 
@@ -24,7 +24,7 @@ BASE: Spec = [
 
 
 def reduce_ids(fmt: str, spec: Spec, **config: Any) -> tuple[list[str | None], list[str | None], Any]:
-    msgs = BUILDERS[fmt](spec)
+    msgs = SHAPES[fmt](spec)
     before = copy.deepcopy(msgs)
     result = MessageReducer(config=ReducerConfig(**config)).reduce(msgs)
     assert msgs == before, "the input list and its messages must not be mutated"
@@ -53,14 +53,14 @@ def fmt(request: pytest.FixtureRequest) -> str:
 def test_count_mode_keeps_newest_whole_turns(fmt: str, min_messages: int, expected: list[str]) -> None:
     surviving, pruned, result = reduce_ids(fmt, BASE, min_messages=min_messages, max_messages=12)
     assert surviving == expected
-    assert pruned == [i for i in ids(BUILDERS[fmt](BASE)) if i not in expected]
+    assert pruned == [i for i in ids(SHAPES[fmt](BASE)) if i not in expected]
     assert result.stats.triggered and not result.stats.over_target
 
 
 def test_not_triggered_keeps_everything(fmt: str) -> None:
-    count = len(BUILDERS[fmt](BASE))  # 14, 15 in the Responses shape (two items for c2's calls)
+    count = len(SHAPES[fmt](BASE))  # 14, 15 in the Responses shape (two items for c2's calls)
     surviving, pruned, result = reduce_ids(fmt, BASE, min_messages=2, max_messages=count)
-    assert surviving == ids(BUILDERS[fmt](BASE)) and pruned == []
+    assert surviving == ids(SHAPES[fmt](BASE)) and pruned == []
     assert result.stats.triggered is False
 
 
@@ -177,14 +177,14 @@ def test_token_mode_wins_over_count_mode(fmt: str) -> None:
 def test_reducing_a_reduced_list_changes_nothing(fmt: str) -> None:
     for cfg in ({"min_messages": 5, "max_messages": 6}, {"min_messages": 1, "max_messages": 2}):
         reducer = MessageReducer(config=ReducerConfig(**cfg))
-        first = reducer.reduce(BUILDERS[fmt](BASE))
+        first = reducer.reduce(SHAPES[fmt](BASE))
         again = reducer.reduce(first.surviving)
         assert again.pruned == []
         assert [id(m) for m in again.surviving] == [id(m) for m in first.surviving]
 
 
 def test_existing_and_new_accept_a_single_message_or_none(fmt: str) -> None:
-    msgs = BUILDERS[fmt](BASE)
+    msgs = SHAPES[fmt](BASE)
     reducer = MessageReducer(min_messages=5, max_messages=20)
     result = reducer.reduce(existing=msgs[:-1], new=msgs[-1])
     assert ids(result.surviving) == ids(msgs)
@@ -196,13 +196,13 @@ def test_existing_and_new_accept_a_single_message_or_none(fmt: str) -> None:
 def test_seed_constructor_defaults_never_prune() -> None:
     reducer = MessageReducer()
     assert reducer.min_messages == 0 and reducer.max_messages is None
-    msgs = BUILDERS["openai_dict"](BASE * 10)
+    msgs = SHAPES["openai_dict"](BASE * 10)
     assert len(reducer.reduce(msgs).surviving) == 140
 
 
 def test_min_messages_zero_keeps_the_live_turn() -> None:
     # prior art pruned the newest message too (its defect 6)
-    msgs = BUILDERS["langchain_dict"](BASE)
+    msgs = SHAPES["langchain_dict"](BASE)
     result = MessageReducer(min_messages=0, max_messages=4).reduce(msgs)
     assert ids(result.surviving) == ["s", "h4", "a4"]
     assert result.stats.over_target is True
@@ -238,7 +238,7 @@ def test_summarize_fn_gets_the_pruned_messages() -> None:
         seen.append(pruned)
         return f"Summary of {len(pruned)} pruned messages"
 
-    msgs = BUILDERS["openai_dict"](BASE)
+    msgs = SHAPES["openai_dict"](BASE)
     reducer = MessageReducer(config=ReducerConfig(min_messages=5, max_messages=10, summarize_fn=summarize))
     result = reducer.reduce(existing=msgs)
     assert result.summary == "Summary of 9 pruned messages"
@@ -255,7 +255,7 @@ def test_failing_summarizer_keeps_every_message_by_default(caplog: pytest.LogCap
     def broken(pruned: list[Any]) -> str:
         raise RuntimeError("model down")
 
-    msgs = BUILDERS["openai_dict"](BASE)
+    msgs = SHAPES["openai_dict"](BASE)
     result = MessageReducer(
         config=ReducerConfig(min_messages=5, max_messages=10, summarize_fn=broken)
     ).reduce(msgs)
@@ -277,7 +277,7 @@ def test_failing_hook_does_not_break_the_reduction(caplog: pytest.LogCaptureFixt
         got.append((ids(pruned), namespace))
 
     cfg = ReducerConfig(min_messages=5, max_messages=10, on_prune=[broken, recorder])
-    result = MessageReducer(config=cfg).reduce(BUILDERS["langchain_dict"](BASE), namespace=("m", "t1"))
+    result = MessageReducer(config=cfg).reduce(SHAPES["langchain_dict"](BASE), namespace=("m", "t1"))
     assert ids(result.surviving) == ["s", "h4", "c4", "t4", "a4"]
     assert got == [(["h1", "a1", "h2", "c2", "t2x", "t2y", "a2", "h3", "a3"], ("m", "t1"))]
     assert "on_prune hook" in caplog.text and "hook down" in caplog.text
@@ -291,8 +291,8 @@ async def test_areduce_matches_reduce(fmt: str) -> None:
         return "s"
 
     reducer = MessageReducer(config=ReducerConfig(min_messages=5, max_messages=10, summarize_fn=summarize))
-    msgs = BUILDERS[fmt](BASE)
+    msgs = SHAPES[fmt](BASE)
     sync, async_ = reducer.reduce(msgs), await reducer.areduce(msgs)
     assert ids(sync.surviving) == ids(async_.surviving) and ids(sync.pruned) == ids(async_.pruned)
-    assert len(sync.pruned) == len(BUILDERS[fmt](BASE)) - 5  # all but s, h4, c4, t4, a4
+    assert len(sync.pruned) == len(SHAPES[fmt](BASE)) - 5  # all but s, h4, c4, t4, a4
     assert calls == [len(sync.pruned)] * 2

@@ -11,10 +11,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from checkpointers.saver import ReducingCheckpointSaver
-from tests.convo import BUILDERS, LANGGRAPH_FORMATS, Spec, anthropic_dicts, ids
+from tests.convo import LANGGRAPH_FORMATS, SHAPES, Spec, anthropic_dicts, ids
 from tests.test_properties import violations
 
-FORMATS = list(BUILDERS)
+FORMATS = list(SHAPES)
 
 
 def _valid(messages: list[Any]) -> bool:
@@ -26,10 +26,10 @@ def test_call_id_reused_in_every_turn_with_the_first_message_a_call(fmt: str) ->
     """A local model server naming every call ``call_0``: the call at index 0 owns only the
     results before the next call reusing the id, so later turns are pruned normally."""
     reducer = MessageReducer(min_messages=4, max_messages=8)
-    history = BUILDERS[fmt]([("call", "a0", ["call_0"]), ("tool", "t0", "call_0")])
+    history = SHAPES[fmt]([("call", "a0", ["call_0"]), ("tool", "t0", "call_0")])
     longest = 0
     for turn in range(1, 201):
-        new = BUILDERS[fmt](
+        new = SHAPES[fmt](
             [
                 ("human", f"h{turn}"),
                 ("call", f"c{turn}", ["call_0"]),
@@ -56,7 +56,7 @@ def test_call_id_reused_twice_within_a_turn(fmt: str) -> None:
         ("call", "c3", ["call_0"]),
         ("tool", "t3", "call_0"),
     ]
-    out = MessageReducer().reduce(BUILDERS[fmt](spec))
+    out = MessageReducer().reduce(SHAPES[fmt](spec))
     assert ids(out.surviving) == ["h1", "c1", "t1", "h2", "c3", "t3"]
     assert ids(out.pruned) == ["c2"]
     assert out.stats.repaired and not out.stats.triggered
@@ -128,7 +128,7 @@ BROKEN: dict[str, tuple[Spec, list[str]]] = {
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_untriggered_reduce_repairs_a_broken_history(fmt: str, case: str) -> None:
     spec, expected = BROKEN[case]
-    msgs = BUILDERS[fmt](spec)
+    msgs = SHAPES[fmt](spec)
     for cfg in (ReducerConfig(), ReducerConfig(min_messages=50, max_messages=100)):
         out = MessageReducer(config=cfg).reduce(msgs)
         assert ids(out.surviving) == expected
@@ -141,12 +141,12 @@ def test_appending_after_a_pending_call_is_checked(fmt: str) -> None:
     """The memo of the previous output checks only the new messages, and still catches a user
     message that arrives before the pending call was answered."""
     reducer = MessageReducer(min_messages=50, max_messages=100)
-    first = reducer.reduce(BUILDERS[fmt]([("human", "h1"), ("call", "c1", ["x1"])]))
+    first = reducer.reduce(SHAPES[fmt]([("human", "h1"), ("call", "c1", ["x1"])]))
     assert ids(first.surviving) == ["h1", "c1"]
-    answered = reducer.reduce(first.surviving, BUILDERS[fmt]([("tool", "t1", "x1")]))
+    answered = reducer.reduce(first.surviving, SHAPES[fmt]([("tool", "t1", "x1")]))
     assert ids(answered.surviving) == ["h1", "c1", "t1"] and not answered.pruned
-    pending = reducer.reduce(answered.surviving, BUILDERS[fmt]([("call", "c2", ["x2"])]))
-    broken = reducer.reduce(pending.surviving, BUILDERS[fmt]([("human", "h2")]))
+    pending = reducer.reduce(answered.surviving, SHAPES[fmt]([("call", "c2", ["x2"])]))
+    broken = reducer.reduce(pending.surviving, SHAPES[fmt]([("human", "h2")]))
     assert ids(broken.surviving) == ["h1", "c1", "t1", "h2"]
     assert ids(broken.pruned) == ["c2"]
 
@@ -154,8 +154,8 @@ def test_appending_after_a_pending_call_is_checked(fmt: str) -> None:
 @pytest.mark.parametrize("fmt", LANGGRAPH_FORMATS)
 def test_state_annotation_output_is_repaired(fmt: str) -> None:
     merge = MessageReducer(min_messages=50, max_messages=100).as_langgraph_reducer()
-    existing = BUILDERS[fmt]([("human", "h1"), ("call", "c1", ["x1"])])
-    out = merge(existing, BUILDERS[fmt]([("human", "h2")]))
+    existing = SHAPES[fmt]([("human", "h1"), ("call", "c1", ["x1"])])
+    out = merge(existing, SHAPES[fmt]([("human", "h2")]))
     assert ids(out) == ["h1", "h2"]
 
 
