@@ -9,12 +9,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, SQLiteSession, function_tool
+from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
+from openai.types.responses import ResponseReasoningItem
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from agentstate_reducer.sessions import ReducingSession
 from tests.test_properties import violations
+
+set_tracing_disabled(True)  # no trace export from the scripted runs
 
 
 def valid(items: list[Any]) -> bool:
@@ -32,15 +35,25 @@ def lookup(q: str) -> str:
 
 
 def turn_steps(turn: int, calls: int) -> list[Any]:
-    steps: list[Any] = [
-        [function_call("lookup", {"q": f"q{turn}.{k}"}, call_id=f"call_{turn}_{k}")] for k in range(calls)
-    ]
-    return [*steps, [assistant_message(f"answer {turn}", item_id=f"msg_{turn}")]]
+    """A reasoning model's turn: ``calls`` tool steps, then the answer; each output starts with a
+    reasoning item, and the first step makes two parallel calls."""
+
+    def reasoning(step: int) -> ResponseReasoningItem:
+        return ResponseReasoningItem(
+            type="reasoning", id=f"rs_{turn}_{step}", summary=[], encrypted_content="gAAAA" + "x" * 200
+        )
+
+    steps: list[Any] = []
+    for k in range(calls):
+        parallel = [function_call("lookup", {"q": f"q{turn}.{k}.{j}"}, call_id=f"call_{turn}_{k}_{j}")
+                    for j in range(2 if k == 0 else 1)]  # fmt: skip
+        steps.append([reasoning(k), *parallel])
+    return [*steps, [reasoning(calls), assistant_message(f"answer {turn}", item_id=f"msg_{turn}")]]
 
 
 async def test_runner_over_many_turns_keeps_the_session_bounded_and_sendable(tmp_path: Path) -> None:
     inner = SQLiteSession("user-1", str(tmp_path / "chats.db"))
-    session = ReducingSession(inner, min_messages=6, max_messages=12)
+    session = ReducingSession(inner, min_messages=8, max_messages=16)
     model = ScriptedModel()
     agent = Agent(name="assistant", instructions="Answer with the lookup tool.", model=model, tools=[lookup])
     longest_input = 0
@@ -54,12 +67,13 @@ async def test_runner_over_many_turns_keeps_the_session_bounded_and_sendable(tmp
             longest_input = max(longest_input, len(call.input))
         stored = await inner.get_items()
         assert valid(stored), kinds(stored)
-        assert len(stored) <= 12
+        assert len(stored) <= 16
         assert stored[-1]["id"] == f"msg_{turn}"
         assert stored[0].get("role") == "user"  # whole turns: it starts at a user message
+        assert sum(m.get("type") == "reasoning" for m in stored) >= 1
     model.assert_complete()
     # the model saw at most the stored bound plus the turn in progress (its input and its calls)
-    assert longest_input <= 12 + 6
+    assert longest_input <= 16 + 8
     assert await session.get_items() == await inner.get_items()
     inner.close()
 
