@@ -13,7 +13,8 @@ kept, cut at a turn boundary. The contract (README, "The pruning contract"):
    message that *leads* (``MessageInfo.leads``: the items of one Responses model turn) joins the
    unit of the AI message right after it; a reasoning item (``LEADS_REQUIRED``) followed by any
    other conversation message is broken, and so is a call of a model turn left unanswered. A
-   dangling call does not take the message after it along, unless a reasoning item leads to both.
+   dangling call does not take the items after it along, unless a reasoning item heads their
+   model turn: then the whole turn goes.
 2. Pinned messages are never pruned: index 0 when ``preserve_first`` (with its tool results),
    system messages and messages of unknown role. They cost nothing in count mode and are counted
    in token mode. (The injected summary is held out of the list by the reducer before planning.)
@@ -179,7 +180,7 @@ def plan(
             unit = _Unit(i, [i], info.kind == "human")
         decided = [unit]
         if leading is not None:
-            if unit.broken and not leading.broken and info.leads != LEADS_REQUIRED:
+            if unit.broken and not leading.broken and not _reasoned(read, pinned, i):
                 decided = [leading, unit]  # a dangling call does not take the items after it along
             else:
                 _merge(unit, leading, shared)
@@ -214,6 +215,21 @@ def plan(
     kept = sorted(pinned.union(m for u in kept_units for m in u.members))
     kept_cost = sum(u.cost for u in kept_units)
     return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost)
+
+
+def _reasoned(read: Callable[[int], MessageInfo], pinned: set[int], i: int) -> bool:
+    """True when a reasoning item (``LEADS_REQUIRED``) heads the run of leading messages that
+    ends at ``i``: the items of that model turn cannot be sent without it, nor it without them."""
+    k = i
+    while k >= 0:
+        if k not in pinned:
+            leads = read(k).leads
+            if leads == LEADS_REQUIRED:
+                return True
+            if not leads:
+                return False
+        k -= 1
+    return False
 
 
 def _merge(unit: _Unit, other: _Unit, shared: dict[int, _Unit]) -> None:

@@ -118,10 +118,25 @@ def test_a_dangling_call_does_not_take_the_message_after_it_along() -> None:
     items = [user("h1"), fcall("fc1", "never"), said("m1"), user("h2"), said("m2")]
     kept, pruned, _ = reduce(items)
     assert kept == ["h1", "m1", "h2", "m2"] and pruned == ["fc1"]
-    # with its reasoning item, both go: the reasoning cannot be sent without the call
+    # with a reasoning item heading the model turn, the whole turn goes: its items cannot be sent
+    # without the reasoning item, and the reasoning item not without them
     items = [user("h1"), think("rs1"), fcall("fc1", "never"), said("m1"), user("h2"), said("m2")]
     kept, pruned, _ = reduce(items)
-    assert kept == ["h1", "m1", "h2", "m2"] and pruned == ["rs1", "fc1"]
+    assert kept == ["h1", "h2", "m2"] and pruned == ["rs1", "fc1", "m1"]
+    items = [
+        user("h1"),
+        think("rs1"),
+        fcall("fc_a", "x"),
+        fcall("fc_d", "never"),
+        fcall("fc_b", "y"),
+        fout("out_x", "x"),
+        fout("out_y", "y"),
+        said("m1"),
+        user("h2"),
+    ]
+    kept, pruned, _ = reduce(items)
+    assert kept == ["h1", "m1", "h2"]
+    assert pruned == ["rs1", "fc_a", "fc_d", "fc_b", "out_x", "out_y"]
 
 
 @pytest.mark.parametrize(("call_type", "output_type"), list(RESPONSES_CALLS.items()))
