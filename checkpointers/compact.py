@@ -1,5 +1,7 @@
 """Compaction of stored threads: a reduced copy of a thread's latest checkpoint, written as a new
-checkpoint through the saver's public API (``agentstate-reducer compact`` runs it per thread).
+checkpoint through the saver's public API; ``compact_store`` runs it over a store together with
+retention (idle threads deleted, the rest trimmed to ``keep_last``), as ``agentstate-reducer
+compact`` does, and its dry run reports exactly what the run does.
 
 >>> from checkpointers.compact import compact_thread
 >>> result = compact_thread(saver, "thread-1", reducer)        # doctest: +SKIP
@@ -21,9 +23,9 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -34,7 +36,15 @@ from agentstate_reducer import MessageReducer
 
 from .reduction import reduce_checkpoint
 
-__all__ = ["COMPACT_MARKER", "ThreadCompaction", "checkpoint_messages", "compact_thread", "supports_prune"]
+__all__ = [
+    "COMPACT_MARKER",
+    "StoreCompaction",
+    "ThreadCompaction",
+    "checkpoint_messages",
+    "compact_store",
+    "compact_thread",
+    "supports_prune",
+]
 
 #: ``metadata["agentstate_reducer"]`` of the checkpoints ``compact_thread`` writes.
 COMPACT_MARKER = "compact"
@@ -151,3 +161,160 @@ def compact_thread(
             "re-run compact",
         )
     return replace(planned, action="compacted", checkpoint_id=reduced["id"])
+
+
+# -- a whole store: delete idle threads, compact the latest checkpoints, trim to keep_last ----------
+
+
+@dataclass
+class StoreCompaction:
+    """What ``compact_store`` did (or, with ``dry_run``, would do: the same numbers)."""
+
+    dry_run: bool
+    threads: list[ThreadCompaction] = field(default_factory=list)
+    #: whole threads deleted: idle longer than ``older_than``
+    threads_deleted: list[str] = field(default_factory=list)
+    #: threads trimmed to ``keep_last``
+    threads_trimmed: list[str] = field(default_factory=list)
+    checkpoints_deleted: int = 0
+    writes_deleted: int = 0
+    blobs_deleted: int = 0
+    #: checkpoints written by the compaction (one per compacted thread)
+    checkpoints_written: int = 0
+    #: thread -> why its checkpoints were left as they are (pending writes, an interrupt, a DeltaChannel)
+    kept_whole: dict[str, str] = field(default_factory=dict)
+
+    def add(self, deleted: Any) -> None:
+        self.checkpoints_deleted += deleted.checkpoints
+        self.writes_deleted += deleted.writes
+        self.blobs_deleted += deleted.blobs
+
+
+def _idle(ts: str | None, older_than: timedelta | None, now: datetime) -> bool:
+    if older_than is None or ts is None:
+        return False
+    stamp = datetime.fromisoformat(ts)
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return now - stamp > older_than
+
+
+def _with_compacted(state: Any, backend: Any, latest: CheckpointTuple, messages_key: str) -> Any:
+    """``state`` with the checkpoint a compaction would write on top of ``latest``: the newest root
+    checkpoint, reading what ``latest`` reads but a new version of the messages channel."""
+    from . import retention as r
+
+    head = next(c for c in state.checkpoints if c.ns == r.ROOT_NS and c.id == latest.checkpoint["id"])
+    versions = dict(head.versions)
+    old = (latest.checkpoint.get("channel_versions") or {}).get(messages_key)
+    if old is not None:
+        versions.pop(backend.version_entry("", messages_key, old)[0], None)
+    versions["\0compacted"] = "new"  # the new messages value: kept, and read by no deleted checkpoint
+    new = r.StoredCheckpoint(r.ROOT_NS, "\uffff", versions=versions)  # sorts after every stored id
+    return r.ThreadState(state.thread_id, (*state.checkpoints, new), state.writes, state.blobs)
+
+
+def compact_store(
+    saver: BaseCheckpointSaver[Any],
+    reducer: MessageReducer | None,
+    *,
+    thread_ids: Sequence[str] | None = None,
+    keep_last: int | None = None,
+    older_than: timedelta | None = None,
+    dry_run: bool = False,
+    force: bool = False,
+    messages_key: str = "messages",
+    count_tokens: Callable[[Any], int] | None = None,
+    on_thread: Callable[[str], None] | None = None,
+) -> StoreCompaction:
+    """Per thread of ``saver`` (``thread_ids``, or every thread), in this order:
+
+    1. a thread whose latest root checkpoint has pending writes (a step ran, or an interrupt waits)
+       is left whole unless ``force`` (even with ``force`` it is not compacted: its writes belong
+       to the latest checkpoint);
+    2. a thread whose newest root checkpoint's ``ts`` is older than ``older_than`` is deleted whole
+       (decided before compaction, which would make it look new);
+    3. with ``reducer``, the latest checkpoint is compacted (``compact_thread``);
+    4. with ``keep_last``, the thread is trimmed by the rules of ``checkpointers.retention``.
+
+    ``dry_run`` writes and deletes nothing, and reports exactly what the run would do: the trim is
+    planned on the thread as it would be after the compaction (with its new checkpoint). Works on
+    the savers ``checkpointers.retention`` supports (needed for ``keep_last``/``older_than``).
+    """
+    from . import retention as r
+
+    report = StoreCompaction(dry_run=dry_run)
+    if keep_last is not None:
+        r.validate_keep_last(keep_last)
+    backend = r.backend_for(saver) if (keep_last is not None or older_than is not None) else None
+    if thread_ids is None:
+        if backend is None:
+            raise ValueError("compact_store needs thread_ids= without keep_last or older_than")
+        thread_ids = backend.run(r._list_flow())
+    now = datetime.now(timezone.utc)
+    for thread_id in thread_ids:
+        if on_thread is not None:
+            on_thread(thread_id)
+        state = ts = None
+        if backend is not None:
+            ts = backend.run(_newest_ts_flow(thread_id))
+            state = backend.run(_load_flow(thread_id))
+            if r.waiting(state) and not force:
+                report.kept_whole[thread_id] = (
+                    "pending writes on its latest checkpoint (a step ran or an interrupt waits); "
+                    "--force to trim it anyway"
+                )
+                if reducer is not None:
+                    report.threads.append(compact_thread(
+                        saver, thread_id, reducer, messages_key=messages_key, dry_run=True,
+                        count_tokens=count_tokens,
+                    ))
+                continue
+            if _idle(ts, older_than, now):
+                report.add(r.Deleted(len(state.checkpoints), sum(w.count for w in state.writes)))
+                report.threads_deleted.append(thread_id)
+                if not dry_run:
+                    backend.run(r.delete_thread_flow(thread_id))
+                continue
+        compacted = None
+        if reducer is not None:
+            compacted = compact_thread(
+                saver, thread_id, reducer, messages_key=messages_key, dry_run=dry_run,
+                count_tokens=count_tokens,
+            )
+            report.threads.append(compacted)
+            if compacted.action in ("compacted", "would compact"):
+                report.checkpoints_written += 1
+        if keep_last is None or backend is None or state is None:
+            continue
+        try:
+            if dry_run:
+                planned = state
+                if compacted is not None and compacted.action == "would compact":
+                    latest = saver.get_tuple(_root_config(thread_id))
+                    assert latest is not None
+                    planned = _with_compacted(state, backend, latest, messages_key)
+                plan = r.plan_retention(planned, keep_last=keep_last)
+                deleted = r.Deleted(plan.checkpoint_count, plan.writes,
+                                    sum(len(v) for v in plan.blobs.values()))
+            else:
+                deleted = backend.run(r.retain_flow(thread_id, keep_last))
+        except r.DeltaChannelRetentionError as exc:
+            report.kept_whole[thread_id] = str(exc)
+            continue
+        if deleted.checkpoints or deleted.blobs:
+            report.threads_trimmed.append(thread_id)
+            report.add(deleted)
+    return report
+
+
+def _newest_ts_flow(thread_id: str) -> Any:
+    from . import retention as r
+
+    return (yield r.NewestTs(thread_id))
+
+
+def _load_flow(thread_id: str) -> Any:
+    from . import retention as r
+
+    return (yield r.LoadThread(thread_id))

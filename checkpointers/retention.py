@@ -554,6 +554,10 @@ class Backend:
     async def avacuum(self) -> None:
         await self._avacuum() if self.is_async else await asyncio.to_thread(self._vacuum)
 
+    def version_entry(self, ns: str, channel: str, version: Any) -> tuple[str, str]:
+        """How (channel, version) appears in the ``versions`` of this backend's StoredCheckpoint."""
+        return channel, str(version)
+
     # implemented by the sync or the async backends
     def _run(self, flow: Flow) -> Any:
         raise NotImplementedError
@@ -847,7 +851,14 @@ class _AsyncPostgresBackend(Backend):
                 raise _vacuum_error(exc) from None
 
 
-class _CosmosBackend(Backend):
+class _CosmosVersions:
+    def version_entry(self, ns: str, channel: str, version: Any) -> tuple[str, str]:
+        from .cosmosdb._ids import blob_item_id
+
+        return blob_item_id(ns, channel, version), ""  # versions are the value items' ids
+
+
+class _CosmosBackend(_CosmosVersions, Backend):
     """``CosmosDBSaver``: the operations as Cosmos DB ops (``checkpointers.cosmosdb._retention``),
     in transactional batches of at most 100 operations per thread; no transaction spans batches."""
 
@@ -866,7 +877,7 @@ class _CosmosBackend(Backend):
         return None
 
 
-class _AsyncCosmosBackend(Backend):
+class _AsyncCosmosBackend(_CosmosVersions, Backend):
     """``AsyncCosmosDBSaver``: as ``_CosmosBackend``, on ``azure.cosmos.aio``; the sync forms run
     on the saver's event loop from another thread."""
 

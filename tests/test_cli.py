@@ -296,7 +296,10 @@ def test_compact_dry_run_changes_nothing(store_url: str) -> None:
     assert (by_id["long"].action, by_id["long"].messages_before) == ("would compact", 56)
     assert by_id["long"].messages_after == len(expected_ids_after_compact(store_url, "long"))
     assert (by_id["short"].action, by_id["short"].reason) == ("skipped", "within bounds")
-    assert report.checkpoints_before == report.checkpoints_after == 17
+    # the prediction counts the checkpoint the compaction of "long" writes, as the run does
+    assert (report.checkpoints_before, report.checkpoints_after) == (17, 18)
+    real = cli.execute(["compact", store_url])
+    assert (real.checkpoints_before, real.checkpoints_after) == (17, 18)
 
 
 def expected_ids_after_compact(url: str, thread_id: str, reducer: MessageReducer | None = None) -> list[str]:
@@ -386,24 +389,22 @@ def test_compact_keeps_an_interrupted_run_resumable(tmp_path: Path) -> None:
     assert len(ids) < 13 * 4
 
 
-@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres),
-                        pytest.param("cosmosdb", marks=pytest.mark.cosmos)])  # fmt: skip
-def prunable_store_url(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A new, empty store whose saver implements prune()."""
-    if request.param == "postgres":
-        return str(request.getfixturevalue("postgres_server").new_database("cli_prune"))
-    return cosmos_url(request, monkeypatch)
-
-
-def test_compact_prune_old(prunable_store_url: str) -> None:
-    url = prunable_store_url
+def test_compact_prune_old_is_keep_last_1_and_its_dry_run_predicts_it(store_url: str) -> None:
+    url = store_url
     seed_threads(url, {"long": 14, "short": 3})
     expected = expected_ids_after_compact(url, "long")
+    before = dump_rows(url)
     dry = cli.execute(["compact", url, "--prune-old", "--dry-run"])
-    assert dry.prune == "would delete up to 15 old checkpoints (keep_latest) of 2 threads"
-    report = cli.execute(["compact", url, "--prune-old"])
+    assert dump_rows(url) == before
+    report = cli.execute(["compact", url, "--prune-old", "--yes"])
+    assert report.keep_last == 1 and dry.keep_last == 1
     assert report.checkpoints_before == 17 and report.checkpoints_after == 2
-    assert report.prune == "deleted 16 old checkpoints (keep_latest) of 2 threads"
+    assert report.checkpoints_deleted == 16  # 17, plus the compacted one, less the 2 kept
+    numbers = ("checkpoints_after", "checkpoints_written", "checkpoints_deleted", "writes_deleted",
+               "blobs_deleted", "threads_trimmed", "threads_deleted")
+    assert [getattr(dry, n) for n in numbers] == [getattr(report, n) for n in numbers]
+    assert report.prune is not None and report.prune.startswith("deleted 16 checkpoints")
+    assert dry.prune is not None and dry.prune.startswith("would delete 16 checkpoints")
     with open_saver(url) as saver:
         assert len(list(saver.list({"configurable": {"thread_id": "long"}}))) == 1
         graph = build_demo_graph(saver)
@@ -414,15 +415,17 @@ def test_compact_prune_old(prunable_store_url: str) -> None:
         ]
 
 
-def test_compact_prune_old_unsupported_changes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_compact_prune_old_without_yes_and_without_a_terminal_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = f"sqlite:///{tmp_path / 'x.sqlite'}"
     seed_threads(url, {"long": 14})
     before = dump_rows(url)
+    monkeypatch.setattr(sys, "stdin", open(os.devnull))  # no terminal to ask on
     assert cli.main(["compact", url, "--prune-old"]) == 2
     line = only_line(capsys.readouterr().err)
-    assert line.startswith(ERROR + "--prune-old: SqliteSaver has no prune(); nothing was changed.")
+    assert line.startswith(ERROR + "compact with --keep-last, --older-than or --prune-old deletes "
+                           "checkpoints: pass --yes to confirm")
     assert dump_rows(url) == before
 
 

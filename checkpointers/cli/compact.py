@@ -1,21 +1,94 @@
-"""``agentstate-reducer compact``: a reduced copy of each thread's latest checkpoint, written as a
-new checkpoint (``checkpointers.compact.compact_thread``); ``--prune-old`` then deletes the older
-ones where the saver can. ``--dry-run`` writes nothing and opens SQLite read-only."""
+"""``agentstate-reducer compact``: per thread, delete it when idle (``--older-than``), write a reduced
+copy of its latest checkpoint as a new checkpoint, and keep only its newest ``--keep-last``
+checkpoints (``checkpointers.compact.compact_store``, on ``checkpointers.retention``).
+
+Invariants:
+
+* ``--dry-run`` writes and deletes nothing (SQLite is opened read-only) and reports the numbers the
+  real run reports: threads deleted, compacted and trimmed, checkpoints, writes and values deleted,
+  checkpoints after;
+* a run that deletes (``--keep-last``, ``--older-than``, ``--prune-old``) asks for confirmation on
+  a terminal, showing what it will delete, and without a terminal is refused unless ``--yes``;
+* threads with pending writes or an open interrupt are left whole unless ``--force``;
+* bytes before and after are real: SQLite, the file (with its WAL) after a WAL checkpoint;
+  PostgreSQL, ``pg_total_relation_size`` of the checkpoint tables; Cosmos DB, the container's stored
+  bytes (``checkpointers.retention``). SQLite is vacuumed after a run that deleted something
+  (``VACUUM`` rewrites the file: it needs free disk up to the file's size); PostgreSQL only with
+  ``--vacuum`` (``VACUUM (ANALYZE)``; else autovacuum reclaims the space later);
+* a second run with the same options changes nothing.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING
+import re
+import sys
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from .errors import PROG, CliError, require
 from .options import reducer_from
 from .render import Progress, human_bytes, plural, table
-from .stores import open_checkpoint_db
+from .stores import CheckpointDb, open_checkpoint_db
 
 if TYPE_CHECKING:
-    from checkpointers.compact import ThreadCompaction
+    from checkpointers.compact import StoreCompaction, ThreadCompaction
+
+_DURATION = re.compile(r"\s*(\d+)\s*([smhdw])\s*\Z")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def parse_duration(text: str) -> timedelta:
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` as a positive timedelta; else ``ArgumentTypeError``."""
+    match = _DURATION.match(text)
+    if match is None or int(match.group(1)) == 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a duration: use a whole number > 0 and a unit, e.g. 30d, 12h, 90m "
+            "(units: s, m, h, d, w)"
+        )
+    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of checkpoints: use an int >= 1 (the latest checkpoint always stays)"
+        )
+    return value
+
+
+def add_compact_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dry-run", action="store_true", help="report what the run would do, change nothing")
+    parser.add_argument("--thread", action="append", metavar="ID", help="only this thread (repeatable)")
+    parser.add_argument(
+        "--keep-last", type=positive_int, metavar="N",
+        help="then keep only each thread's newest N checkpoints (and what they need)",
+    )
+    parser.add_argument(
+        "--older-than", type=parse_duration, metavar="AGE",
+        help="delete whole threads whose newest checkpoint is older than AGE (30d, 12h, 90m)",
+    )
+    parser.add_argument(
+        "--prune-old", action="store_true",
+        help="the same as --keep-last 1 (kept for scripts written for earlier versions)",
+    )
+    parser.add_argument(
+        "--vacuum", action="store_true",
+        help="PostgreSQL: VACUUM (ANALYZE) the checkpoint tables afterwards (SQLite is vacuumed "
+        "whenever the run deleted something)",
+    )
+    parser.add_argument("--yes", action="store_true", help="delete without asking")
+    parser.add_argument(
+        "--force", action="store_true",
+        help="also trim threads with pending writes or an open interrupt (they are never compacted)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable report")
 
 
 @dataclass(frozen=True)
@@ -24,29 +97,91 @@ class CompactReport:
     dry_run: bool
     reducer: str
     threads: list[ThreadCompaction]
-    prune: str | None  # what --prune-old did (or would do); None without the option
+    #: what --prune-old/--keep-last/--older-than deleted (or would delete); None without them
+    prune: str | None
     checkpoints_before: int
     checkpoints_after: int
     database_bytes_before: int | None
+    #: None in a dry run: bytes after are measured, never guessed
     database_bytes_after: int | None
+    keep_last: int | None = None
+    older_than: str | None = None
+    threads_deleted: list[str] = field(default_factory=list)
+    threads_trimmed: list[str] = field(default_factory=list)
+    checkpoints_written: int = 0
+    checkpoints_deleted: int = 0
+    writes_deleted: int = 0
+    blobs_deleted: int = 0
+    #: thread -> why its checkpoints were left as they are
+    kept_whole: dict[str, str] = field(default_factory=dict)
+    vacuumed: bool = False
+    bytes_meaning: str = ""
 
     def count(self, action: str) -> int:
         return sum(1 for thread in self.threads if thread.action == action)
 
 
+_BYTES_MEANING = {
+    "sqlite": "SQLite file bytes (with its -wal file, after a WAL checkpoint)",
+    "postgres": "pg_total_relation_size of the checkpoint tables",
+    "cosmosdb": "Cosmos DB stored bytes: the container's documentsSize where the service reports it, "
+    "else the JSON bytes of all its items",
+}
+
+
+def _store_bytes(db: CheckpointDb) -> int | None:
+    if db.kind == "cosmosdb":
+        from checkpointers.retention import backend_for
+
+        return backend_for(db.saver).size()
+    db.flush()
+    return db.database_bytes()
+
+
+def _confirm(db: CheckpointDb, plan: StoreCompaction) -> None:
+    """Ask on the terminal before deleting what ``plan`` (a dry run) says."""
+    what = (
+        f"{plural(plan.checkpoints_deleted, 'checkpoint')} ({plural(plan.writes_deleted, 'pending write')}, "
+        f"{plural(plan.blobs_deleted, 'stored value')}) of {plural(len(plan.threads_trimmed), 'thread')}"
+    )
+    if plan.threads_deleted:
+        what += f", and {plural(len(plan.threads_deleted), 'whole thread')}"
+    print(f"{PROG} compact will delete {what} in {db.label}.", file=sys.stderr)
+    try:
+        answer = input("Delete them? [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in ("y", "yes"):
+        raise CliError("nothing was changed (not confirmed)", exit_code=1)
+
+
 def run_compact(args: argparse.Namespace) -> CompactReport:
     feature = f"{PROG} compact"
     require("langgraph.checkpoint.base", extra="langgraph", feature=feature)
-    from checkpointers.compact import compact_thread, supports_prune
+    from checkpointers.compact import compact_store
+    from checkpointers.retention import supports_retention
 
+    keep_last = args.keep_last
+    if args.prune_old:
+        if keep_last is not None and keep_last != 1:
+            raise CliError(
+                f"--prune-old means --keep-last 1; it cannot be combined with --keep-last {keep_last}",
+                exit_code=2,
+            )
+        keep_last = 1
+    deletes = keep_last is not None or args.older_than is not None
+    if deletes and not args.dry_run and not args.yes and not sys.stdin.isatty():
+        raise CliError(
+            "compact with --keep-last, --older-than or --prune-old deletes checkpoints: pass --yes to "
+            "confirm (there is no terminal to ask on); --dry-run shows what it would delete",
+            exit_code=2,
+        )
     reducer, counter, _ = reducer_from(args)
     with open_checkpoint_db(args.store, create=False, read_only=args.dry_run, feature=feature) as db:
         saver = db.saver
-        if args.prune_old and not supports_prune(saver):
+        if (deletes or args.vacuum) and not supports_retention(type(saver)):
             raise CliError(
-                f"--prune-old: {type(saver).__name__} has no prune(); nothing was changed. Re-run "
-                "without --prune-old (the latest checkpoints are still compacted; old ones stay)",
-                exit_code=2,
+                f"{type(saver).__name__} has no retention support; nothing was changed", exit_code=2
             )
         rows = {row.thread_id: row for row in db.threads()}
         wanted = list(args.thread) if args.thread else sorted(rows)
@@ -54,47 +189,56 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
         if missing:
             raise CliError(f"no such thread in {db.label}: {', '.join(map(repr, missing))}", exit_code=2)
         checkpoints_before = sum(rows[thread_id].checkpoints for thread_id in wanted)
-        bytes_before = db.database_bytes()
-        results = []
-        with Progress(len(wanted), "compact") as bar:
-            for thread_id in wanted:
-                results.append(
-                    compact_thread(
-                        saver,
-                        thread_id,
-                        reducer,
-                        messages_key=args.messages_key,
-                        dry_run=args.dry_run,
-                        count_tokens=counter,
-                    )
+        bytes_before = _store_bytes(db)
+
+        def run(dry_run: bool) -> StoreCompaction:
+            with Progress(len(wanted), "compact") as bar:
+                return compact_store(
+                    saver, reducer, thread_ids=wanted, keep_last=keep_last, older_than=args.older_than,
+                    dry_run=dry_run, force=args.force, messages_key=args.messages_key, count_tokens=counter,
+                    on_thread=lambda _: bar.update(),
                 )
-                bar.update()
+
+        if deletes and not args.dry_run and not args.yes:
+            plan = run(dry_run=True)
+            if plan.checkpoints_deleted or plan.blobs_deleted or plan.threads_deleted:
+                _confirm(db, plan)
+        done = run(args.dry_run)
+        deleted_any = bool(done.checkpoints_deleted or done.blobs_deleted or done.threads_deleted)
+        vacuumed = False
+        vacuum = (db.kind == "sqlite" and deleted_any) or (args.vacuum and db.kind != "cosmosdb")
+        if vacuum and not args.dry_run:
+            from checkpointers.retention import backend_for
+
+            backend_for(saver).vacuum()
+            vacuumed = True
+        if args.dry_run:
+            checkpoints_after = checkpoints_before + done.checkpoints_written - done.checkpoints_deleted
+            bytes_after = None
+        else:
+            rows_after = {row.thread_id: row for row in db.threads()}
+            checkpoints_after = sum(rows_after[t].checkpoints for t in wanted if t in rows_after)
+            bytes_after = _store_bytes(db)
         prune_note = None
-        if args.prune_old:
-            old = checkpoints_before - len(wanted)
-            if args.dry_run:
-                prune_note = (
-                    f"would delete up to {old} old checkpoints (keep_latest) of {len(wanted)} threads"
-                )
-            else:
-                saver.prune(wanted, strategy="keep_latest")
-        rows_after = {row.thread_id: row for row in db.threads()}
-        checkpoints_after = sum(rows_after[t].checkpoints for t in wanted if t in rows_after)
-        if args.prune_old and not args.dry_run:
-            expected_new = sum(1 for result in results if result.action == "compacted")
-            deleted = checkpoints_before + expected_new - checkpoints_after
-            prune_note = f"deleted {deleted} old checkpoints (keep_latest) of {len(wanted)} threads"
-        db.flush()
+        if deletes:
+            verb = "would delete" if args.dry_run else "deleted"
+            prune_note = (
+                f"{verb} {plural(done.checkpoints_deleted, 'checkpoint')} "
+                f"({plural(done.writes_deleted, 'pending write')}, "
+                f"{plural(done.blobs_deleted, 'stored value')}); "
+                f"{len(done.threads_trimmed)} trimmed to keep_last={keep_last}, "
+                f"{len(done.threads_deleted)} whole threads idle longer than "
+                f"{args.older_than if args.older_than is not None else '-'}"
+            )
         report = CompactReport(
-            db.label,
-            args.dry_run,
-            repr(reducer),
-            results,
-            prune_note,
-            checkpoints_before,
-            checkpoints_after,
-            bytes_before,
-            db.database_bytes(),
+            db.label, args.dry_run, repr(reducer), done.threads, prune_note, checkpoints_before,
+            checkpoints_after, bytes_before, bytes_after,
+            keep_last=keep_last,
+            older_than=None if args.older_than is None else str(args.older_than),
+            threads_deleted=done.threads_deleted, threads_trimmed=done.threads_trimmed,
+            checkpoints_written=done.checkpoints_written, checkpoints_deleted=done.checkpoints_deleted,
+            writes_deleted=done.writes_deleted, blobs_deleted=done.blobs_deleted,
+            kept_whole=done.kept_whole, vacuumed=vacuumed, bytes_meaning=_BYTES_MEANING.get(db.kind, ""),
         )
     if args.json:
         print(json.dumps({**asdict(report), "threads": [asdict(t) for t in report.threads]}, indent=2))
@@ -108,16 +252,9 @@ def _print_compact(report: CompactReport) -> None:
     print(f"store: {report.store}; reducer: {report.reducer}{dry}")
     changed = [t for t in report.threads if t.action != "skipped" or t.reason != "within bounds"]
     if changed:
-        rows = [
-            [
-                t.thread_id,
-                t.action,
-                t.messages_before,
-                t.messages_after,
-                t.tokens_before,
-                t.tokens_after,
-                t.reason or "",
-            ]
+        rows: list[list[Any]] = [
+            [t.thread_id, t.action, t.messages_before, t.messages_after, t.tokens_before, t.tokens_after,
+             t.reason or ""]
             for t in changed
         ]
         print(
@@ -130,18 +267,19 @@ def _print_compact(report: CompactReport) -> None:
     verb = "would compact" if report.dry_run else "compacted"
     within = sum(1 for t in report.threads if t.reason == "within bounds")
     skipped = sum(1 for t in report.threads if t.action == "skipped" and t.reason != "within bounds")
+    after = "" if report.database_bytes_after is None else f" -> {human_bytes(report.database_bytes_after)}"
     print(
         f"{plural(report.count('compacted') + report.count('would compact'), 'thread')} {verb}, "
         f"{within} already within bounds, {skipped} skipped, {report.count('failed')} failed; "
         f"checkpoints {report.checkpoints_before} -> {report.checkpoints_after}"
-        + (
-            ""
-            if report.database_bytes_after is None
-            else f"; database {human_bytes(report.database_bytes_before)} -> "
-            f"{human_bytes(report.database_bytes_after)}"
-        )
+        + ("" if report.database_bytes_before is None else
+           f"; database {human_bytes(report.database_bytes_before)}{after}")
     )
     if report.prune:
         print(f"prune: {report.prune}")
+    for thread_id, why in sorted(report.kept_whole.items()):
+        print(f"kept whole: {thread_id}: {why}")
+    if report.vacuumed:
+        print("vacuumed: the freed space is returned")
     if report.count("failed"):
         print("failed threads keep their previous latest checkpoint; re-run compact to retry them")

@@ -2,7 +2,8 @@
 
     agentstate-reducer demo [--turns 300] [--plot growth.png] [--store URL]
     agentstate-reducer inspect STORE [--json]
-    agentstate-reducer compact STORE [--dry-run] [--prune-old] [--max-messages 40 --min-messages 20]
+    agentstate-reducer compact STORE [--thread T] [--keep-last N] [--older-than 30d] [--vacuum]
+                                     [--dry-run] [--yes] [--force] [--max-messages 40 --min-messages 20]
 
 STORE is ``sqlite:///path`` (or a plain file path), ``postgresql://...`` or ``cosmosdb://...``
 (see ``urls``). The CLI imports nothing beyond the standard library and the core at import time:
@@ -31,7 +32,7 @@ from typing import Any, TextIO, cast
 
 from agentstate_reducer import __version__
 
-from .compact import run_compact
+from .compact import add_compact_options, run_compact
 from .demo import run_demo
 from .errors import PROG, CliError, one_line
 from .inspect import run_inspect
@@ -113,26 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
     compact_parser = commands.add_parser(
         "compact",
         parents=[common],
-        help="reduce the latest checkpoint of each thread",
-        description="Write a reduced copy of each thread's latest checkpoint as a new "
-        "checkpoint (the old ones stay unless --prune-old). Safe to interrupt "
-        "and re-run: threads already within bounds are skipped.",
+        help="reduce the latest checkpoint of each thread; delete old checkpoints and idle threads",
+        description="Per thread of STORE: delete it whole when idle (--older-than), write a reduced "
+        "copy of its latest checkpoint as a new checkpoint, and keep only its newest --keep-last "
+        "checkpoints. Deleting runs ask for confirmation (--yes without a terminal); --dry-run "
+        "reports the numbers the run would report. Safe to interrupt and re-run.",
         epilog=STORE_FORMS,
     )
     compact_parser.add_argument("store", metavar="STORE", help=STORE_HELP)
-    compact_parser.add_argument(
-        "--dry-run", action="store_true", help="report what would change, write nothing"
-    )
-    compact_parser.add_argument(
-        "--prune-old",
-        action="store_true",
-        help="then delete all but the latest checkpoint of each thread (savers with prune(), "
-        "e.g. PostgresSaver)",
-    )
-    compact_parser.add_argument(
-        "--thread", action="append", metavar="ID", help="only this thread (repeatable)"
-    )
-    compact_parser.add_argument("--json", action="store_true", help="machine-readable report")
+    add_compact_options(compact_parser)
     add_reducer_options(compact_parser, reduce=True)
     compact_parser.set_defaults(parser=compact_parser, func=run_compact)
     return parser
