@@ -209,28 +209,6 @@ def _row(ns: str, cid: str, parent: str | None, blobs: list[str], **extra: Any) 
     }
 
 
-def test_plan_keep_latest() -> None:
-    rows = [
-        _row("", "1", None, ["a1", "b1"]),
-        _row("", "2", "1", ["a2", "b1"]),
-        _row("", "3", "2", ["a3", "b1"]),
-        _row("child", "5", None, ["c1"]),
-        _row("child", "6", "5", ["c2"]),
-        _row("node:t1", "7", None, ["s1"], root="1"),  # a subgraph call from a root checkpoint not kept
-        _row("node:t2", "8", None, ["s2"], root="3"),  # one from the kept root checkpoint
-        _row("node:t3", "9", None, ["s3"], root="unsaved"),  # its root was never saved: kept
-    ]
-    plan = m.plan_keep_latest(rows)
-    assert plan.checkpoints == ["c!!1", "c!!2", "c!child!5", "c!node:t1!7"]
-    assert plan.relink == [("c!!3", None), ("c!child!6", None)]
-    assert plan.garbage == ["a1", "a2", "c1", "s1"]
-
-
-def test_plan_keep_latest_refuses_delta_channel_threads() -> None:
-    with pytest.raises(NotImplementedError, match="DeltaChannel"):
-        m.plan_keep_latest([_row("", "1", None, [], delta=True)])
-
-
 def test_plan_removal_relinks_to_the_nearest_kept_ancestor() -> None:
     rows = [_row("", str(i), str(i - 1) if i else None, [f"v{i}", "shared"]) for i in range(5)]
     plan = m.plan_removal(rows, {"c!!1", "c!!2"})
@@ -239,11 +217,7 @@ def test_plan_removal_relinks_to_the_nearest_kept_ancestor() -> None:
     assert plan.garbage == ["v1", "v2"]  # "shared" is still read by kept checkpoints
 
 
-def test_prune_flow_validates_arguments() -> None:
-    with pytest.raises(ValueError, match="unknown prune strategy 'all'"):
-        next(m.prune_flow(["t"], "all"))
-    with pytest.raises(TypeError, match="not one string"):
-        next(m.prune_flow("t", "delete"))
+def test_delete_for_runs_flow_validates_arguments() -> None:
     with pytest.raises(TypeError, match="not one string"):
         next(m.delete_for_runs_flow("r"))
 

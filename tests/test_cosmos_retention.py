@@ -331,3 +331,92 @@ async def test_conformance_full_with_keep_last_4(
     assert report.conformance_level() == "FULL", failures
     assert sum(s.retention_stats.runs for s in savers) > 0
     assert all(s.retention_stats.failures == 0 for s in savers)
+
+
+# -- the translation of retention operations into Cosmos DB ops (pure: no service) ----------------
+
+
+def _row(ns: str, cid: str, parent: str | None, blobs: list[str], **extra: Any) -> dict[str, Any]:
+    return {"id": f"c!{ns}!{cid}", "checkpoint_ns": ns, "checkpoint_id": cid,
+            "parent_checkpoint_id": parent, "blobs": blobs, **extra}
+
+
+def test_retention_flow_plans_by_the_shared_rules_and_batches_its_deletes() -> None:
+    from checkpointers import retention as r
+    from checkpointers.cosmosdb._retention import retention_flow
+
+    checkpoints = [
+        _row("", "1", None, ["a1", "b1"]),
+        _row("", "2", "1", ["a2", "b1"]),
+        _row("", "3", "2", ["a3", "b1"]),
+        _row("node:t1", "7", None, ["s1"], root="1"),  # a call from a root checkpoint not kept
+        _row("node:t2", "8", None, ["s2"], root="3"),  # one from the kept root checkpoint
+        _row("node:t3", "9", None, ["s3"], root="unsaved"),  # its root is not stored yet: kept
+    ]
+    values = [{"id": ref, "kind": "blob", "checkpoint_ns": "", "ref": ref, "part": 0}
+              for ref in ("a1", "a2", "a3", "b1")]
+    values += [{"id": "a1!1", "kind": "blob", "checkpoint_ns": "", "ref": "a1", "part": 1}]  # a chunk
+    values += [{"id": f"s{i}", "kind": "blob", "checkpoint_ns": f"node:t{i}", "ref": f"s{i}", "part": 0}
+               for i in (1, 2, 3)]
+    writes = [{"id": "w1", "kind": "write", "checkpoint_ns": "", "checkpoint_id": "1", "part": 0,
+               "channel": "messages"},
+              {"id": "w1!1", "kind": "write", "checkpoint_ns": "", "checkpoint_id": "1", "part": 1}]
+    flow = retention_flow(r.retain_flow("t", 1), JsonSerde())
+    batches: list[m.Batch] = []
+    op = next(flow)
+    try:
+        while True:
+            if isinstance(op, m.Query):
+                assert op.pk == "t" and ("@thread", "t") in op.params
+                op = flow.send(checkpoints if "kind = 'checkpoint'" in op.sql else values + writes)
+            else:
+                assert isinstance(op, m.Batch) and op.pk == "t" and len(op.operations) <= 100
+                batches.append(op)
+                op = flow.send(None)
+    except StopIteration as done:
+        deleted = done.value
+    assert (deleted.checkpoints, deleted.writes, deleted.blobs) == (3, 1, 3)
+    first, second = batches
+    assert [args[0] for kind, args in first.operations if kind == "delete"] == [
+        "w1", "w1!1", "c!!1", "c!!2", "c!node:t1!7"]
+    assert [(args[0], args[1][0]["value"]) for kind, args in first.operations if kind == "patch"] == [
+        ("c!!3", None)]
+    assert sorted(args[0] for _, args in second.operations) == ["a1", "a1!1", "a2", "s1"]
+    assert first.missing_ok and second.missing_ok
+
+
+class JsonSerde:
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        import json
+
+        return json.loads(data[1])
+
+
+def test_prune_arguments_and_delta_channel_threads(cosmos_server: CosmosServer, cosmos_database: str) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from checkpointers.retention import DeltaChannelRetentionError
+
+    with sync_saver(cosmos_server, cosmos_database) as saver:
+        with pytest.raises(ValueError, match="unknown prune strategy 'all'"):
+            saver.prune(["t"], strategy="all")
+        with pytest.raises(TypeError, match="not a single str"):
+            saver.prune("t", strategy="delete")
+        config: Any = {"configurable": {"thread_id": "delta", "checkpoint_ns": ""}}
+        for step in range(3):
+            meta: Any = {"step": step, "counters_since_delta_snapshot": {"messages": [1, 1]}}
+            config = saver.put(config, empty_checkpoint(), meta, {})
+        with pytest.raises(DeltaChannelRetentionError, match="uses a DeltaChannel"):
+            saver.prune(["delta"], strategy="keep_latest")
+        assert len(checkpoints_by_ns(items(cosmos_server, cosmos_database, "delta"))[""]) == 3
+        saver.prune(["delta"], strategy="delete")  # the whole thread may go
+        assert items(cosmos_server, cosmos_database, "delta") == []
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    from checkpointers.cosmosdb import _retention
+
+    result = doctest.testmod(_retention)
+    assert result.failed == 0 and result.attempted == 2
