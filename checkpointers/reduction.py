@@ -23,10 +23,14 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo
+
+if TYPE_CHECKING:  # importable without langgraph: the types are only for the checker
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 
 __all__ = ["OnReduce", "PutReduction", "SummaryMemo", "areduce_checkpoint", "reduce_checkpoint"]
 
@@ -83,12 +87,10 @@ def _warn_delta(key: str) -> None:
         )
 
 
-def _with_messages(checkpoint: Any, key: str, messages: list[Any] | tuple[Any, ...]) -> Any:
+def _with_messages(checkpoint: Checkpoint, key: str, messages: list[Any] | tuple[Any, ...]) -> Checkpoint:
     values = dict(checkpoint["channel_values"])
     values[key] = messages
-    out = dict(checkpoint)
-    out["channel_values"] = values
-    return out
+    return cast("Checkpoint", {**checkpoint, "channel_values": values})
 
 
 def _report(
@@ -132,8 +134,8 @@ def _report(
 class _ReadyPut:
     """A put whose messages are ready to reduce: what ``_finish`` needs besides the result."""
 
-    config: Mapping[str, Any]
-    checkpoint: Any
+    config: RunnableConfig
+    checkpoint: Checkpoint
     messages_key: str
     new_version: bool
     on_reduce: OnReduce | None
@@ -149,13 +151,13 @@ class _ReadyPut:
 
 def _prepare(
     reducer: MessageReducer,
-    config: Mapping[str, Any],
-    checkpoint: Any,
-    new_versions: Mapping[str, Any],
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
     messages_key: str,
     on_reduce: OnReduce | None,
     summary_memo: SummaryMemo | None,
-) -> _ReadyPut | tuple[Any, PutReduction]:
+) -> _ReadyPut | tuple[Checkpoint, PutReduction]:
     """The put ready to reduce, or, when its channel holds nothing to reduce, the finished put."""
     new_version = messages_key in new_versions
     value = _messages_or_skip(checkpoint, messages_key)
@@ -174,7 +176,7 @@ def _prepare(
     )
 
 
-def _finish(put: _ReadyPut, result: ReducerResult) -> tuple[Any, PutReduction]:
+def _finish(put: _ReadyPut, result: ReducerResult) -> tuple[Checkpoint, PutReduction]:
     """``(checkpoint to store, report)`` once ``put.messages`` is reduced to ``result``."""
     if put.memoized is not None:
         put.memoized.record(result)
@@ -193,14 +195,14 @@ def _finish(put: _ReadyPut, result: ReducerResult) -> tuple[Any, PutReduction]:
 
 def reduce_checkpoint(
     reducer: MessageReducer,
-    config: Mapping[str, Any],
-    checkpoint: Any,
-    new_versions: Mapping[str, Any],
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
     *,
     messages_key: str = "messages",
     on_reduce: OnReduce | None = None,
     summary_memo: SummaryMemo | None = None,
-) -> tuple[Any, PutReduction]:
+) -> tuple[Checkpoint, PutReduction]:
     """Return ``(checkpoint to store, report)``; the input checkpoint is never changed."""
     put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
     if not isinstance(put, _ReadyPut):
@@ -210,14 +212,14 @@ def reduce_checkpoint(
 
 async def areduce_checkpoint(
     reducer: MessageReducer,
-    config: Mapping[str, Any],
-    checkpoint: Any,
-    new_versions: Mapping[str, Any],
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
     *,
     messages_key: str = "messages",
     on_reduce: OnReduce | None = None,
     summary_memo: SummaryMemo | None = None,
-) -> tuple[Any, PutReduction]:
+) -> tuple[Checkpoint, PutReduction]:
     """``reduce_checkpoint`` for ``aput``: the summarizer, if any, runs off the event loop."""
     put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
     if not isinstance(put, _ReadyPut):
