@@ -21,6 +21,7 @@ from langchain_core.messages import (
     ToolMessageChunk,
     message_to_dict,
 )
+from langchain_core.messages.tool import tool_call_chunk
 
 from agentstate_reducer import MessageReducer, read_message
 
@@ -90,7 +91,7 @@ def test_dict_shapes(
         (HumanMessageChunk(content="x", id="m"), "human", (), ()),
         (AIMessage("", id="m", tool_calls=[LC_CALL]), "ai", ("call_1",), ()),
         (AIMessageChunk(content="", id="m", tool_call_chunks=[
-            {"name": "f", "args": '{"a": 1}', "id": "call_1", "index": 0}]), "ai", ("call_1",), ()),
+            tool_call_chunk(name="f", args='{"a": 1}', id="call_1", index=0)]), "ai", ("call_1",), ()),
         (SystemMessage("x", id="m"), "system", (), ()),
         (ToolMessage("x", id="m", tool_call_id="call_1"), "tool", (), ("call_1",)),
         (ToolMessageChunk(content="x", id="m", tool_call_id="call_1"), "tool", (), ("call_1",)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
+from langchain_core.runnables import RunnableConfig
 from psycopg.rows import dict_row
 
 from tests.pg_service import PostgresServer
@@ -51,7 +52,7 @@ def test_langgraph_postgres_saver_roundtrip(pg_url: str) -> None:
         checkpoint["channel_values"] = {"messages": ["hello"]}
         # Non-primitive values are stored as blobs keyed by channel version, so declare one.
         checkpoint["channel_versions"] = {"messages": 1}
-        config = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
+        config: RunnableConfig = {"configurable": {"thread_id": "t-1", "checkpoint_ns": ""}}
         saved = saver.put(config, checkpoint, {"source": "input", "step": -1}, {"messages": 1})
 
         got = saver.get_tuple(saved)

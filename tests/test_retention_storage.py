@@ -29,7 +29,7 @@ def reducer() -> MessageReducer:
 
 def row_bytes(saver: Any) -> int:
     """Bytes of the stored rows: checkpoints, metadata, writes (and blobs on Postgres)."""
-    inner = saver.inner if isinstance(saver, ReducingCheckpointSaver) else saver
+    inner: Any = saver.inner if isinstance(saver, ReducingCheckpointSaver) else saver
     if hasattr(inner, "_cursor") and not isinstance(getattr(inner, "conn", None), sqlite3.Connection):
         with inner._cursor() as cur:
             cur.execute(

@@ -189,7 +189,7 @@ def test_a_base64_image_counts_the_fixed_estimate_not_its_length(counter: TokenC
 def test_image_and_media_blocks_of_every_provider_count_the_estimate() -> None:
     counter = heuristic_counter()
     big = ONE_MB_PNG.split(",", 1)[1]
-    blocks = [
+    blocks: list[dict[str, Any]] = [
         {"type": "image_url", "image_url": {"url": ONE_MB_PNG, "detail": "high"}},  # OpenAI chat
         {"type": "image_url", "image_url": ONE_MB_PNG},  # the short form
         {"type": "input_image", "image_url": ONE_MB_PNG},  # OpenAI responses
@@ -310,7 +310,7 @@ def test_changed_arguments_change_the_count() -> None:
 
 def test_anthropic_tool_use_mirrored_in_tool_calls_is_counted_once() -> None:
     counter = heuristic_counter()
-    blocks = [
+    blocks: list[str | dict[Any, Any]] = [
         {"type": "text", "text": "Let me look."},
         {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "paris"}},
     ]
@@ -771,6 +771,7 @@ def every_shape() -> list[Any]:
         RemoveMessage,
         ToolMessageChunk,
     )
+    from langchain_core.messages.tool import tool_call_chunk
 
     image = "data:image/png;base64," + "iVBORw0KGgo" * 50
     tool_use = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "rome"}}
@@ -783,7 +784,9 @@ def every_shape() -> list[Any]:
         ToolMessage("3 flights found", tool_call_id="c1", id="t1"),  # 3
         AIMessage("The 9:40 flight is cheapest.", id="a2"),  # 4
         AIMessageChunk(content="streamed answer", id="a3"),  # 5
-        AIMessageChunk(content="", id="a4", tool_call_chunks=[{"name": "f", "args": '{"x": 1}', "id": "c2"}]),
+        AIMessageChunk(
+            content="", id="a4", tool_call_chunks=[tool_call_chunk(name="f", args='{"x": 1}', id="c2")]
+        ),
         ToolMessageChunk(content="chunked result", tool_call_id="c2"),  # 7
         HumanMessageChunk(content="chunked question"),  # 8
         ChatMessage(role="user", content="a chat message"),  # 9
@@ -1018,7 +1021,7 @@ def test_the_heuristic_caches_a_message_read_in_bulk_the_second_time_it_sees_it(
 def test_snapshots_by_columns_equal_snapshots_one_by_one() -> None:
     from agentstate_reducer.tokens import snapshot, snapshots
 
-    class Meta(dict):  # type: ignore[type-arg]
+    class Meta(dict):
         pass
 
     cyclic: dict[str, Any] = {"role": "user", "content": "x"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
@@ -170,7 +171,7 @@ def test_saver_put_stores_a_repaired_history() -> None:
         HumanMessage("again", id="h2"),
     ]
     checkpoint["channel_versions"]["messages"] = 1
-    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
     saved = saver.put(config, checkpoint, {"source": "input", "step": -1, "parents": {}}, {"messages": 1})
     stored = saver.get_tuple(saved)
     assert stored is not None
