@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, ChannelVersions, Checkpoint, CheckpointMetadata
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.pregel._checkpoint import put_writes_accepts_task_path
@@ -36,15 +37,15 @@ def conversation() -> list[Any]:
     return msgs
 
 
-def checkpoint_with(saver: Any, messages: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def checkpoint_with(saver: Any, messages: list[Any]) -> tuple[Checkpoint, ChannelVersions]:
     version = saver.get_next_version(None, None)
-    cp = {"v": 4, "id": str(uuid6()), "ts": "2026-01-01T00:00:00+00:00",
+    cp: Checkpoint = {"v": 4, "id": str(uuid6()), "ts": "2026-01-01T00:00:00+00:00",
           "channel_values": {"messages": messages}, "channel_versions": {"messages": version},
           "versions_seen": {}, "updated_channels": None}
     return cp, {"messages": version}
 
 
-def cfg(thread: str, checkpoint_id: str | None = None) -> dict[str, Any]:
+def cfg(thread: str, checkpoint_id: str | None = None) -> RunnableConfig:
     conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
     if checkpoint_id:
         conf["checkpoint_id"] = checkpoint_id
@@ -139,8 +140,9 @@ def test_put_writes_forwards_task_path() -> None:
     saver.put_writes(config, writes, "task-1", "agent/0")
     [(task_id, channel, _, task_path)] = inner.writes[("w", "", cp["id"])].values()
     assert (task_id, channel, task_path) == ("task-1", "messages", "agent/0")
-    pending = saver.get_tuple(config).pending_writes
-    assert pending == [("task-1", "messages", [{"role": "user", "content": "raw"}])]
+    got = saver.get_tuple(config)
+    assert got is not None
+    assert got.pending_writes == [("task-1", "messages", [{"role": "user", "content": "raw"}])]
 
 
 def test_put_writes_of_a_saver_without_task_path() -> None:
@@ -152,7 +154,9 @@ def test_put_writes_of_a_saver_without_task_path() -> None:
     cp, nv = checkpoint_with(saver, conversation())
     config = saver.put(cfg("legacy"), cp, {}, nv)
     saver.put_writes(config, [("messages", "x")], "task-1", "agent/0")
-    assert saver.get_tuple(config).pending_writes == [("task-1", "messages", "x")]
+    got = saver.get_tuple(config)
+    assert got is not None
+    assert got.pending_writes == [("task-1", "messages", "x")]
 
 
 def test_reads_and_deletes_are_delegated(tmp_path: Path) -> None:
@@ -160,7 +164,7 @@ def test_reads_and_deletes_are_delegated(tmp_path: Path) -> None:
         saver = ReducingCheckpointSaver(inner, reducer())
         first, nv = checkpoint_with(saver, conversation())
         c1 = saver.put(cfg("r"), first, {"source": "loop", "step": 1}, nv)
-        second = {**first, "id": str(uuid6())}
+        second: Checkpoint = {**first, "id": str(uuid6())}
         c2 = saver.put(c1, second, {"source": "loop", "step": 2}, {})
         assert saver.get(c1) == inner.get(c1)
         assert saver.get_tuple(c2) == inner.get_tuple(c2)
@@ -218,10 +222,12 @@ class CopyingSaver(InMemorySaver):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         for ns, checkpoints in list(self.storage[source_thread_id].items()):
             self.storage[target_thread_id][ns].update(checkpoints)
-        for store in (self.blobs, self.writes):
-            for key, value in list(store.items()):
-                if key[0] == source_thread_id:
-                    store[(target_thread_id, *key[1:])] = value
+        for (thread, ns, channel, version), blob in list(self.blobs.items()):
+            if thread == source_thread_id:
+                self.blobs[(target_thread_id, ns, channel, version)] = blob
+        for (thread, ns, checkpoint_id), writes in list(self.writes.items()):
+            if thread == source_thread_id:
+                self.writes[(target_thread_id, ns, checkpoint_id)] = writes
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self.copy_thread(source_thread_id, target_thread_id)
@@ -298,7 +304,7 @@ async def test_mirrored_methods_delegate() -> None:
     assert pruning.get_tuple(cfg("gone")) is None
 
 
-def _args(saver: Any) -> tuple[Any, Any, Any]:
+def _args(saver: Any) -> tuple[Checkpoint, CheckpointMetadata, ChannelVersions]:
     cp, nv = checkpoint_with(saver, conversation())
     return cp, {}, nv
 
@@ -343,7 +349,9 @@ def test_adoption_hands_our_reducer_to_a_saver_without_one() -> None:
     cp, _ = checkpoint_with(saver, conversation())
     cp = {**cp, "channel_values": {"chat": conversation()}, "channel_versions": {"chat": "1"}}
     saver.put(cfg("adopt"), cp, {}, {"chat": "1"})
-    stored = saver.get_tuple(cfg("adopt")).checkpoint["channel_values"]["chat"]
+    got = saver.get_tuple(cfg("adopt"))
+    assert got is not None
+    stored = got.checkpoint["channel_values"]["chat"]
     assert [m.id for m in stored] == ["sys", "h2", "a2"]
     assert len(reports) == 1  # reduced once, by the inner saver
 
