@@ -9,12 +9,14 @@ from __future__ import annotations
 import copy
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
@@ -80,17 +82,17 @@ def reducer() -> MessageReducer:
     return MessageReducer(min_messages=4, max_messages=8)
 
 
-def ids(messages: list[Any]) -> list[str | None]:
+def ids(messages: Sequence[Any]) -> list[str | None]:
     return [read_message(m).id for m in messages]
 
 
 def make_checkpoint(
-    saver: Any, messages: list[Any], previous: Any = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
+    saver: Any, messages: Sequence[Any], previous: Any = None
+) -> tuple[Checkpoint, ChannelVersions]:
     """A checkpoint holding ``messages`` plus a small channel, and its new_versions (both channels)."""
     prev = previous["channel_versions"] if previous else {}
     versions = {k: saver.get_next_version(prev.get(k), None) for k in ("messages", "count")}
-    checkpoint = {
+    checkpoint: Checkpoint = {
         "v": 4, "id": str(uuid6()), "ts": datetime.now(timezone.utc).isoformat(),
         "channel_values": {"messages": messages, "count": 3},
         "channel_versions": versions,
@@ -100,7 +102,7 @@ def make_checkpoint(
     return checkpoint, dict(versions)
 
 
-def config_for(thread: str, parent: Any = None) -> dict[str, Any]:
+def config_for(thread: str, parent: Any = None) -> RunnableConfig:
     conf = {"thread_id": thread, "checkpoint_ns": ""}
     if parent:
         conf["checkpoint_id"] = parent["id"]
@@ -150,7 +152,7 @@ async def test_unchanged_version_is_stored_reduced_by_every_saver(case: Case) ->
     first, new_versions = make_checkpoint(saver, live)
     await case.put(saver, config_for(thread), first, new_versions)
     # next step: only "count" changed; the messages channel keeps its version and its live list
-    second = {**first, "id": str(uuid6()), "channel_values": {"messages": live, "count": 4},
+    second: Checkpoint = {**first, "id": str(uuid6()), "channel_values": {"messages": live, "count": 4},
               "channel_versions": {**first["channel_versions"],
                                    "count": saver.get_next_version(first["channel_versions"]["count"], None)}}
     await case.put(saver, config_for(thread, first), second, {"count": second["channel_versions"]["count"]})
@@ -207,7 +209,7 @@ def test_reduction_is_idempotent_and_deterministic() -> None:
     ],
 )
 def test_skipped_puts_are_reported_and_stored_unchanged(values: Any, versions: Any, skipped: str) -> None:
-    checkpoint = {"v": 4, "id": str(uuid6()), "ts": "", "channel_values": values,
+    checkpoint: Checkpoint = {"v": 4, "id": str(uuid6()), "ts": "", "channel_values": values,
                   "channel_versions": versions, "versions_seen": {}, "updated_channels": None}
     out, report = reduce_checkpoint(reducer(), config_for("t"), checkpoint, versions)
     assert out is checkpoint
@@ -218,13 +220,13 @@ async def test_a_tuple_channel_is_reduced_and_stays_a_tuple(case: Case) -> None:
     """``reduce()`` takes a tuple; the put used to skip it ("not a list") and store it unbounded."""
     saver = ReducingCheckpointSaver(case.inner, reducer())
     live = tuple(history())
-    checkpoint, new_versions = make_checkpoint(saver, live)  # type: ignore[arg-type]
+    checkpoint, new_versions = make_checkpoint(saver, live)
     given = copy.deepcopy(checkpoint)
 
     out, report = reduce_checkpoint(reducer(), config_for("t"), checkpoint, new_versions)
     assert report.skipped is None and report.stats is not None and report.stats.pruned_count == 8
     reduced = out["channel_values"]["messages"]
-    assert type(reduced) is tuple and ids(reduced) == REDUCED  # type: ignore[arg-type]
+    assert type(reduced) is tuple and ids(reduced) == REDUCED
     again, _ = reduce_checkpoint(reducer(), config_for("t"), out, new_versions)
     assert again is out  # nothing left to prune: the very same checkpoint, tuple and all
 
@@ -244,7 +246,7 @@ def test_delta_snapshot_value_is_left_alone(caplog: pytest.LogCaptureFixture, mo
 
     monkeypatch.setattr(reduction, "_warned_delta", threading.Event())
     snapshot = _DeltaSnapshot(history())
-    checkpoint = {"v": 4, "id": str(uuid6()), "ts": "", "channel_values": {"messages": snapshot},
+    checkpoint: Checkpoint = {"v": 4, "id": str(uuid6()), "ts": "", "channel_values": {"messages": snapshot},
                   "channel_versions": {"messages": 1}, "versions_seen": {}, "updated_channels": None}
     with caplog.at_level(logging.WARNING, logger="agentstate_reducer.checkpointers"):
         for _ in range(3):
@@ -289,7 +291,9 @@ def test_failing_on_reduce_callback_is_logged_and_the_put_lands(caplog: pytest.L
     checkpoint, new_versions = make_checkpoint(saver, history())
     with caplog.at_level(logging.ERROR, logger="agentstate_reducer.checkpointers"):
         saver.put(config_for("cb"), checkpoint, {}, new_versions)
-    assert ids(saver.get_tuple(config_for("cb")).checkpoint["channel_values"]["messages"]) == REDUCED
+    stored = saver.get_tuple(config_for("cb"))
+    assert stored is not None
+    assert ids(stored.checkpoint["channel_values"]["messages"]) == REDUCED
     assert [r.getMessage() for r in caplog.records] == [
         "on_reduce callback failed; the checkpoint is stored anyway"]
     assert caplog.records[0].exc_info is not None
@@ -303,7 +307,9 @@ def test_messages_key_selects_the_channel(messages_key: str) -> None:
     checkpoint = {**checkpoint, "channel_values": values,
                   "channel_versions": {"messages": "1", "chat_history": "1"}}
     saver.put(config_for("k"), checkpoint, {}, {"messages": "1", "chat_history": "1"})
-    stored = saver.get_tuple(config_for("k")).checkpoint["channel_values"]
+    got = saver.get_tuple(config_for("k"))
+    assert got is not None
+    stored = got.checkpoint["channel_values"]
     other = "chat_history" if messages_key == "messages" else "messages"
     assert ids(stored[messages_key]) == REDUCED
     assert len(stored[other]) == 13
