@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import io
 import logging
 import math
@@ -85,7 +86,7 @@ class Api:
             return await getattr(self.saver, f"a{name}")(*args, **kwargs)
         return getattr(self.saver, name)(*args, **kwargs)
 
-    async def list(self, config: Any, **kwargs: Any) -> list[Any]:
+    async def list(self, config: Any, **kwargs: Any) -> builtins.list[Any]:
         if self.is_async:
             return [t async for t in self.saver.alist(config, **kwargs)]
         return list(self.saver.list(config, **kwargs))
@@ -98,10 +99,10 @@ class Api:
         ns: str = "",
         values: Callable[[int], dict[str, Any]] | None = None,
         metadata: Callable[[int], dict[str, Any]] | None = None,
-    ) -> list[str]:
+    ) -> builtins.list[str]:
         """Put ``n`` checkpoints, each the child of the previous, with the channel values ``values(i)``
         merged into the previous ones; return their ids."""
-        ids: list[str] = []
+        ids: builtins.list[str] = []
         versions: dict[str, Any] = {}
         current: dict[str, Any] = {}
         for i in range(n):
@@ -337,7 +338,7 @@ async def test_ttl_rewrites_an_unchanged_value_only_when_its_last_write_is_unkno
 
     def etag_of_b() -> str:
         [item] = [i for i in raw_items(cosmos_server, cosmos_database, "ttl") if i.get("channel") == "b"]
-        return item["_etag"]  # type: ignore[no-any-return]
+        return item["_etag"]
 
     before = etag_of_b()
     va2 = api.saver.get_next_version(va, None)
@@ -430,8 +431,12 @@ async def test_metadata_filter_and_injection_attempts(make: Make) -> None:
 async def test_list_across_threads_limit_and_before(make: Make) -> None:
     api = await make()
     all_ids: list[str] = []
+
+    def metadata(t: str) -> Callable[[int], dict[str, Any]]:
+        return lambda i: {"thread": t, "step": i}
+
     for t in ("t1", "t2", "t3"):
-        all_ids += await api.chain(t, 3, metadata=lambda i, t=t: {"thread": t, "step": i})
+        all_ids += await api.chain(t, 3, metadata=metadata(t))
     newest = sorted(all_ids, reverse=True)
     assert [x.checkpoint["id"] for x in await api.list(None)] == newest
     assert [x.checkpoint["id"] for x in await api.list(None, limit=4)] == newest[:4]
@@ -457,10 +462,12 @@ async def test_list_across_threads_limit_and_before(make: Make) -> None:
 async def test_concurrent_puts_to_different_threads(make: Make) -> None:
     api = await make()
     threads = [f"thread-{i}" for i in range(8)]
+
+    def values(t: str) -> Callable[[int], dict[str, Any]]:
+        return lambda i: {"v": f"{t}:{i}"}
+
     if api.is_async:
-        results = await asyncio.gather(
-            *(api.chain(t, 5, values=lambda i, t=t: {"v": f"{t}:{i}"}) for t in threads)
-        )
+        results = await asyncio.gather(*(api.chain(t, 5, values=values(t)) for t in threads))
     else:
 
         def one(t: str) -> list[str]:
@@ -580,6 +587,7 @@ async def test_wrapper_hands_its_reducer_to_a_saver_without_one(make: Make) -> N
     else:
         wrapper.put(cfg("t"), cp, {}, {"messages": v})
         got = wrapper.get_tuple(cfg("t"))
+    assert got is not None
     assert len(reports) == 1  # reduced once, by the saver
     assert [x.id for x in got.checkpoint["channel_values"]["messages"]] == ["sys", "h13", "a13", "h14", "a14"]
 
@@ -889,7 +897,7 @@ def test_database_and_container_names_are_checked_at_construction(
     name: str, why: str, field: str, cosmos_server: CosmosServer
 ) -> None:
     """A '/' used to reach the service as another URL path ("no route")."""
-    names = {"database_name": "db", "container_name": "c", field: name}
+    names: dict[str, Any] = {"database_name": "db", "container_name": "c", field: name}
     message = rf"{field} {re.escape(repr(name))} is not a valid Cosmos DB name: it {why}"
     with cosmos_server.client() as client:
         with pytest.raises(ValueError, match=message):
