@@ -4,16 +4,24 @@ same checkpoint and report either way."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint
 
 from agentstate_reducer import MessageReducer, ReducerConfig
 from agentstate_reducer.summary import SUMMARY_ID
 from checkpointers.reduction import PutReduction, SummaryMemo, areduce_checkpoint, reduce_checkpoint
 from tests.convo import BUILDERS, ids
 
-CONFIG = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+CONFIG: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+
+def values_only(messages: list[Any]) -> Checkpoint:
+    """A checkpoint holding only its channel values, on purpose: the reduction reads nothing else
+    (the other keys are optional to it), so the tests leave them out."""
+    return cast("Checkpoint", {"channel_values": {"messages": messages}})
 
 
 def _turns(n: int) -> list[Any]:
@@ -90,7 +98,7 @@ async def test_a_memo_cut_list_is_reduced_and_stored_in_the_channel_type(as_tupl
     def primed() -> SummaryMemo:
         """A memo that saw the run's first put (turns 0 and 1 summarized)."""
         memo = SummaryMemo()
-        reduce_checkpoint(reducer, CONFIG, {"channel_values": {"messages": first}}, {}, summary_memo=memo)
+        reduce_checkpoint(reducer, CONFIG, values_only(first), {}, summary_memo=memo)
         return memo
 
     # the run goes on with its full list: the memo hands the reducer the stored form
