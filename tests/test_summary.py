@@ -11,10 +11,12 @@ from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import Checkpoint
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
@@ -82,6 +84,12 @@ class FakeModel:
     def new_ids(self) -> list[str]:
         """Every non-summary id the model was given, in call order (duplicates kept)."""
         return [str(read_message(m).id) for c in self.calls for m in c if not is_summary_message(m)]
+
+
+def values_only(messages: list[Any]) -> Checkpoint:
+    """A checkpoint holding only its channel values, on purpose: the reduction reads nothing else
+    (the other keys are optional to it), so the tests leave them out."""
+    return cast("Checkpoint", {"channel_values": {"messages": messages}})
 
 
 def turn(t: int) -> Spec:
@@ -498,10 +506,11 @@ async def test_retried_put_and_same_state_do_not_call_the_model_again(mode: str)
     ))
     memo = SummaryMemo()
     full = BUILDERS["langchain_object"]([("system", "s"), *turn(0), *turn(1), *turn(2)])
-    checkpoint: dict[str, Any] = {
+    # only the keys the reduction reads, on purpose
+    checkpoint = cast("Checkpoint", {
         "id": "c1", "channel_values": {"messages": full}, "channel_versions": {"messages": 1}
-    }
-    config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    })
+    config: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
 
     async def put(cp: Any) -> Any:
         if mode == "sync":
@@ -510,19 +519,21 @@ async def test_retried_put_and_same_state_do_not_call_the_model_again(mode: str)
 
     stored = [await put(checkpoint) for _ in range(3)]  # a put retried twice
     # the same state again, as copies (read back from storage): found by ids, not by identity
-    copies = {**checkpoint, "channel_values": {"messages": copy.deepcopy(full)}}
+    copies: Checkpoint = {**checkpoint, "channel_values": {"messages": copy.deepcopy(full)}}
     stored.append(await put(copies))
     assert len(model.calls) == 1
     for s in stored:
         assert ids(s["channel_values"]["messages"]) == ["s", SUMMARY_ID, "h2", "c2", "t2", "a2"]
     assert checkpoint["channel_values"]["messages"] is full and len(full) == 13  # never mutated
     # the run goes on with its full in-memory list: only the new messages are summarized
-    grown = {**checkpoint, "channel_values": {"messages": [*full, *BUILDERS["langchain_object"](turn(3))]}}
+    grown: Checkpoint = {
+        **checkpoint, "channel_values": {"messages": [*full, *BUILDERS["langchain_object"](turn(3))]}
+    }
     out = await put(grown)
     assert ids(out["channel_values"]["messages"]) == ["s", SUMMARY_ID, "h3", "c3", "t3", "a3"]
     assert len(model.calls) == 2 and ids(model.calls[1]) == [SUMMARY_ID, "h2", "c2", "t2", "a2"]
     # another thread is another chain
-    other = {"configurable": {"thread_id": "u", "checkpoint_ns": ""}}
+    other: RunnableConfig = {"configurable": {"thread_id": "u", "checkpoint_ns": ""}}
     reduce_checkpoint(reducer, other, checkpoint, {"messages": 1}, summary_memo=memo)
     assert len(model.calls) == 3 and len(memo) == 2
 
@@ -533,12 +544,12 @@ def test_memo_ignores_a_list_it_did_not_record() -> None:
         min_messages=4, max_messages=8, summarize_fn=model, inject_summary=True
     ))
     memo = SummaryMemo(max_threads=1)
-    config = {"configurable": {"thread_id": "t"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     full = BUILDERS["openai_dict"]([("system", "s"), *turn(0), *turn(1), *turn(2)])
-    reduce_checkpoint(reducer, config, {"channel_values": {"messages": full}}, {}, summary_memo=memo)
+    reduce_checkpoint(reducer, config, values_only(full), {}, summary_memo=memo)
     # a fork from before turn 1 (covered ids missing): reduced from scratch, the memo is not applied
     fork = BUILDERS["openai_dict"]([("system", "s"), *turn(0), *turn(5), *turn(6)])
-    out, _ = reduce_checkpoint(reducer, config, {"channel_values": {"messages": fork}}, {}, summary_memo=memo)
+    out, _ = reduce_checkpoint(reducer, config, values_only(fork), {}, summary_memo=memo)
     assert ids(out["channel_values"]["messages"]) == ["s", SUMMARY_ID, "h6", "c6", "t6", "a6"]
     assert ids(model.calls[-1]) == ["h0", "c0", "t0", "a0", "h5", "c5", "t5", "a5"]
     with pytest.raises(ValueError, match="max_threads"):
@@ -549,11 +560,10 @@ def test_memo_without_injection_summarizes_only_new_messages() -> None:
     model = FakeModel()
     reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, summarize_fn=model))
     memo = SummaryMemo()
-    config = {"configurable": {"thread_id": "t"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     full = BUILDERS["openai_dict"]([("system", "s"), *turn(0), *turn(1), *turn(2)])
     def put(msgs: list[Any]) -> Any:
-        checkpoint = {"channel_values": {"messages": msgs}}
-        return reduce_checkpoint(reducer, config, checkpoint, {}, summary_memo=memo)
+        return reduce_checkpoint(reducer, config, values_only(msgs), {}, summary_memo=memo)
 
     out, report = put(full)
     assert report.summary == "h0 c0 t0 a0 h1 c1 t1 a1"
