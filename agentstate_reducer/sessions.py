@@ -75,7 +75,12 @@ class ReducingSession:
 
     @property
     def session_settings(self) -> Any:
+        """The inner session's settings (``limit`` and the like), read and set there."""
         return getattr(self.session, "session_settings", None)
+
+    @session_settings.setter
+    def session_settings(self, value: Any) -> None:
+        self.session.session_settings = value
 
     def __getattr__(self, name: str) -> Any:
         # other methods of the inner session (close, get_conversation_turns, ...)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, Runner, SQLiteSession, function_tool, set_tracing_disabled
+from agents import Agent, Runner, Session, SessionSettings, SQLiteSession, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 from openai.types.responses import ResponseReasoningItem
 
@@ -65,7 +65,7 @@ async def test_runner_over_many_turns_keeps_the_session_bounded_and_sendable(tmp
         for call in model.calls[calls_before:]:  # every input the model was sent
             assert isinstance(call.input, list) and valid(call.input), kinds(call.input)
             longest_input = max(longest_input, len(call.input))
-        stored = await inner.get_items()
+        stored: list[Any] = await inner.get_items()
         assert valid(stored), kinds(stored)
         assert len(stored) <= 16
         assert stored[-1]["id"] == f"msg_{turn}"
@@ -130,13 +130,14 @@ async def test_a_failed_rewrite_puts_the_previous_items_back(tmp_path: Path) -> 
     assert await inner.get_items() == [*history, new]  # nothing lost
     assert inner.fail is False  # it did fail, once
     await session.add_items([{"type": "message", "role": "assistant", "content": "a2", "id": "m2"}])
-    assert [m["content"] for m in await inner.get_items()] == ["q2", "a2"]
+    stored: list[Any] = await inner.get_items()
+    assert [m["content"] for m in stored] == ["q2", "a2"]
     inner.close()
 
 
 async def test_get_items_reduces_repairs_and_limits_to_a_sendable_tail(tmp_path: Path) -> None:
     inner = SQLiteSession("s", str(tmp_path / "s.db"))
-    items = [
+    items: list[Any] = [
         {"role": "user", "content": "q1"},
         {"type": "function_call", "id": "fc_1", "call_id": "c1", "name": "lookup", "arguments": "{}"},
         {"type": "function_call_output", "call_id": "c1", "output": "r1"},
@@ -167,6 +168,10 @@ async def test_pop_and_clear_go_to_the_inner_session(tmp_path: Path) -> None:
     await session.clear_session()
     assert await inner.get_items() == [] and await session.get_items() == []
     assert session.session_id == "s" and session.session_settings is inner.session_settings
+    session.session_settings = SessionSettings(limit=3)
+    assert inner.session_settings == SessionSettings(limit=3)
+    protocol: Session = session  # the SDK's protocol, checked by mypy and at run time
+    assert isinstance(protocol, Session)
     inner.close()
 
 
