@@ -175,7 +175,11 @@ def test_token_mode_wins_over_count_mode(fmt: str) -> None:
 
 
 def test_reducing_a_reduced_list_changes_nothing(fmt: str) -> None:
-    for cfg in ({"min_messages": 5, "max_messages": 6}, {"min_messages": 1, "max_messages": 2}):
+    configs: list[dict[str, Any]] = [
+        {"min_messages": 5, "max_messages": 6},
+        {"min_messages": 1, "max_messages": 2},
+    ]
+    for cfg in configs:
         reducer = MessageReducer(config=ReducerConfig(**cfg))
         first = reducer.reduce(SHAPES[fmt](BASE))
         again = reducer.reduce(first.surviving)
