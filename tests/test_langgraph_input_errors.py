@@ -10,12 +10,19 @@ from __future__ import annotations
 import copy
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    MessageLikeRepresentation,
+    SystemMessage,
+    ToolMessage,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
@@ -25,7 +32,7 @@ import agentstate_reducer.merge as state_module
 from agentstate_reducer import MessageReducer, read_message
 
 REDUCER = MessageReducer(min_messages=2, max_messages=50)  # never triggers on these small lists
-EXISTING = [SystemMessage("s", id="sys"), HumanMessage("q", id="h1")]
+EXISTING: list[MessageLikeRepresentation] = [SystemMessage("s", id="sys"), HumanMessage("q", id="h1")]
 EXISTING_DICTS = [{"role": "system", "content": "s", "id": "sys"},
                   {"role": "user", "content": "q", "id": "h1"}]
 
@@ -235,7 +242,7 @@ def test_existing_none_is_an_empty_history(merge: Callable[[Any, Any], list[Any]
 
 def test_new_none_is_rejected_as_add_messages_rejects_it() -> None:
     with pytest.raises(ValueError, match="non-null"):
-        add_messages(list(EXISTING), None)
+        add_messages(list(EXISTING), cast("list[Any]", None))  # None on purpose: the bad input
     with pytest.raises(ValueError, match="new is None"):
         annotation(list(EXISTING), None)
 
@@ -311,9 +318,10 @@ def test_coercible_shapes_are_accepted(
 
 def test_removal_dict_without_content_is_accepted_by_langgraph_path() -> None:
     """add_messages needs 'content' even in a removal; the fallback's documented form has none."""
-    existing = [HumanMessage("q", id="h"), AIMessage("a", id="a")]
+    existing: list[MessageLikeRepresentation] = [HumanMessage("q", id="h"), AIMessage("a", id="a")]
+    removal: list[MessageLikeRepresentation] = [{"type": "remove", "id": "a"}]
     with pytest.raises(ValueError, match="must contain 'role' and 'content'"):
-        add_messages(list(existing), [{"type": "remove", "id": "a"}])
+        add_messages(list(existing), removal)
     assert ids(annotation(existing, [{"type": "remove", "id": "a"}])) == ["h"]
     assert ids(without_langgraph(EXISTING_DICTS, [{"type": "remove", "id": "h1"}])) == ["sys"]
 
@@ -388,7 +396,7 @@ def test_the_previous_output_is_not_checked_again(
 
 
 def test_bad_update_inside_a_graph_names_the_message() -> None:
-    def node(state: dict[str, Any]) -> dict[str, Any]:
+    def node(state: Any) -> dict[str, Any]:  # Any: a TypedDict here would be its input schema
         return {"messages": [{"role": "assistant", "content": "", "tool_calls": {"id": "c1", "name": "f"}}]}
 
     builder = StateGraph(GraphState)
@@ -452,7 +460,7 @@ _DICT_MESSAGE = st.fixed_dictionaries({}, optional=_FIELDS).flatmap(
         ),
     )
 )
-_VALID_MESSAGES = [
+_VALID_MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": "q", "id": "u"},
     {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "f", "args": {"a": 1}}]},
     {"role": "assistant", "content": "",

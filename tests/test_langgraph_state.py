@@ -30,6 +30,14 @@ def ids(messages: list[Any]) -> list[str | None]:
     return [read_message(m).id for m in messages]
 
 
+def langgraph_add_messages(existing: list[Any], update: list[Any]) -> list[Any]:
+    """langgraph's add_messages on two lists. Its decorator types the result as a single message
+    or a list; given lists it returns a list, which this asserts."""
+    merged = add_messages(existing, update)
+    assert isinstance(merged, list)
+    return merged
+
+
 def is_uuid(value: Any) -> bool:
     try:
         uuid.UUID(str(value))
@@ -87,7 +95,7 @@ def test_remove_message_and_remove_all() -> None:
 def test_remove_of_gone_id_is_dropped_where_add_messages_raises() -> None:
     existing = [HumanMessage("q", id="h"), AIMessage("a", id="a")]
     with pytest.raises(ValueError, match="doesn't exist"):
-        add_messages(existing, [RemoveMessage(id="pruned-long-ago")])
+        langgraph_add_messages(existing, [RemoveMessage(id="pruned-long-ago")])
     assert ids(merge_messages(existing, [RemoveMessage(id="pruned-long-ago")])) == ["h", "a"]
     # removing twice in one update, and removing before adding, are tolerated too
     assert ids(merge_messages(existing, [RemoveMessage(id="a"), RemoveMessage(id="a")])) == ["h"]
@@ -99,7 +107,8 @@ def test_updates_after_remove_all_are_merged() -> None:
     update = [RemoveMessage(id=REMOVE_ALL_MESSAGES), HumanMessage("x", id="x"), HumanMessage("y", id="y"),
               RemoveMessage(id="x"), RemoveMessage(id="h"), HumanMessage("Y", id="y")]
     # add_messages returns the tail verbatim: RemoveMessages and a duplicate id would stay in the state
-    assert ids(add_messages(copy.deepcopy(existing), copy.deepcopy(update))) == ["x", "y", "x", "h", "y"]
+    verbatim = langgraph_add_messages(copy.deepcopy(existing), copy.deepcopy(update))
+    assert ids(verbatim) == ["x", "y", "x", "h", "y"]
     merged = merge_messages(existing, update)
     assert ids(merged) == ["y"]
     assert merged[0].content == "Y"
@@ -138,7 +147,7 @@ def add_messages_reference(existing: list[Any], update: list[Any]) -> list[Any]:
     cut = [i for i, m in enumerate(update) if m.id == REMOVE_ALL_MESSAGES]
     if cut:
         existing, update = [], update[cut[-1] + 1 :]
-    return add_messages(existing, update)
+    return langgraph_add_messages(existing, update)
 
 
 @settings(max_examples=150, deadline=None)
@@ -170,7 +179,7 @@ def _cleanup_graph(merge: Any) -> Any:
     class State(TypedDict):
         messages: Annotated[list, merge]
 
-    def chat(state: dict[str, Any]) -> dict[str, Any]:
+    def chat(state: Any) -> dict[str, Any]:  # Any: a TypedDict here would be its input schema
         question = state["messages"][-1].id
         update: list[Any] = [AIMessage(f"answer to {question}", id=f"a-{question}")]
         if question != "q0":
