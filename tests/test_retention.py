@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
@@ -239,7 +240,9 @@ def test_subgraphs_called_many_times_keep_only_what_kept_roots_need(kind: str, s
         for ns, ids in stored.items():
             assert ns.startswith("agent_loop:")
             assert len(ids) == 1, (ns, ids)
-            conf = {"configurable": {"thread_id": "s", "checkpoint_ns": ns, "checkpoint_id": ids[0]}}
+            conf: RunnableConfig = {
+                "configurable": {"thread_id": "s", "checkpoint_ns": ns, "checkpoint_id": ids[0]}
+            }
             tup = saver.get_tuple(conf)
             assert tup is not None and tup.metadata["parents"][""] in kept_roots
         # six calls were made; at most the ones started from the two kept roots remain
@@ -349,7 +352,9 @@ def test_a_failing_deletion_never_fails_a_put_and_is_retried(
 
 def _delta_add_messages(state: list[Any], writes: list[Any]) -> list[Any]:
     for update in writes:
-        state = add_messages(state, update)
+        merged = add_messages(state, update)
+        assert isinstance(merged, list)  # typed as a message or a list: given a list, a list
+        state = merged
     return state
 
 

@@ -327,7 +327,9 @@ def test_parallel_threads_sync(inner: Any) -> None:
 
 def _delta_add_messages(state: list[Any], writes: list[Any]) -> list[Any]:
     for update in writes:
-        state = add_messages(state, update)
+        merged = add_messages(state, update)
+        assert isinstance(merged, list)  # typed as a message or a list: given a list, a list
+        state = merged
     return state
 
 
