@@ -39,9 +39,11 @@ from langchain_core.messages import (
     BaseMessage,
     HumanMessage,
     SystemMessage,
+    ToolCall,
     ToolMessage,
 )
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import interrupt
@@ -141,38 +143,52 @@ def _state_type(state_reducer: Any) -> Any:
         return AgentState
     # functional form: a class body's annotations would be strings here (postponed evaluation)
     # that LangGraph could not resolve against this function's locals
-    fields = {"messages": Annotated[list, state_reducer.as_langgraph_reducer()], "turns": int}
-    return TypedDict("ReducedState", fields, total=False)
+    ReducedState = TypedDict(  # noqa: UP013
+        "ReducedState",
+        {"messages": Annotated[list, state_reducer.as_langgraph_reducer()], "turns": int},
+        total=False,
+    )
+    return ReducedState
+
+
+def _call_id(call: ToolCall) -> str:
+    """The id of a scripted call: ScriptedToolModel always sets one."""
+    assert call["id"] is not None
+    return call["id"]
 
 
 def _agent_loop(
     state_type: Any, model: ScriptedToolModel, *, approve_tools: bool, content_chars: int, bookkeeping: bool
 ) -> Any:
-    def agent(state: dict[str, Any]) -> dict[str, Any]:
+    # the nodes' state is Any, neither dict[str, Any] (not a state type to mypy) nor AgentState:
+    # LangGraph takes a TypedDict annotation as the node's input schema, and state_type varies
+    def agent(state: Any) -> dict[str, Any]:
         return {"messages": [model.invoke(state["messages"])]}
 
-    def tools(state: dict[str, Any]) -> dict[str, Any]:
+    def tools(state: Any) -> dict[str, Any]:
         last = state["messages"][-1]
+        assert isinstance(last, AIMessage)  # routed here only after the model asked for tools
+        calls = [(_call_id(c), c) for c in last.tool_calls]
         if approve_tools:
             # LangGraph re-runs this node from the start on resume; interrupt() then returns the answer
-            decision = interrupt({"approve": [c["id"] for c in last.tool_calls]})
+            decision = interrupt({"approve": [call_id for call_id, _ in calls]})
             if decision is not True:
                 return {"messages": [
-                    ToolMessage("denied", tool_call_id=c["id"], id="t" + c["id"][1:]) for c in last.tool_calls
+                    ToolMessage("denied", tool_call_id=call_id, id="t" + call_id[1:]) for call_id, _ in calls
                 ]}
         return {"messages": [
-            ToolMessage(_filler(f"result for {c['args']['query']}", content_chars), tool_call_id=c["id"],
-                        id="t" + c["id"][1:])
-            for c in last.tool_calls
+            ToolMessage(_filler(f"result for {c['args']['query']}", content_chars), tool_call_id=call_id,
+                        id="t" + call_id[1:])
+            for call_id, c in calls
         ]}
 
-    def count_turn(state: dict[str, Any]) -> dict[str, Any]:
+    def count_turn(state: Any) -> dict[str, Any]:
         # writes another key only: the step after it checkpoints an unchanged messages version
         return {"turns": state.get("turns", 0) + 1}
 
     done = "bookkeeping" if bookkeeping else END
 
-    def route(state: dict[str, Any]) -> str:
+    def route(state: Any) -> str:
         last = state["messages"][-1]
         return "tools" if getattr(last, "tool_calls", None) else done
 
@@ -222,7 +238,7 @@ def build_graph(
     return parent.compile(checkpointer=checkpointer)
 
 
-def thread_config(thread_id: str) -> dict[str, Any]:
+def thread_config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
