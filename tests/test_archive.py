@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.store.base import Op, Result
+from langgraph.store.base import Op, PutOp, Result
 from langgraph.store.memory import InMemoryStore
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
@@ -243,10 +243,10 @@ def _sync_backend(kind: str, where: str) -> Iterator[tuple[Any, Any]]:
     from langgraph.checkpoint.postgres import PostgresSaver
     from langgraph.store.postgres import PostgresStore
 
-    with PostgresSaver.from_conn_string(where) as saver, PostgresStore.from_conn_string(where) as store:
-        saver.setup()
-        store.setup()
-        yield saver, store
+    with PostgresSaver.from_conn_string(where) as pg_saver, PostgresStore.from_conn_string(where) as pg_store:
+        pg_saver.setup()
+        pg_store.setup()
+        yield pg_saver, pg_store
 
 
 @asynccontextmanager
@@ -368,7 +368,7 @@ def test_one_read_and_one_write_per_pruned_batch() -> None:
     store = _Batches()
     StoreArchive(store)(conversation("openai_dict", 2)[1:9], NS)
     assert [(type(ops[0]).__name__, len(ops)) for ops in store.ops] == [("GetOp", 8), ("PutOp", 8)]
-    assert all(op.index is False for op in store.ops[1])  # type: ignore[union-attr]  # never embedded
+    assert all(isinstance(op, PutOp) and op.index is False for op in store.ops[1])  # never embedded
 
 
 def test_async_wrapper_needs_no_event_loop_tricks() -> None:
