@@ -386,6 +386,13 @@ def test_retention_flow_plans_by_the_shared_rules_and_batches_its_deletes() -> N
 
 
 class JsonSerde:
+    """A plain-JSON SerializerProtocol, so the blob values here can be written by hand."""
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        import json
+
+        return "json", json.dumps(obj).encode()
+
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         import json
 
