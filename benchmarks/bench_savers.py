@@ -34,9 +34,10 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package, also when run as a file
 
@@ -54,6 +55,9 @@ from tests.scenario_graph import (
     system_message,
     thread_config,
 )
+
+if TYPE_CHECKING:
+    from langgraph.checkpoint.postgres import PostgresSaver
 
 MIN_MESSAGES, MAX_MESSAGES = 20, 40
 CONTENT_CHARS = 200
@@ -183,11 +187,13 @@ def run(quick: bool) -> list[dict[str, Any]]:
 VARIANTS = ("bare", "delta", "reducer", "keep_last")
 
 
-def _delta_add_messages(state: list[Any], writes: list[Any]) -> list[Any]:
+def _delta_add_messages(state: list[Any], writes: Sequence[Any]) -> list[Any]:
     from langgraph.graph.message import add_messages
 
     for update in writes:
-        state = add_messages(state, update)
+        merged = add_messages(state, update)
+        assert isinstance(merged, list)  # typed as a message or a list: given a list, a list
+        state = merged
     return state
 
 
@@ -196,8 +202,12 @@ def _delta_state() -> Any:
 
     from langgraph.channels import DeltaChannel
 
-    fields = {"messages": Annotated[list, DeltaChannel(_delta_add_messages)], "turns": int}
-    return TypedDict("DeltaState", fields, total=False)  # type: ignore[operator]
+    DeltaState = TypedDict(  # noqa: UP013  (a class body's annotations would be strings here)
+        "DeltaState",
+        {"messages": Annotated[list, DeltaChannel(_delta_add_messages)], "turns": int},
+        total=False,
+    )
+    return DeltaState
 
 
 class _Store:
@@ -206,6 +216,7 @@ class _Store:
     def __init__(self, kind: str, workdir: Path, name: str, pg_base: str | None) -> None:
         self.kind = kind
         self.closers: list[Any] = []
+        self.saver: SqliteSaver | PostgresSaver
         if kind == "sqlite":
             from langgraph.store.sqlite import SqliteStore
 
@@ -232,9 +243,9 @@ class _Store:
             # writer uses the saver's connection
             self.pg = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
             self.store_pg = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
-            self.saver = PostgresSaver(self.pg)  # type: ignore[arg-type]
+            self.saver = PostgresSaver(self.pg)
             self.saver.setup()
-            self.store = PostgresStore(self.store_pg)  # type: ignore[arg-type]
+            self.store = PostgresStore(self.store_pg)
             self.store.setup()
 
     def checkpoint_row_bytes(self) -> int:
@@ -249,14 +260,16 @@ class _Store:
             " FROM checkpoints) + (SELECT COALESCE(SUM(octet_length(blob)), 0) FROM checkpoint_blobs)"
             " + (SELECT COALESCE(SUM(octet_length(blob)), 0) FROM checkpoint_writes) AS n"
         ).fetchone()
-        return int(row["n"])  # type: ignore[call-overload]
+        assert row is not None
+        return int(row["n"])
 
     def archive_row_bytes(self) -> int:
         if self.kind == "sqlite":
             row = self.store_conn.execute("SELECT COALESCE(SUM(length(value)), 0) FROM store").fetchone()
             return int(row[0])
         row = self.pg.execute("SELECT COALESCE(SUM(octet_length(value::text)), 0) AS n FROM store").fetchone()
-        return int(row["n"])  # type: ignore[call-overload]
+        assert row is not None
+        return int(row["n"])
 
     def file_bytes(self) -> int | None:
         """SQLite: checkpoint file + archive file after WAL checkpoints; PostgreSQL: relation sizes."""
@@ -266,7 +279,8 @@ class _Store:
             "SELECT pg_total_relation_size('checkpoints') + pg_total_relation_size('checkpoint_blobs')"
             " + pg_total_relation_size('checkpoint_writes') + pg_total_relation_size('store') AS n"
         ).fetchone()
-        return int(row["n"])  # type: ignore[call-overload]
+        assert row is not None
+        return int(row["n"])
 
     def close(self) -> None:
         if self.kind == "sqlite":
