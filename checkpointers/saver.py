@@ -6,59 +6,23 @@
 >>> saver.reducer.max_messages, saver.messages_key
 (40, 'messages')
 
-``graph = builder.compile(checkpointer=saver)``: every checkpoint LangGraph stores goes through
-``put``/``aput``, which reduce ``checkpoint["channel_values"][messages_key]`` with
-``checkpointers.reduction.reduce_checkpoint`` (the one reduction path, shared with
-``CosmosDBSaver``) and then hand the checkpoint to the inner saver. Everything else is delegated.
+``graph = builder.compile(checkpointer=saver)``. Invariants:
 
-What users must know:
+* ``put``/``aput`` reduce ``checkpoint["channel_values"][messages_key]`` through
+  ``checkpointers.reduction`` (the one reduction path, shared with ``CosmosDBSaver``) and hand the
+  inner saver a new checkpoint; the given one is never mutated. Everything else is delegated.
+* Optional capabilities (``delete_for_runs``, ``copy_thread``, ``prune`` and their async forms)
+  exist on the wrapper's class exactly when the inner class has them, because LangGraph detects
+  them on the class; ``prune``/``aprune`` also where ``checkpointers.retention`` implements them.
+  ``ReducingCheckpointSaver(...)`` therefore returns an instance of a cached subclass per
+  capability set (``_saver_class``); ``isinstance(x, ReducingCheckpointSaver)`` holds for all.
+* A saver that reduces by itself (a ``reducer`` attribute) is never reduced twice: it is handed
+  the wrapper's reducer when it has none, passed through with the same one, refused with another.
+* ``keep_last`` runs retention after the inner put has stored the checkpoint; a failing run is
+  logged, counted in ``retention_stats`` and retried, never failing the put.
 
-* Only what is *stored* is reduced. Within one ``invoke`` the graph keeps working on its full
-  in-memory list, so the invoke output can be longer than ``get_state()``; the next invoke starts
-  from the reduced list. Use ``Annotated[list, reducer.as_langgraph_reducer()]`` to bound the
-  in-run state as well.
-* The reduction never mutates the checkpoint it is given (its list is the live run's list), never
-  adds or deletes keys and never touches versions, ids or metadata. It is deterministic and
-  idempotent, and applied to every put that carries the channel's value, also when
-  ``messages_key`` is not in ``new_versions``: row savers (SqliteSaver) store the live, full list
-  on such puts, blob savers (InMemorySaver, PostgresSaver) ignore it (``checkpointers.reduction``
-  explains why).
-* Subgraph checkpoints (``checkpoint_ns`` ``"node:<task id>"``) are reduced like the root's.
-* A ``DeltaChannel`` messages channel is left unreduced, with one warning per process (see
-  ``checkpointers.reduction``).
-* ``interrupt()``/resume, replays (``invoke(None, config_of_an_old_checkpoint)``) and forks run
-  on the stored, reduced history: the resumed node re-runs on the reduced list.
-* A client that resends its whole history each turn defeats any reducer behind ``add_messages``:
-  pruned ids come back, appended after newer ones. Send only the new messages.
-* With a ``summarize_fn``: a run re-puts its full in-run list on every step; the wrapper's
-  ``SummaryMemo`` (on by default) makes the summarizer (and ``on_prune`` hooks) see each pruned
-  message once instead of once per put.
-
-Observability: every put produces a ``PutReduction`` (thread, namespace, checkpoint id, why it
-was skipped, or ``ReducerStats``: messages and tokens before and after, pruned count; and
-``new_version``, False when an unchanged channel version was reduced again, so count pruning over
-``new_version`` reports only). Pass ``on_reduce=callback`` to receive it; a failing callback is
-logged and never blocks the write. Reductions of a new version that pruned are logged at INFO on
-the logger ``"agentstate_reducer.checkpointers"`` (repeats at DEBUG).
-
-Capabilities: ``delete_for_runs``, ``copy_thread`` and ``prune`` (and their async forms) exist on
-the wrapper when the inner saver's class implements them (delegated), because LangGraph's
-conformance suite and callers detect them on the *class* (``type(saver).aprune is not
-BaseCheckpointSaver.aprune``). Where the inner class has neither ``prune`` nor ``aprune`` and
-``checkpointers.retention`` supports it (InMemorySaver, the SQLite savers), the wrapper has both,
-implemented by retention. ``ReducingCheckpointSaver(...)`` therefore returns an instance of a
-cached subclass per capability set (see ``_saver_class``); ``isinstance(x,
-ReducingCheckpointSaver)`` holds for all of them.
-
-Retention: ``keep_last=N`` keeps each thread's newest N root checkpoints (and what they need; rules
-in ``checkpointers.retention``), run after every ``retention_every`` puts of a thread, after the
-inner put stored the checkpoint; a failing run is logged, counted in ``retention_stats`` and
-retried at the thread's next put, never failing the put.
-
-A saver that reduces by itself (it has a ``reducer`` attribute, like ``CosmosDBSaver``) is never
-reduced twice: with ``reducer=None`` the wrapper hands it its reducer (and ``messages_key``, and
-``on_reduce`` when it has that attribute unset) and passes puts through; with the same reducer it
-passes through; with a different one it raises ``ValueError``.
+The user guide (in-run vs stored state, interrupts and forks, observability, retention) is
+docs/savers.md.
 """
 
 from __future__ import annotations
