@@ -21,7 +21,8 @@ def _check_count(name: str, value: object, *, optional: bool) -> None:
 
 @dataclass(frozen=True, kw_only=False)
 class ReducerConfig:
-    """How and when to prune. The seed fields keep their order, names and defaults.
+    """How and when to prune. The fields up to ``summarize_fn`` are the public positional API:
+    their order, names and defaults never change; fields after them are keyword additions.
 
     Count mode (``max_tokens`` unset): pruning triggers when the list is longer than
     ``max_messages`` and keeps at most ``min_messages`` messages besides the pinned ones.
@@ -38,7 +39,7 @@ class ReducerConfig:
     preserve_first: bool = True
     cascade_tool_messages: bool = True
     summarize_fn: Callable[[list[Any]], str] | None = None
-    # --- beyond the seed ---------------------------------------------------------------------
+    # --- keyword additions (keep them after the positional API above) --------------------------
     #: Cut the kept history at a turn boundary, so it starts with a human message.
     start_on_human: bool = True
     #: tiktoken encoding used when ``token_counter`` is None: a name ("o200k_base" for newer OpenAI
