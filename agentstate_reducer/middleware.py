@@ -60,7 +60,7 @@ from langgraph.runtime import Runtime
 from .config import ReducerConfig
 from .messages import read_message
 from .reducer import MessageReducer, ReducerResult
-from .summary import SummaryMemo, is_summary_message
+from .summary import MemoizedReduction, SummaryMemo, is_summary_message
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "Mode", "ReduceRecord", "ReducerMiddleware"]
 
@@ -706,7 +706,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _begin(
         self, request: ModelRequest[Any]
-    ) -> tuple[Hashable, str | None, list[Any], Any, MessageReducer, bool]:
+    ) -> tuple[Hashable, str | None, list[Any], MemoizedReduction, MessageReducer, bool]:
         key, thread = self._key(request.runtime)
         messages = list(request.messages)
         run = self._memo_start(key, messages)
@@ -748,24 +748,26 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
         key, thread, messages, run, reducer, triggered = self._begin(request)
         result = reducer.reduce(run.messages, namespace=self._namespace(request.runtime))
-        run.record(result)
-        self._note_reduction(key, messages, result)
-        return self._finish_request(
-            request,
-            key,
-            thread,
-            len(messages),
-            self._tokens(messages),
-            list(result.surviving),
-            result,
-            triggered,
-        )
+        return self._reduced_request(request, key, thread, messages, run, result, triggered)
 
     async def _arequest(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         if self.mode == "state":
             return self._request(request)
         key, thread, messages, run, reducer, triggered = self._begin(request)
         result = await reducer.areduce(run.messages, namespace=self._namespace(request.runtime))
+        return self._reduced_request(request, key, thread, messages, run, result, triggered)
+
+    def _reduced_request(
+        self,
+        request: ModelRequest[Any],
+        key: Hashable,
+        thread: str | None,
+        messages: list[Any],
+        run: MemoizedReduction,
+        result: ReducerResult,
+        triggered: bool,
+    ) -> ModelRequest[Any]:
+        """What ``_request`` and ``_arequest`` do once the request's messages are reduced."""
         run.record(result)
         self._note_reduction(key, messages, result)
         return self._finish_request(
