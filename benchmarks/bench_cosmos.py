@@ -45,6 +45,7 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package, also when run as a file
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base.id import uuid6
 
 from agentstate_reducer import MessageReducer
@@ -213,7 +214,9 @@ def round_trips(endpoint: str, key: str, database: str) -> dict[str, int]:
         for i in range(12):
             checkpoint, _ = _checkpoint(saver, _messages(10 + i), versions)
             checkpoint["channel_versions"] = {**versions, **new}
-            config = {"configurable": {"thread_id": "rt", "checkpoint_ns": "", "checkpoint_id": parent}}
+            config: RunnableConfig = {
+                "configurable": {"thread_id": "rt", "checkpoint_ns": "", "checkpoint_id": parent}
+            }
             seen.clear()
             stored = saver.put(config, checkpoint, {"step": i}, new)
             counts.append(len(seen))
@@ -297,12 +300,12 @@ def run(quick: bool) -> list[dict[str, Any]]:
                     }
                 )
             operations = 100 if quick else 500
-            for op, ms in point_operations(client, database, operations).items():
+            for op, mean_ms in point_operations(client, database, operations).items():
                 rows.append(
                     {
                         "benchmark": f"endpoint {op} through the SDK, mean of {operations}",
                         "metric": "ms per operation",
-                        "bare": ms,
+                        "bare": mean_ms,
                         "wrapped": None,
                         "ratio": None,
                         "target": "",
