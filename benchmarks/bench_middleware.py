@@ -34,7 +34,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package, also when run as a file
 
@@ -55,7 +55,8 @@ def _middleware(name: str, summary_model: Any, trigger: int = 40, keep: int = 20
     from agentstate_reducer.middleware import ReducerMiddleware
 
     reducer = MessageReducer()  # its limits are replaced by trigger and keep
-    at, kept = ("messages", trigger), ("messages", keep)
+    at: tuple[Literal["messages"], int] = ("messages", trigger)
+    kept: tuple[Literal["messages"], int] = ("messages", keep)
     if name == "none":
         return []
     if name == "ours-state":
