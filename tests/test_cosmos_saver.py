@@ -749,7 +749,9 @@ def test_token_credential(cosmos_server: CosmosServer, cosmos_database: str) -> 
         endpoint=cosmos_server.endpoint, credential=StaticToken(), database_name=cosmos_database
     ) as saver:
         ids = asyncio.run(Api(saver, False).chain("t", 2, values=lambda i: {"a": i}))
-        assert saver.get_tuple(cfg("t")).checkpoint["id"] == ids[-1]  # type: ignore[union-attr]
+        latest = saver.get_tuple(cfg("t"))
+        assert latest is not None
+        assert latest.checkpoint["id"] == ids[-1]
 
 
 def test_key_never_in_repr_errors_or_logs(
