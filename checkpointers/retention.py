@@ -1175,6 +1175,42 @@ class RetentionStats:
     refused: set[str] = field(default_factory=set)
 
 
+class RetentionSettings:
+    """``keep_last``/``retention_every`` of a saver that runs retention after its puts, validated
+    once (``_init_retention``) and read through the same three properties on every such saver."""
+
+    _keep_last: int | None
+    _retention_every: int
+    _schedule: RetentionSchedule | None
+
+    def _init_retention(self, keep_last: object, retention_every: object) -> None:
+        self._keep_last = validate_keep_last(keep_last)
+        if isinstance(retention_every, bool) or not isinstance(retention_every, int) or retention_every < 1:
+            raise ValueError(
+                f"retention_every must be an int >= 1 (puts of a thread between two retention runs), "
+                f"got {retention_every!r}"
+            )
+        self._retention_every = retention_every
+        self._schedule = None
+        if self._keep_last is not None:
+            self._schedule = RetentionSchedule(self._keep_last, retention_every)
+
+    @property
+    def keep_last(self) -> int | None:
+        """Root checkpoints kept per thread (None: all); rules in ``checkpointers.retention``."""
+        return self._keep_last
+
+    @property
+    def retention_every(self) -> int:
+        """With ``keep_last``: puts of a thread between two retention runs."""
+        return self._retention_every
+
+    @property
+    def retention_stats(self) -> RetentionStats | None:
+        """Counters of the per-put retention (None without ``keep_last``)."""
+        return None if self._schedule is None else self._schedule.stats
+
+
 class RetentionSchedule:
     """Runs a thread's retention at every ``every``-th put of it, after the put has stored its
     checkpoint, on the thread that ran the put (LangGraph's background writer, not the step).

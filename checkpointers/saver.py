@@ -76,7 +76,7 @@ def _accepts_task_path(method: Callable[..., Any]) -> bool:
         return False
 
 
-class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
+class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[Any]):
     """Wrap ``inner`` so the ``messages_key`` channel of every stored checkpoint is reduced.
 
     Args:
@@ -144,14 +144,7 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
         #: True when the inner saver applies the reducer itself: puts pass through unchanged.
         self._passthrough = _adopt(inner, reducer, messages_key, on_reduce)
         self._summary_memo = resolve_memo(summary_memo)
-        self._keep_last = _retention.validate_keep_last(keep_last)
-        if isinstance(retention_every, bool) or not isinstance(retention_every, int) or retention_every < 1:
-            raise ValueError(
-                f"retention_every must be an int >= 1 (puts of a thread between two retention runs), "
-                f"got {retention_every!r}"
-            )
-        self._retention_every = retention_every
-        self._schedule: _retention.RetentionSchedule | None = None
+        self._init_retention(keep_last, retention_every)
         self._backend: _retention.Backend | None = None
         if self._keep_last is not None:
             if not _retention.supports_retention(type(inner)):
@@ -160,7 +153,6 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
                     "retention backend: leave keep_last=None"
                 )
             self._backend = _retention.backend_for(inner)
-            self._schedule = _retention.RetentionSchedule(self._keep_last, retention_every)
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -182,21 +174,6 @@ class ReducingCheckpointSaver(BaseCheckpointSaver[Any]):
     @property
     def on_reduce(self) -> OnReduce | None:
         return self._on_reduce
-
-    @property
-    def keep_last(self) -> int | None:
-        """Root checkpoints kept per thread (None: all)."""
-        return self._keep_last
-
-    @property
-    def retention_every(self) -> int:
-        """With ``keep_last``: puts of a thread between two retention runs."""
-        return self._retention_every
-
-    @property
-    def retention_stats(self) -> _retention.RetentionStats | None:
-        """Counters of the per-put retention (None without ``keep_last``)."""
-        return self._schedule.stats if self._schedule is not None else None
 
     @property
     def passthrough(self) -> bool:

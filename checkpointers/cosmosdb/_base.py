@@ -129,7 +129,7 @@ def _env(name: str) -> str | None:
     return value or None
 
 
-class CosmosSaverBase(BaseCheckpointSaver[str]):
+class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
     """Shared constructor and logic; see ``CosmosDBSaver`` for the documentation."""
 
     def __init__(
@@ -213,16 +213,7 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         self.messages_key = messages_key
         self.on_reduce = on_reduce
         self.summary_memo = resolve_memo(summary_memo)
-        self._keep_last = _retention.validate_keep_last(keep_last)
-        if isinstance(retention_every, bool) or not isinstance(retention_every, int) or retention_every < 1:
-            raise ValueError(
-                f"retention_every must be an int >= 1 (puts of a thread between two retention runs), "
-                f"got {retention_every!r}"
-            )
-        self._retention_every = retention_every
-        self._schedule: _retention.RetentionSchedule | None = None
-        if self._keep_last is not None:
-            self._schedule = _retention.RetentionSchedule(self._keep_last, retention_every)
+        self._init_retention(keep_last, retention_every)
 
     # -- subclass hooks ---------------------------------------------------------------------------
 
@@ -316,21 +307,6 @@ class CosmosSaverBase(BaseCheckpointSaver[str]):
         self._summary_memo = value
 
     # -- retention ---------------------------------------------------------------------------------
-
-    @property
-    def keep_last(self) -> int | None:
-        """Root checkpoints kept per thread (None: all); rules in ``checkpointers.retention``."""
-        return self._keep_last
-
-    @property
-    def retention_every(self) -> int:
-        """With ``keep_last``: puts of a thread between two retention runs."""
-        return self._retention_every
-
-    @property
-    def retention_stats(self) -> _retention.RetentionStats | None:
-        """Counters of the per-put retention (None without ``keep_last``)."""
-        return None if self._schedule is None else self._schedule.stats
 
     def _after_put(self, saved: RunnableConfig) -> None:
         if self._schedule is not None:
