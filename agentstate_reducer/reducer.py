@@ -238,9 +238,15 @@ class MessageReducer:
         if c.max_messages is None or n <= c.max_messages:
             if _sendable(messages, checked):
                 return keep_all(n, n), mode
-            return _with_held(self._plan(rest, _one, n, UNLIMITED, count_mode=True), held, len(held)), mode
+            return self._repair(messages, held), mode
         p = self._plan(rest, _one, n, c.min_messages, count_mode=True)
         return _with_held(p, held, len(held)), mode
+
+    def _repair(self, messages: list[Any], held: tuple[int, ...]) -> Plan:
+        """The count-mode untriggered plan: prune only what no provider accepts (rule 3)."""
+        rest = _summary.without(messages, held) if held else messages
+        n = len(messages)
+        return _with_held(self._plan(rest, _one, n, UNLIMITED, count_mode=True), held, len(held))
 
     def _plan(
         self,
@@ -349,10 +355,7 @@ class MessageReducer:
             text = None
             if c.on_summary_error == "keep":
                 # nothing is pruned but what no provider accepts (the untriggered plan)
-                held = self._held(messages)
-                rest = _summary.without(messages, held) if held else messages
-                repair = _with_held(self._plan(rest, _one, len(rest), UNLIMITED, count_mode=True), held, 0)
-                surviving, pruned = repair.split(messages)
+                surviving, pruned = self._repair(messages, self._held(messages)).split(messages)
                 cost_after = the_plan.cost_before
                 if tokens and pruned:
                     cost_after -= sum(self.count_tokens(pruned))
