@@ -34,6 +34,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from agentstate_reducer import MessageReducer
 
+from . import retention as r
 from .reduction import reduce_checkpoint
 
 __all__ = [
@@ -190,19 +191,9 @@ class StoreCompaction:
         self.blobs_deleted += deleted.blobs
 
 
-def _idle(ts: str | None, older_than: timedelta | None, now: datetime) -> bool:
-    if older_than is None or ts is None:
-        return False
-    stamp = datetime.fromisoformat(ts)
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
-    return now - stamp > older_than
-
-
 def _with_compacted(state: Any, backend: Any, latest: CheckpointTuple, messages_key: str) -> Any:
     """``state`` with the checkpoint a compaction would write on top of ``latest``: the newest root
     checkpoint, reading what ``latest`` reads but a new version of the messages channel."""
-    from . import retention as r
 
     head = next(c for c in state.checkpoints if c.ns == r.ROOT_NS and c.id == latest.checkpoint["id"])
     versions = dict(head.versions)
@@ -241,7 +232,6 @@ def compact_store(
     planned on the thread as it would be after the compaction (with its new checkpoint). Works on
     the savers ``checkpointers.retention`` supports (needed for ``keep_last``/``older_than``).
     """
-    from . import retention as r
 
     report = StoreCompaction(dry_run=dry_run)
     if keep_last is not None:
@@ -270,7 +260,7 @@ def compact_store(
                         count_tokens=count_tokens,
                     ))
                 continue
-            if _idle(ts, older_than, now):
+            if r.is_idle(ts, older_than, now):
                 report.add(r.Deleted(len(state.checkpoints), sum(w.count for w in state.writes)))
                 report.threads_deleted.append(thread_id)
                 if not dry_run:
@@ -309,12 +299,10 @@ def compact_store(
 
 
 def _newest_ts_flow(thread_id: str) -> Any:
-    from . import retention as r
 
     return (yield r.NewestTs(thread_id))
 
 
 def _load_flow(thread_id: str) -> Any:
-    from . import retention as r
 
     return (yield r.LoadThread(thread_id))

@@ -997,7 +997,8 @@ def _check_sweep_args(older_than: object, keep_last: object) -> tuple[timedelta 
     return older_than, keep
 
 
-def _idle(ts: str | None, older_than: timedelta | None, now: datetime) -> bool:
+def is_idle(ts: str | None, older_than: timedelta | None, now: datetime) -> bool:
+    """True when a checkpoint written at ``ts`` (ISO, naive means UTC) is older than ``older_than``."""
     if older_than is None or ts is None:
         return False
     stamp = datetime.fromisoformat(ts)
@@ -1017,7 +1018,7 @@ def _sweep_thread_flow(
             "its latest checkpoint has pending writes (a step ran or an interrupt waits)"
         )
         return
-    if _idle(ts, older_than, now):
+    if is_idle(ts, older_than, now):
         report.add(Deleted(len(state.checkpoints), sum(w.count for w in state.writes)))
         report.threads_deleted.append(thread_id)
         if not dry_run:
