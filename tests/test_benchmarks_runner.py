@@ -48,12 +48,12 @@ def test_combine_takes_medians_and_judges_met_on_the_median_ratio() -> None:
 
 
 def test_combine_without_a_readable_target_takes_the_majority_of_met() -> None:
-    group = [{"benchmark": "b", "ratio": None, "target": "", "met": m} for m in (True, False, False)]
-    assert runner.combine(group, runs=3)["met"] is False
-    group = [{"benchmark": "b", "ratio": None, "target": "", "met": m} for m in (True, False, True)]
-    assert runner.combine(group, runs=3)["met"] is True
-    group = [{"benchmark": "b", "ratio": 1.0, "target": "", "met": None} for _ in range(3)]
-    assert runner.combine(group, runs=3)["met"] is None
+    def group(ratio: float | None, *met: bool | None) -> list[dict[str, Any]]:
+        return [{"benchmark": "b", "ratio": ratio, "target": "", "met": m} for m in met]
+
+    assert runner.combine(group(None, True, False, False), runs=3)["met"] is False
+    assert runner.combine(group(None, True, False, True), runs=3)["met"] is True
+    assert runner.combine(group(1.0, None, None, None), runs=3)["met"] is None
 
 
 def test_one_run_leaves_the_rows_as_the_module_made_them() -> None:
