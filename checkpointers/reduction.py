@@ -23,7 +23,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo
@@ -59,15 +59,21 @@ class PutReduction:
 OnReduce = Callable[[PutReduction], None]
 
 
+#: what ``_messages_or_skip`` reads for a channel the checkpoint's values lack
+_ABSENT: Any = object()
+
+
 def _messages_or_skip(checkpoint: Mapping[str, Any], key: str) -> list[Any] | tuple[Any, ...] | str:
     """The list or tuple to reduce, or a ``str`` saying why there is none."""
     values = checkpoint.get("channel_values") or {}
-    if key not in values:
+    value = values.get(key, _ABSENT)
+    if type(value) is list:  # the common case, decided with one type check
+        return value
+    if value is _ABSENT:
         if key in (checkpoint.get("channel_versions") or {}):
             _warn_delta(key)
             return "delta channel"
         return "absent"
-    value = values[key]
     if type(value).__name__ == "_DeltaSnapshot":
         _warn_delta(key)
         return "delta channel"
@@ -130,14 +136,15 @@ def _report(
     return report
 
 
-@dataclass(frozen=True, slots=True)
-class _ReadyPut:
-    """A put whose messages are ready to reduce: what ``_finish`` needs besides the result."""
+class _ReadyPut(NamedTuple):
+    """A put whose messages are ready to reduce: what ``_finish`` needs besides the result.
+
+    A ``NamedTuple``, not a dataclass: one is built on every put, and a tuple is the cheapest."""
 
     config: RunnableConfig
     checkpoint: Checkpoint
     messages_key: str
-    new_version: bool
+    new_versions: ChannelVersions
     on_reduce: OnReduce | None
     #: the channel's messages, as a list
     original: list[Any]
@@ -145,8 +152,15 @@ class _ReadyPut:
     #: the list to reduce: ``original``, or the list a ``SummaryMemo`` cut from it
     messages: list[Any]
     memoized: MemoizedReduction | None
-    #: what the reducer's hooks receive
-    namespace: Any
+
+    @property
+    def new_version(self) -> bool:
+        return self.messages_key in self.new_versions
+
+    @property
+    def namespace(self) -> Any:
+        """What the reducer's hooks receive."""
+        return _namespace(self.config)
 
 
 def _prepare(
@@ -157,38 +171,53 @@ def _prepare(
     messages_key: str,
     on_reduce: OnReduce | None,
     summary_memo: SummaryMemo | None,
-) -> _ReadyPut | tuple[Checkpoint, PutReduction]:
-    """The put ready to reduce, or, when its channel holds nothing to reduce, the finished put."""
-    new_version = messages_key in new_versions
+) -> _ReadyPut | str:
+    """The put ready to reduce, or why its channel holds nothing to reduce."""
     value = _messages_or_skip(checkpoint, messages_key)
     if isinstance(value, str):
-        return checkpoint, _report(config, checkpoint, messages_key, new_version, value, None, on_reduce)
-    messages = list(value) if isinstance(value, tuple) else value  # the memo and reducer take a list
-    c = reducer.config
+        return value
+    as_tuple = isinstance(value, tuple)
+    messages: list[Any] = list(value) if isinstance(value, tuple) else value  # the reducer takes a list
     memoized = None
-    if summary_memo is not None and (c.summarize_fn is not None or c.asummarize_fn is not None):
-        conf = config.get("configurable") or {}
-        key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
-        memoized = summary_memo.start(key, messages, preserve_first=c.preserve_first)
+    if summary_memo is not None:
+        c = reducer.config
+        if c.summarize_fn is not None or c.asummarize_fn is not None:
+            conf = config.get("configurable") or {}
+            key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
+            memoized = summary_memo.start(key, messages, preserve_first=c.preserve_first)
     return _ReadyPut(
-        config, checkpoint, messages_key, new_version, on_reduce, messages, isinstance(value, tuple),
-        memoized.messages if memoized is not None else messages, memoized, _namespace(config),
+        config, checkpoint, messages_key, new_versions, on_reduce, messages, as_tuple,
+        memoized.messages if memoized is not None else messages, memoized,
     )
 
 
-def _finish(put: _ReadyPut, result: ReducerResult) -> tuple[Checkpoint, PutReduction]:
-    """``(checkpoint to store, report)`` once ``put.messages`` is reduced to ``result``."""
+def _skipped(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
+    messages_key: str,
+    on_reduce: OnReduce | None,
+    why: str,
+) -> PutReduction:
+    return _report(config, checkpoint, messages_key, messages_key in new_versions, why, None, on_reduce)
+
+
+def _finish(put: _ReadyPut, result: ReducerResult) -> Checkpoint:
+    """The checkpoint to store once ``put.messages`` is reduced to ``result``."""
     if put.memoized is not None:
         put.memoized.record(result)
     # The reducer got the channel's own list (no memo cut) and pruned nothing: surviving is that
     # list, message for message (a summary is only injected when something is pruned), so the very
     # same checkpoint is handed on, O(1) on the hot path.
     if put.messages is put.original and not result.pruned and len(result.surviving) == len(put.original):
-        out = put.checkpoint
-    else:
-        surviving = tuple(result.surviving) if put.as_tuple else result.surviving
-        out = _with_messages(put.checkpoint, put.messages_key, surviving)
-    return out, _report(
+        return put.checkpoint
+    surviving = tuple(result.surviving) if put.as_tuple else result.surviving
+    return _with_messages(put.checkpoint, put.messages_key, surviving)
+
+
+def _reported(put: _ReadyPut, result: ReducerResult) -> PutReduction:
+    """The put's report: logged when something was pruned, passed to ``on_reduce``."""
+    return _report(
         put.config, put.checkpoint, put.messages_key, put.new_version, None, result, put.on_reduce
     )
 
@@ -205,9 +234,10 @@ def reduce_checkpoint(
 ) -> tuple[Checkpoint, PutReduction]:
     """Return ``(checkpoint to store, report)``; the input checkpoint is never changed."""
     put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
-    if not isinstance(put, _ReadyPut):
-        return put
-    return _finish(put, reducer.reduce(put.messages, namespace=put.namespace))
+    if isinstance(put, str):
+        return checkpoint, _skipped(config, checkpoint, new_versions, messages_key, on_reduce, put)
+    result = reducer.reduce(put.messages, namespace=put.namespace)
+    return _finish(put, result), _reported(put, result)
 
 
 async def areduce_checkpoint(
@@ -222,9 +252,59 @@ async def areduce_checkpoint(
 ) -> tuple[Checkpoint, PutReduction]:
     """``reduce_checkpoint`` for ``aput``: the summarizer, if any, runs off the event loop."""
     put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
-    if not isinstance(put, _ReadyPut):
-        return put
-    return _finish(put, await reducer.areduce(put.messages, namespace=put.namespace))
+    if isinstance(put, str):
+        return checkpoint, _skipped(config, checkpoint, new_versions, messages_key, on_reduce, put)
+    result = await reducer.areduce(put.messages, namespace=put.namespace)
+    return _finish(put, result), _reported(put, result)
+
+
+def reduce_for_put(
+    reducer: MessageReducer,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
+    messages_key: str,
+    on_reduce: OnReduce | None,
+    summary_memo: SummaryMemo | None,
+) -> Checkpoint:
+    """The checkpoint ``reduce_checkpoint`` returns, for a saver's ``put``, which drops the report.
+
+    The same logging and ``on_reduce`` calls; the ``PutReduction`` is only built when one of them
+    uses it (``on_reduce`` is set, or something was pruned), so a put that needs no reduction
+    costs the reducer's check and a few lookups.
+    """
+    put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
+    if isinstance(put, str):
+        if on_reduce is not None:
+            _skipped(config, checkpoint, new_versions, messages_key, on_reduce, put)
+        return checkpoint
+    result = reducer.reduce(put.messages, namespace=put.namespace)
+    out = _finish(put, result)
+    if on_reduce is not None or result.pruned:
+        _reported(put, result)
+    return out
+
+
+async def areduce_for_put(
+    reducer: MessageReducer,
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
+    messages_key: str,
+    on_reduce: OnReduce | None,
+    summary_memo: SummaryMemo | None,
+) -> Checkpoint:
+    """``reduce_for_put`` for ``aput``; ``areduce_checkpoint``'s checkpoint."""
+    put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
+    if isinstance(put, str):
+        if on_reduce is not None:
+            _skipped(config, checkpoint, new_versions, messages_key, on_reduce, put)
+        return checkpoint
+    result = await reducer.areduce(put.messages, namespace=put.namespace)
+    out = _finish(put, result)
+    if on_reduce is not None or result.pruned:
+        _reported(put, result)
+    return out
 
 
 def _namespace(config: Mapping[str, Any]) -> Any:

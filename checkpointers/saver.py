@@ -53,8 +53,8 @@ from .reduction import (
     OnReduce,
     SummaryMemo,
     _namespace,
-    areduce_checkpoint,
-    reduce_checkpoint,
+    areduce_for_put,
+    reduce_for_put,
     resolve_memo,
 )
 
@@ -262,9 +262,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         if not self._passthrough:
-            checkpoint, _ = reduce_checkpoint(
+            checkpoint = reduce_for_put(
                 self._reducer, config, checkpoint, new_versions,
-                messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
+                self._messages_key, self._on_reduce, self._summary_memo,
             )
         saved = self._inner.put(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:
@@ -279,9 +279,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         if not self._passthrough:
-            checkpoint, _ = await areduce_checkpoint(
+            checkpoint = await areduce_for_put(
                 self._reducer, config, checkpoint, new_versions,
-                messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
+                self._messages_key, self._on_reduce, self._summary_memo,
             )
         saved = await self._inner.aput(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:

@@ -3,6 +3,7 @@ same checkpoint and report either way."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -112,3 +113,72 @@ async def test_a_memo_cut_list_is_reduced_and_stored_in_the_channel_type(as_tupl
     # after each priming put, the reduction summarized only turn 2, which that put had kept
     first_put = ["h0", "c0", "r0", "a0", "h1", "c1", "r1", "a1"]
     assert [ids(c) for c in calls] == [first_put, [SUMMARY_ID, "h2", "c2", "r2", "a2"]] * 2
+
+
+class _Items(list[Any]):
+    """A list subclass: reduced like a list, stored as the reducer's plain list when pruned."""
+
+
+#: (channel values, new_versions): a skipped put, one needing no reduction, one pruned (new and
+#: unchanged version), a tuple channel and a list subclass
+PUTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "absent": ({"other": 1}, {"other": 1}),
+    "not-a-list": ({"messages": "text"}, {"messages": 1}),
+    "untouched": ({"messages": _turns(1)}, {"messages": 1}),
+    "pruned": ({"messages": _turns(3), "n": 3}, {"messages": 1}),
+    "pruned-unchanged-version": ({"messages": _turns(3)}, {"n": 2}),
+    "tuple": ({"messages": tuple(_turns(3))}, {"messages": 1}),
+    "list-subclass": ({"messages": _Items(_turns(3))}, {"messages": 1}),
+}
+
+
+@pytest.mark.parametrize("with_callback", [True, False], ids=["on_reduce", "no-callback"])
+@pytest.mark.parametrize("name", list(PUTS))
+async def test_the_savers_put_path_stores_logs_and_reports_as_reduce_checkpoint(
+    name: str, with_callback: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``reduce_for_put`` (what ``put``/``aput`` call) builds a report only when it is used; what
+    is stored, logged and passed to ``on_reduce`` is ``reduce_checkpoint``'s, sync and async."""
+    from checkpointers.reduction import areduce_for_put, reduce_for_put
+
+    values, new_versions = PUTS[name]
+    checkpoint = cast("Checkpoint", {"id": "c1", "channel_values": values,
+                                     "channel_versions": dict.fromkeys(values, 1)})
+
+    def reducer() -> MessageReducer:
+        return MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8))
+
+    outcomes = []
+    for path in ("reference", "sync", "async"):
+        seen: list[PutReduction] = []
+        on_reduce = seen.append if with_callback else None
+        caplog.clear()
+        with caplog.at_level(logging.DEBUG, logger="agentstate_reducer.checkpointers"):
+            if path == "reference":
+                stored, report = reduce_checkpoint(reducer(), CONFIG, checkpoint, new_versions,
+                                                   on_reduce=on_reduce, summary_memo=None)
+                assert seen == ([report] if with_callback else [])
+            elif path == "sync":
+                stored = reduce_for_put(
+                    reducer(), CONFIG, checkpoint, new_versions, "messages", on_reduce, None
+                )
+            else:
+                stored = await areduce_for_put(
+                    reducer(), CONFIG, checkpoint, new_versions, "messages", on_reduce, None
+                )
+        logged = [(r.levelname, r.getMessage()) for r in caplog.records
+                  if r.name == "agentstate_reducer.checkpointers"]
+        outcomes.append((stored, stored is checkpoint, seen, logged))
+    reference = outcomes[0]
+    assert outcomes[1] == reference and outcomes[2] == reference
+    stored, same, _seen, logged = reference
+    pruned = name.startswith("pruned") or name in ("tuple", "list-subclass")
+    assert same is not pruned  # a put needing no reduction hands the very checkpoint on
+    if pruned:
+        level = "DEBUG" if name == "pruned-unchanged-version" else "INFO"
+        message = "reduced 'messages' in thread 't' ns '': 13 -> 5 messages, tokens None -> None"
+        assert logged == [(level, message)]
+        assert ids(list(stored["channel_values"]["messages"])) == ["s", "h2", "c2", "r2", "a2"]
+        assert type(stored["channel_values"]["messages"]) is (tuple if name == "tuple" else list)
+    else:
+        assert logged == []
