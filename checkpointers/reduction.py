@@ -179,12 +179,10 @@ def _prepare(
     as_tuple = isinstance(value, tuple)
     messages: list[Any] = list(value) if isinstance(value, tuple) else value  # the reducer takes a list
     memoized = None
-    if summary_memo is not None:
-        c = reducer.config
-        if c.summarize_fn is not None or c.asummarize_fn is not None:
-            conf = config.get("configurable") or {}
-            key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
-            memoized = summary_memo.start(key, messages, preserve_first=c.preserve_first)
+    if summary_memo is not None and _summarizes(reducer):
+        conf = config.get("configurable") or {}
+        key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
+        memoized = summary_memo.start(key, messages, preserve_first=reducer.config.preserve_first)
     return _ReadyPut(
         config, checkpoint, messages_key, new_versions, on_reduce, messages, as_tuple,
         memoized.messages if memoized is not None else messages, memoized,
@@ -270,9 +268,14 @@ def reduce_for_put(
     """The checkpoint ``reduce_checkpoint`` returns, for a saver's ``put``, which drops the report.
 
     The same logging and ``on_reduce`` calls; the ``PutReduction`` is only built when one of them
-    uses it (``on_reduce`` is set, or something was pruned), so a put that needs no reduction
-    costs the reducer's check and a few lookups.
+    uses it (``on_reduce`` is set, or something was pruned). A list channel without a summary
+    memo to consult (the common put) takes a direct path: the reducer's check and a few lookups.
     """
+    values = checkpoint.get("channel_values")
+    value = values.get(messages_key) if values else None
+    if type(value) is list and (summary_memo is None or not _summarizes(reducer)):
+        result = reducer.reduce(value, namespace=_namespace(config))
+        return _stored(config, checkpoint, new_versions, messages_key, on_reduce, value, result)
     put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
     if isinstance(put, str):
         if on_reduce is not None:
@@ -295,6 +298,11 @@ async def areduce_for_put(
     summary_memo: SummaryMemo | None,
 ) -> Checkpoint:
     """``reduce_for_put`` for ``aput``; ``areduce_checkpoint``'s checkpoint."""
+    values = checkpoint.get("channel_values")
+    value = values.get(messages_key) if values else None
+    if type(value) is list and (summary_memo is None or not _summarizes(reducer)):
+        result = await reducer.areduce(value, namespace=_namespace(config))
+        return _stored(config, checkpoint, new_versions, messages_key, on_reduce, value, result)
     put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
     if isinstance(put, str):
         if on_reduce is not None:
@@ -304,6 +312,31 @@ async def areduce_for_put(
     out = _finish(put, result)
     if on_reduce is not None or result.pruned:
         _reported(put, result)
+    return out
+
+
+def _summarizes(reducer: MessageReducer) -> bool:
+    """The reducer has a summarizer: a ``SummaryMemo`` may cut the list it is given."""
+    c = reducer.config
+    return c.summarize_fn is not None or c.asummarize_fn is not None
+
+
+def _stored(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
+    messages_key: str,
+    on_reduce: OnReduce | None,
+    messages: list[Any],
+    result: ReducerResult,
+) -> Checkpoint:
+    """``_finish`` and ``_reported`` for a list channel the reducer got as it is (no memo cut)."""
+    if not result.pruned and len(result.surviving) == len(messages):
+        out = checkpoint  # as in ``_finish``: nothing pruned, the very same checkpoint
+    else:
+        out = _with_messages(checkpoint, messages_key, result.surviving)
+    if on_reduce is not None or result.pruned:
+        _report(config, checkpoint, messages_key, messages_key in new_versions, None, result, on_reduce)
     return out
 
 

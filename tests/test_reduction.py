@@ -132,13 +132,15 @@ PUTS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 }
 
 
+@pytest.mark.parametrize("summarizing", [False, True], ids=["plain", "summary-memo"])
 @pytest.mark.parametrize("with_callback", [True, False], ids=["on_reduce", "no-callback"])
 @pytest.mark.parametrize("name", list(PUTS))
 async def test_the_savers_put_path_stores_logs_and_reports_as_reduce_checkpoint(
-    name: str, with_callback: bool, caplog: pytest.LogCaptureFixture
+    name: str, with_callback: bool, summarizing: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """``reduce_for_put`` (what ``put``/``aput`` call) builds a report only when it is used; what
-    is stored, logged and passed to ``on_reduce`` is ``reduce_checkpoint``'s, sync and async."""
+    """``reduce_for_put`` (what ``put``/``aput`` call) builds a report only when it is used and
+    takes a direct path for a list channel without a memo to consult; what is stored, logged and
+    passed to ``on_reduce`` is ``reduce_checkpoint``'s, sync and async, with a summary memo too."""
     from checkpointers.reduction import areduce_for_put, reduce_for_put
 
     values, new_versions = PUTS[name]
@@ -146,7 +148,8 @@ async def test_the_savers_put_path_stores_logs_and_reports_as_reduce_checkpoint(
                                      "channel_versions": dict.fromkeys(values, 1)})
 
     def reducer() -> MessageReducer:
-        return MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8))
+        summarize = (lambda pruned: f"{len(pruned)} pruned") if summarizing else None
+        return MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, summarize_fn=summarize))
 
     outcomes = []
     for path in ("reference", "sync", "async"):
@@ -156,22 +159,22 @@ async def test_the_savers_put_path_stores_logs_and_reports_as_reduce_checkpoint(
         with caplog.at_level(logging.DEBUG, logger="agentstate_reducer.checkpointers"):
             if path == "reference":
                 stored, report = reduce_checkpoint(reducer(), CONFIG, checkpoint, new_versions,
-                                                   on_reduce=on_reduce, summary_memo=None)
+                                                   on_reduce=on_reduce, summary_memo=SummaryMemo())
                 assert seen == ([report] if with_callback else [])
             elif path == "sync":
                 stored = reduce_for_put(
-                    reducer(), CONFIG, checkpoint, new_versions, "messages", on_reduce, None
+                    reducer(), CONFIG, checkpoint, new_versions, "messages", on_reduce, SummaryMemo()
                 )
             else:
                 stored = await areduce_for_put(
-                    reducer(), CONFIG, checkpoint, new_versions, "messages", on_reduce, None
+                    reducer(), CONFIG, checkpoint, new_versions, "messages", on_reduce, SummaryMemo()
                 )
         logged = [(r.levelname, r.getMessage()) for r in caplog.records
                   if r.name == "agentstate_reducer.checkpointers"]
         outcomes.append((stored, stored is checkpoint, seen, logged))
     reference = outcomes[0]
     assert outcomes[1] == reference and outcomes[2] == reference
-    stored, same, _seen, logged = reference
+    stored, same, seen, logged = reference
     pruned = name.startswith("pruned") or name in ("tuple", "list-subclass")
     assert same is not pruned  # a put needing no reduction hands the very checkpoint on
     if pruned:
@@ -180,5 +183,8 @@ async def test_the_savers_put_path_stores_logs_and_reports_as_reduce_checkpoint(
         assert logged == [(level, message)]
         assert ids(list(stored["channel_values"]["messages"])) == ["s", "h2", "c2", "r2", "a2"]
         assert type(stored["channel_values"]["messages"]) is (tuple if name == "tuple" else list)
+        if with_callback:
+            [report] = seen
+            assert report.summary == ("8 pruned" if summarizing else None)
     else:
         assert logged == []
