@@ -313,3 +313,38 @@ def test_messages_key_selects_the_channel(messages_key: str) -> None:
     other = "chat_history" if messages_key == "messages" else "messages"
     assert ids(stored[messages_key]) == REDUCED
     assert len(stored[other]) == 13
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_repeated_puts_store_and_report_what_a_fresh_reducer_decides(mode: str) -> None:
+    """The reducer remembers its last output; a put of that output again (the same objects, or
+    equal copies read back from storage) may take a shortcut. Put by put, the wrapper with its one
+    reducer stores and reports what a new reducer decides for the same list."""
+    reports: list[PutReduction] = []
+    config = ReducerConfig(min_messages=4, max_messages=14)
+    saver = ReducingCheckpointSaver(_memory(), MessageReducer(config=config), on_reduce=reports.append)
+    live = history()  # 13 messages: under max_messages
+    orphan = ToolMessage("late", tool_call_id="nobody", id="orphan")
+    more = [HumanMessage("q3", id="h3"), AIMessage("answer 3", id="f3")]
+    steps: list[list[Any]] = [
+        live, live, list(live), copy.deepcopy(live),  # unchanged: same objects, a copy, read back
+        [*live, orphan],  # an orphan result: pruned although nothing triggers
+        live, [*live, *more],  # back to the output, then grown past max_messages: triggered
+        live[5:], live[:5], live[:5],  # shorter lists: a new output, then it again
+        [*live[:4], orphan],  # as long as the last output, not equal to it: an orphan to prune
+    ]
+    previous = None
+    for i, messages in enumerate(steps):
+        checkpoint, new_versions = make_checkpoint(saver, messages, previous)
+        if mode == "sync":
+            saver.put(config_for("rep", previous), checkpoint, {}, new_versions)
+        else:
+            await saver.aput(config_for("rep", previous), checkpoint, {}, new_versions)
+        previous = checkpoint
+        expected = MessageReducer(config=config).reduce(messages)
+        stored = saver.get_tuple(config_for("rep"))
+        assert stored is not None
+        assert ids(stored.checkpoint["channel_values"]["messages"]) == ids(expected.surviving), i
+        assert reports[-1].stats == expected.stats, i
+    pruned = [r.stats.pruned_count for r in reports if r.stats is not None]
+    assert pruned == [0, 0, 0, 0, 1, 0, 12, 0, 0, 0, 1]  # the steps above do what they say
