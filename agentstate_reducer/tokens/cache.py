@@ -252,9 +252,10 @@ class TokenCounter:
             evictions += self._admit(sub, keys, sub_infos, sub_counts, messages)
         with self._lock:
             self.misses += len(missed)
-            if checked is not None and admit:
-                # the snapshots of the messages cached now (of the others: one equal to nothing);
-                # an entry found by the id of a message passed is that message's own
+            if checked is not None and (admit or snaps is not None):
+                # the snapshots of the messages cached now (of the others: one equal to nothing,
+                # so that they are looked up again); an entry found by the id of a message
+                # passed is that message's own. (Nothing cached into an empty cache: no memo.)
                 cache = self._cache
                 found = map(_entry_snapshot, map(cache.get, map(id, sub_all), repeat(_NO_ENTRY)))
                 if snaps is None:
@@ -263,8 +264,6 @@ class TokenCounter:
                     for i, snap in zip(missed, found, strict=True):
                         snaps[i] = snap
                 self._remember(messages, by_dicts, views, snaps, counts, infos, evictions)
-            elif checked is not None:
-                self._memo = _NO_MEMO  # nothing new cached: the memo would only say "missed"
         return counts, infos
 
     def _remember(
@@ -428,19 +427,14 @@ class TokenCounter:
         snaps = memo.snapshots[:k] if k else []
         snaps += map(_entry_snapshot, entries)
         try:
-            live = iter(msgs) if dicts else map(apply_view, views, msgs)
-            if all(map(eq, snaps, live)):
-                same = []
-            else:
-                live = iter(msgs) if dicts else map(apply_view, views, msgs)
-                same = list(map(eq, snaps, live))
+            same = list(map(eq, snaps, msgs if dicts else map(apply_view, views, msgs)))
         except Exception:  # a declared field missing, an == that raises: check one by one
             return None
         counts = memo.counts[:k] if k else []
         counts += map(_entry_count, entries)
         infos = memo.infos[:k] if k else []
         infos += map(_entry_info, entries)
-        if not same:
+        if all(same):
             return counts, infos, [], views, snaps
         missed = list(compress(range(n), map(not_, same)))
         again = missed[: bisect_left(missed, k)]  # checked against the memo: the cache may be newer
