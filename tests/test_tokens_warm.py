@@ -250,6 +250,16 @@ def test_a_snapshot_sees_the_class_and_the_extras_of_a_model() -> None:
     assert not unchanged(snap, msg)
 
 
+def test_messages_changing_class_are_counted_as_they_are_now() -> None:
+    counter = tiktoken_counter(ENC)
+    history = [m for i in range(3) for m in langchain(i)]
+    for cls in (SystemMessage, AIMessage, HumanMessage, ToolMessage, SystemMessage):
+        counter.read_and_count(history)
+        for msg in history[1::5]:  # the human messages
+            msg.__class__ = cls
+        assert counter.read_and_count(history) == fresh(counter, history)
+
+
 def counted(calls: list[str]) -> TokenCounter:
     """A counter with the heuristic's counts that records every text it measures."""
 

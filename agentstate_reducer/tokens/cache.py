@@ -263,7 +263,13 @@ class TokenCounter:
                 else:
                     for i, snap in zip(missed, found, strict=True):
                         snaps[i] = snap
-                self._remember(messages, by_dicts, views, snaps, counts, infos, evictions)
+                    if views:  # a missed message may have changed class: its view as snapshot now
+                        for i in missed:
+                            views[i] = fast_view(type(messages[i]))
+                if views and None in map(views.__getitem__, missed):  # now of a class read otherwise
+                    self._memo = _NO_MEMO
+                else:
+                    self._remember(messages, by_dicts, views, snaps, counts, infos, evictions)
         return counts, infos
 
     def _remember(
@@ -446,6 +452,10 @@ class TokenCounter:
                 if unchanged(entry[1], msgs[i]):
                     counts[i], infos[i], snaps[i] = entry[3], entry[2], entry[1]
                     hits.add(i)
+                    if not dicts:  # the snapshot was taken with the view of the class it has now
+                        views[i] = fast_view(type(msgs[i]))
+                        if views[i] is None:
+                            return None
             if hits:
                 missed = [i for i in missed if i not in hits]
         return counts, infos, missed, views, snaps
