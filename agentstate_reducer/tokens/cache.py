@@ -12,7 +12,6 @@ from typing import Any, Final, NamedTuple, cast
 
 from agentstate_reducer.messages import (
     MessageInfo,
-    Uncacheable,
     read_message,
     read_plain,
     snapshots,
@@ -78,7 +77,9 @@ _entry_count: Final[Callable[[_Entry], int]] = itemgetter(3)
 _info_id: Final[Callable[[MessageInfo], str | None]] = attrgetter("id")
 _info_content: Final[Callable[[MessageInfo], Any]] = attrgetter("content")
 _NO_KNOWN: Final[dict[str, _Entry]] = {}
-_NO_ENTRY: Final[_Entry] = (None, Uncacheable(), MessageInfo("unknown", None, None, None), 0)
+# The snapshot of no entry: equal to nothing (``==`` answers by identity, at C speed)
+_NOT_CACHED: Final = object()
+_NO_ENTRY: Final[_Entry] = (None, _NOT_CACHED, MessageInfo("unknown", None, None, None), 0)
 Found = tuple[list[int], list[MessageInfo], list[int]]
 
 
@@ -129,9 +130,9 @@ class TokenCounter:
     with the same id and new content is recounted; a reloaded copy of an unchanged message is not.
 
     At most ``cache_size`` messages are kept (``cache_size=0`` disables the cache). A hit costs
-    no bookkeeping: when admitting new messages overfills the cache, entries of messages the
-    current call did not pass go first, oldest inserted first, then the current call's own,
-    oldest inserted first.
+    no bookkeeping: when admitting new messages overfills the cache, the entries of messages
+    neither the current call nor the last call checked by columns passed go first, oldest
+    inserted first, then the others, oldest inserted first.
 
     The warm check runs by columns (``map`` over the list, no Python code per message) on lists
     of dicts and on lists of ``fast_view`` classes (LangChain messages: one C call reads a
@@ -375,8 +376,9 @@ class TokenCounter:
             held_ids = cast("list[str]", list(compress(msg_ids, msg_ids)))  # the true ones: str ids
             by_msg_id.update(zip(held_ids, compress(entries, msg_ids), strict=True))
             excess = len(cache) - self.cache_size
-            if excess > 0:
+            if excess > 0:  # kept first: the messages of this call and of the last one checked by columns
                 keep = set(map(id, current))
+                keep.update(map(id, self._memo.messages))
                 victims = list(islice(filterfalse(keep.__contains__, cache), excess))
                 if len(victims) < excess:  # the call alone holds more than cache_size messages
                     victims += islice(filter(keep.__contains__, cache), excess - len(victims))
