@@ -115,14 +115,14 @@ class TokenCounter:
     * a dict message: the whole dict, nested dicts, lists and tuples included (``msg["content"]
       = ...``, an edited or appended content block, an edited tool call or its arguments, any
       new or removed key);
-    * a pydantic model (LangChain messages): each ``READ_FIELDS`` field its class declares
-      (``content``, ``tool_calls``, ``additional_kwargs``, ``name``, ``id``, ``tool_call_id``,
-      ``type``, ...), deep, so a block or a tool call's ``args`` edited in place is seen; and
-      its extras: a message with extras (``msg.role = ...`` on a model that does not declare
-      ``role``) is watched by every ``READ_FIELDS`` field as ``getattr`` serves it;
-    * any other object: every ``READ_FIELDS`` field as ``getattr`` serves it, wherever it lives
-      (instance ``__dict__``, slots, properties, ``__getattribute__``, ``__getattr__``), deep;
-    * the message's class (``msg.__class__ = ...``), and whether its extras are empty.
+    * a pydantic model (LangChain messages): its class (``msg.__class__ = ...``), each
+      ``READ_FIELDS`` field its class declares (``content``, ``tool_calls``,
+      ``additional_kwargs``, ``name``, ``id``, ``tool_call_id``, ``type``, ...), deep, so a
+      block or a tool call's ``args`` edited in place is seen, and its extras dict, deep, where
+      pydantic keeps every attribute the class does not declare (``msg.role = ...``);
+    * any other object: its class and every ``READ_FIELDS`` field as ``getattr`` serves it,
+      wherever it lives (instance ``__dict__``, slots, properties, ``__getattribute__``,
+      ``__getattr__``), deep, so content a property serves is recounted when it changes.
 
     Not watched: changes inside objects other than dicts, lists and tuples (compared with
     ``==``, true for the same object), and a field a pydantic model does not declare written
