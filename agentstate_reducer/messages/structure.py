@@ -1,0 +1,281 @@
+"""The planner's columns: each message's kind, the calls it makes, the calls it answers, and
+whether it leads, read by columns over a window of the list.
+
+``read_structure(messages, lo)`` equals ``[read_message(m) for m in messages[lo:]]`` in those four
+fields (tests/test_structure.py checks it with hypothesis). Where the class of a message decides
+its kind (LangChain message classes) or an exact dict names its role, and the fields that decide
+the rest are plain (text content, tool calls as dicts with string ids, a string
+``tool_call_id``), the fields are read with one ``map`` per column; every other message is read
+with ``read_message``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import chain, compress, islice, repeat
+from operator import attrgetter, eq, is_, is_not, itemgetter
+from typing import Any, Final, NamedTuple
+
+from agentstate_reducer.messages.bulk import _class_kinds, _kind_of_class
+from agentstate_reducer.messages.read import ROLE_ALIASES, Kind, MessageInfo, read_message
+
+_NO_CALLS: Final = frozenset({list, type(None)})
+_TEXT: Final = frozenset({str, type(None)})
+_ai_fields: Final = attrgetter("content", "tool_calls", "additional_kwargs")
+
+
+def _class_kind(cls: type) -> Kind | None:
+    """The kind every instance of ``cls`` has (LangChain message classes), else None."""
+    if cls not in _class_kinds:
+        _class_kinds[cls] = _kind_of_class(cls)
+    return _class_kinds[cls]
+
+
+class Structure(NamedTuple):
+    """The columns of ``messages[lo:]``: ``kinds[i - lo]`` is message ``i``'s kind; ``calls``
+    maps each AI message making tool calls to their ids, ``results`` each tool message to the
+    ids it answers (maybe none), ``leads`` each leading message to its ``MessageInfo.leads``;
+    the three maps in ascending index order."""
+
+    lo: int
+    kinds: list[Kind]
+    calls: dict[int, tuple[str, ...]]
+    results: dict[int, tuple[str, ...]]
+    leads: dict[int, int]
+    #: one letter per message: ``h`` human, ``a`` AI without calls, ``c`` AI with calls, ``t``
+    #: tool result, ``p`` a pinned kind (system, unknown, remove)
+    text: str
+
+
+#: the letter of each kind in ``Structure.text`` (an AI message with calls is ``c``)
+LETTERS: Final = {"human": "h", "ai": "a", "tool": "t", "system": "p", "unknown": "p", "remove": "p"}
+
+
+def _text(lo: int, kinds: list[Kind], calls: dict[int, tuple[str, ...]]) -> str:
+    letters = list(map(LETTERS.__getitem__, kinds))
+    for i in calls:
+        letters[i - lo] = "c"
+    return "".join(letters)
+
+
+def structure_of_infos(infos: Sequence[MessageInfo], lo: int = 0, hi: int | None = None) -> Structure:
+    """The ``Structure`` of ``infos[lo:hi]``, readings made already (the token counter's)."""
+    window = infos[lo:hi]
+    kinds: list[Kind] = list(map(attrgetter("kind"), window))
+    m = len(kinds)
+    calls: dict[int, tuple[str, ...]] = {}
+    results: dict[int, tuple[str, ...]] = {}
+    leads: dict[int, int] = {}
+    if "ai" in kinds:
+        ai = [lo + j for j in compress(range(m), map(eq, kinds, repeat("ai")))]
+        ids = list(map(attrgetter("call_ids"), map(infos.__getitem__, ai)))
+        calls = dict(zip(compress(ai, ids), compress(ids, ids), strict=True))
+    if "tool" in kinds:
+        tool = [lo + j for j in compress(range(m), map(eq, kinds, repeat("tool")))]
+        results = dict(zip(tool, map(attrgetter("result_ids"), map(infos.__getitem__, tool)), strict=True))
+    flags = list(map(attrgetter("leads"), window))
+    if any(flags):
+        leads = {lo + j: flags[j] for j in compress(range(m), flags)}
+    return Structure(lo, kinds, calls, results, leads, _text(lo, kinds, calls))
+
+
+def read_structure(messages: Sequence[Any], lo: int = 0, hi: int | None = None) -> Structure:
+    """The ``Structure`` of ``messages[lo:hi]`` (to the end by default)."""
+    window = messages[lo:hi]
+    if type(window) is not list:
+        window = list(window)
+    m = len(window)
+    types = list(map(type, window))
+    classes = set(types)
+    if classes == {dict}:
+        try:
+            kinds, todo = _dict_kinds(window)
+        except Exception:  # an unhashable role: read one by one
+            kinds, todo = [None] * m, list(range(m))
+    else:
+        kind_of = {cls: _class_kind(cls) for cls in classes}
+        kinds = list(map(kind_of.__getitem__, types))
+        todo = list(compress(range(m), map(eq, kinds, repeat(None)))) if None in kind_of.values() else []
+    calls: dict[int, tuple[str, ...]] = {}
+    results: dict[int, tuple[str, ...]] = {}
+    leads: dict[int, int] = {}
+    try:
+        if classes == {dict}:
+            _dict_fields(window, kinds, todo, calls, results)
+        else:
+            _object_fields(window, kinds, todo, calls, results)
+    except Exception:  # a hostile field: every message read one by one
+        todo, calls, results = list(range(m)), {}, {}
+    for j in set(todo):
+        info = read_message(window[j])
+        kinds[j] = info.kind
+        if info.kind == "ai" and info.call_ids:
+            calls[j] = info.call_ids
+        elif info.kind == "tool":
+            results[j] = info.result_ids
+        if info.leads:
+            leads[j] = info.leads
+    if todo:  # back in index order
+        calls = dict(sorted(calls.items()))
+        results = dict(sorted(results.items()))
+        leads = dict(sorted(leads.items()))
+    if lo:
+        calls = dict(zip([lo + j for j in calls], calls.values(), strict=True))
+        results = dict(zip([lo + j for j in results], results.values(), strict=True))
+        leads = {lo + j: v for j, v in leads.items()}
+    done: list[Kind] = kinds  # type: ignore[assignment]  # every None was read above
+    return Structure(lo, done, calls, results, leads, _text(lo, done, calls))
+
+
+def _dict_kinds(window: list[dict[str, Any]]) -> tuple[list[Kind | None], list[int]]:
+    """Kinds of exact dicts with a str ``role`` and no ``type`` (OpenAI and agent dicts); None
+    (read on its own) for every other dict."""
+    m = len(window)
+    roles = list(map(dict.get, window, repeat("role")))
+    mtypes = list(map(dict.get, window, repeat("type")))
+    kind_of: dict[Any, Kind | None] = {
+        r: (ROLE_ALIASES.get(r.lower(), "unknown") if r else "unknown") if type(r) is str else None
+        for r in set(roles)
+    }
+    kinds = list(map(kind_of.__getitem__, roles))
+    if mtypes.count(None) != m:
+        for j in compress(range(m), map(is_not, mtypes, repeat(None))):
+            kinds[j] = None
+    todo = list(compress(range(m), map(eq, kinds, repeat(None)))) if None in kinds else []
+    return kinds, todo
+
+
+def _plain_calls(
+    where: list[int], contents: list[Any], tool_calls: list[Any], extras: list[Any], todo: list[int]
+) -> dict[int, tuple[str, ...]]:
+    """The call ids of AI messages at ``where`` whose content is text (or None), whose tool calls
+    are a list of dicts with distinct non-empty str ids and whose extras hold no calls; every
+    other one joins ``todo``."""
+    if not set(map(type, contents)) <= _TEXT:
+        todo += [j for j, c in zip(where, contents, strict=True) if type(c) not in _TEXT]
+    if not set(map(type, tool_calls)) <= _NO_CALLS:
+        todo += [j for j, c in zip(where, tool_calls, strict=True) if type(c) not in _NO_CALLS]
+    if set(map(type, extras)) != {dict} or any(map(dict.get, extras, repeat("tool_calls"))):
+        todo += [j for j, e in zip(where, extras, strict=True) if type(e) is not dict or e.get("tool_calls")]
+    callers = list(compress(where, tool_calls))
+    made = list(compress(tool_calls, tool_calls))
+    if not made:
+        return {}
+    if set(map(type, made)) == {list}:
+        flat = list(chain.from_iterable(made))
+        if set(map(type, flat)) == {dict}:
+            ids: list[Any] = list(map(dict.get, flat, repeat("id")))
+            if set(map(type, ids)) == {str} and "" not in ids:
+                sizes = list(map(len, made))
+                each = iter(ids)
+                grouped: list[tuple[str, ...]] = list(map(tuple, map(islice, repeat(each), sizes)))
+                if list(map(len, map(set, grouped))) == sizes:  # distinct ids in each message
+                    return dict(zip(callers, grouped, strict=True))
+    # some message's calls are not plain: find which, one message at a time
+    calls: dict[int, tuple[str, ...]] = {}
+    for j, one in zip(callers, made, strict=True):
+        if type(one) is not list or set(map(type, one)) != {dict}:
+            todo.append(j)
+            continue
+        got: tuple[Any, ...] = tuple(map(dict.get, one, repeat("id")))
+        if set(map(type, got)) != {str} or "" in got or len(set(got)) != len(got):
+            todo.append(j)
+            continue
+        calls[j] = got
+    return calls
+
+
+def _plain_results(where: list[int], answered: list[Any], todo: list[int]) -> dict[int, tuple[str, ...]]:
+    """The answered ids of tool messages at ``where`` with a non-empty str ``tool_call_id``."""
+    if set(map(type, answered)) == {str} and "" not in answered:
+        return dict(zip(where, zip(answered), strict=True))  # zip of one column: 1-tuples
+    results: dict[int, tuple[str, ...]] = {}
+    for j, value in zip(where, answered, strict=True):
+        if type(value) is str and value:
+            results[j] = (value,)
+        else:
+            todo.append(j)
+    return results
+
+
+def _human_text(where: list[int], contents: list[Any], todo: list[int]) -> None:
+    """Human messages whose content is not text may hold tool results: read those on their own."""
+    if set(map(type, contents)) != {str}:
+        todo += compress(where, map(is_not, map(type, contents), repeat(str)))
+
+
+def _dict_fields(
+    window: list[dict[str, Any]],
+    kinds: list[Kind | None],
+    todo: list[int],
+    calls: dict[int, tuple[str, ...]],
+    results: dict[int, tuple[str, ...]],
+) -> None:
+    m = len(kinds)
+    if "ai" in kinds:
+        ai = list(compress(range(m), map(eq, kinds, repeat("ai"))))
+        rows = list(map(window.__getitem__, ai))
+        contents = list(map(dict.get, rows, repeat("content")))
+        # content None reads Gemini ``parts``: a dict holding them is read on its own
+        if None in contents:
+            todo += [j for j, c, row in zip(ai, contents, rows, strict=True) if c is None and "parts" in row]
+        extras = list(map(dict.get, rows, repeat("additional_kwargs"), repeat({})))
+        calls.update(
+            _plain_calls(ai, contents, list(map(dict.get, rows, repeat("tool_calls"))), extras, todo)
+        )
+    if "tool" in kinds:
+        tool = list(compress(range(m), map(eq, kinds, repeat("tool"))))
+        results.update(
+            _plain_results(
+                tool, list(map(dict.get, map(window.__getitem__, tool), repeat("tool_call_id"))), todo
+            )
+        )
+    if "human" in kinds:
+        human = list(compress(range(m), map(eq, kinds, repeat("human"))))
+        _human_text(human, list(map(dict.get, map(window.__getitem__, human), repeat("content"))), todo)
+
+
+def _object_fields(
+    window: list[Any],
+    kinds: list[Kind | None],
+    todo: list[int],
+    calls: dict[int, tuple[str, ...]],
+    results: dict[int, tuple[str, ...]],
+) -> None:
+    m = len(kinds)
+    if "ai" in kinds:
+        ai = list(compress(range(m), map(eq, kinds, repeat("ai"))))
+        rows = list(map(window.__getitem__, ai))
+        try:  # one lookup per message where every AI message has the three fields
+            fields = list(map(_ai_fields, rows))
+            contents = list(map(itemgetter(0), fields))
+            made = list(map(itemgetter(1), fields))
+            extras = list(map(itemgetter(2), fields))
+        except AttributeError:
+            contents = list(map(getattr, rows, repeat("content"), repeat(None)))
+            made = list(map(getattr, rows, repeat("tool_calls"), repeat(None)))
+            extras = list(map(getattr, rows, repeat("additional_kwargs"), repeat({})))
+        if None in contents:  # content None reads ``parts``
+            todo += compress(ai, map(is_, contents, repeat(None)))
+        calls.update(_plain_calls(ai, contents, made, extras, todo))
+    if "tool" in kinds:
+        tool = list(compress(range(m), map(eq, kinds, repeat("tool"))))
+        answered = list(map(getattr, map(window.__getitem__, tool), repeat("tool_call_id"), repeat(None)))
+        results.update(_plain_results(tool, answered, todo))
+    if "human" in kinds:
+        human = list(compress(range(m), map(eq, kinds, repeat("human"))))
+        _human_text(
+            human, list(map(getattr, map(window.__getitem__, human), repeat("content"), repeat(None))), todo
+        )
+
+
+def joined(older: Structure, newer: Structure) -> Structure:
+    """One ``Structure`` of two adjacent windows (``older`` ends where ``newer`` starts)."""
+    return Structure(
+        older.lo,
+        older.kinds + newer.kinds,
+        {**older.calls, **newer.calls},
+        {**older.results, **newer.results},
+        {**older.leads, **newer.leads},
+        older.text + newer.text,
+    )

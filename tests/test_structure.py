@@ -1,0 +1,80 @@
+"""``read_structure`` reads the planner's columns as ``read_message`` reads each message, and
+``structure_of_infos`` takes them from readings, on generated lists of every shape (hypothesis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentstate_reducer.messages import read_message
+from agentstate_reducer.messages.structure import (
+    LETTERS,
+    Structure,
+    joined,
+    read_structure,
+    structure_of_infos,
+)
+from tests.convo import MULTI_RESULT_FORMATS, PROPERTY_BUILDERS
+from tests.test_messages_bulk import histories
+from tests.test_properties import conversations
+
+
+def _expected(msgs: list[Any], lo: int) -> Structure:
+    """The columns, one ``read_message`` at a time."""
+    infos = [read_message(m) for m in msgs]
+    kinds = [info.kind for info in infos[lo:]]
+    calls = {
+        i: infos[i].call_ids for i in range(lo, len(msgs)) if infos[i].kind == "ai" and infos[i].call_ids
+    }
+    results = {i: infos[i].result_ids for i in range(lo, len(msgs)) if infos[i].kind == "tool"}
+    leads = {i: infos[i].leads for i in range(lo, len(msgs)) if infos[i].leads}
+    text = "".join("c" if i in calls else LETTERS[infos[i].kind] for i in range(lo, len(msgs)))
+    return Structure(lo, kinds, calls, results, leads, text)
+
+
+def _check(msgs: list[Any], lo: int, cut: int) -> None:
+    lo = min(lo, len(msgs))
+    expected = _expected(msgs, lo)
+    got = read_structure(msgs, lo)
+    assert got == expected
+    assert list(got.calls) == sorted(got.calls) and list(got.results) == sorted(got.results)
+    assert structure_of_infos([read_message(m) for m in msgs], lo) == expected
+    cut = lo + min(cut, len(msgs) - lo)
+    assert joined(read_structure(msgs, lo, cut), read_structure(msgs, cut)) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories, st.integers(0, 12), st.integers(0, 12))
+def test_read_structure_equals_read_message(msgs: list[Any], lo: int, cut: int) -> None:
+    """Odd field values: ids of every type, content blocks, calls in both shapes, chat messages."""
+    _check(msgs, lo, cut)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(list(PROPERTY_BUILDERS)), st.data(), st.integers(0, 12), st.integers(0, 12))
+def test_read_structure_equals_read_message_in_every_shape(
+    fmt: str, data: st.DataObject, lo: int, cut: int
+) -> None:
+    msgs = PROPERTY_BUILDERS[fmt](data.draw(conversations(multi=fmt in MULTI_RESULT_FORMATS)))
+    _check(msgs, lo, cut)
+
+
+def test_calls_held_in_extras_and_parts_are_read() -> None:
+    """Calls an older LangChain dump keeps in ``additional_kwargs`` and a Gemini dict's calls in
+    ``parts`` (content None) are read, not taken as an AI message without calls."""
+    from langchain_core.messages import AIMessage
+
+    legacy = {"tool_calls": [{"id": "old", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}
+    objects: list[Any] = [AIMessage("", additional_kwargs=legacy, id="a1")]
+    dicts: list[Any] = [
+        {"role": "assistant", "content": "", "additional_kwargs": legacy, "id": "a2"},
+        {"role": "assistant", "content": None, "parts": [{"function_call": {"name": "f", "args": {}}}]},
+        {"type": "message", "role": "assistant", "content": "a Responses message item", "id": "a3"},
+    ]
+    assert read_structure(objects).calls == {0: ("old",)}
+    got = read_structure(dicts)
+    assert got.calls == {0: ("old",), 1: ("f#0",)}
+    assert got.leads == {2: 1}
+    assert got == _expected(dicts, 0)
