@@ -37,7 +37,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import compress, repeat
+from operator import add, ne
 from typing import Any, Final
 
 from .messages import LEADS_REQUIRED, PINNED_KINDS, MessageInfo, pinned_indices, read_message
@@ -52,19 +54,33 @@ class Plan:
     over_target: bool
     cost_before: int
     cost_after: int
+    #: ``kept`` as ``(start, stop)`` runs of consecutive indices, when the planner has them
+    runs: Sequence[tuple[int, int]] | None = field(default=None, compare=False, repr=False)
 
     def split(self, messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """``(surviving, pruned)``, each in input order; built from slices, not per-item checks."""
-        if len(self.kept) == len(messages):
+        kept = self.kept
+        if len(kept) == len(messages):
             return list(messages), []
-        surviving = [messages[i] for i in self.kept]
+        surviving: list[Any] = []
         pruned: list[Any] = []
         prev = 0
-        for i in self.kept:
-            pruned += messages[prev:i]
-            prev = i + 1
+        for lo, hi in self.runs if self.runs is not None else runs_of(kept):
+            pruned += messages[prev:lo]
+            surviving += messages[lo:hi]
+            prev = hi
         pruned += messages[prev:]
         return surviving, pruned
+
+
+def runs_of(kept: Sequence[int]) -> list[tuple[int, int]]:
+    """Ascending indices as ``(start, stop)`` runs of consecutive ones."""
+    if not kept:
+        return []
+    # a run ends where the next index is not one more
+    ends = list(compress(range(1, len(kept)), map(ne, kept[1:], map(add, kept, repeat(1)))))
+    starts = [0, *ends]
+    return [(kept[a], kept[b - 1] + 1) for a, b in zip(starts, [*ends, len(kept)], strict=True)]
 
 
 def keep_all(n: int, cost: int) -> Plan:

@@ -13,6 +13,7 @@ from .config import ReducerConfig
 from .merge import make_state_reducer
 from .messages import MessageInfo, is_message_like, read_message
 from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
+from .table import TableMemo, plan_by_table
 from .tokens import count_messages, read_and_count, resolve_token_counter
 
 logger = logging.getLogger("agentstate_reducer")
@@ -90,6 +91,8 @@ class _Step:
 
 def _with_held(p: Plan, held: tuple[int, ...], held_cost: int) -> Plan:
     """Map a plan made without the ``held`` indices back to the full list, ``held`` kept."""
+    if not held:
+        return p
     kept = []
     for k in p.kept:
         for h in held:  # held is a few leading indices: shift past each one at or before k
@@ -164,6 +167,7 @@ class MessageReducer:
         self._config = config
         self._counter: Callable[[Any], int] | None = None
         self._checked: _Checked | None = None
+        self._table = TableMemo()
 
     @property
     def config(self) -> ReducerConfig:
@@ -225,13 +229,11 @@ class MessageReducer:
             if total <= c.max_tokens:
                 if _sendable(messages, checked):
                     return keep_all(len(messages), total), "tokens"
-                p = self._plan(rest, rest_costs.__getitem__, total, UNLIMITED, count_mode=False, infos=infos)
+                p = self._plan(rest, rest_costs, total, UNLIMITED, infos=infos)
                 return _with_held(p, held, held_cost), "tokens"
             budget = c.effective_target_tokens
             assert budget is not None
-            p = self._plan(
-                rest, rest_costs.__getitem__, total, budget - held_cost, count_mode=False, infos=infos
-            )
+            p = self._plan(rest, rest_costs, total, budget - held_cost, infos=infos)
             return _with_held(p, held, held_cost), "tokens"
         n = len(messages)
         mode: Mode = "off" if c.max_messages is None else "messages"
@@ -239,35 +241,50 @@ class MessageReducer:
             if _sendable(messages, checked):
                 return keep_all(n, n), mode
             return self._repair(messages, held), mode
-        p = self._plan(rest, _one, n, c.min_messages, count_mode=True)
+        p = self._plan(rest, None, n, c.min_messages)
         return _with_held(p, held, len(held)), mode
 
     def _repair(self, messages: list[Any], held: tuple[int, ...]) -> Plan:
         """The count-mode untriggered plan: prune only what no provider accepts (rule 3)."""
         rest = _summary.without(messages, held) if held else messages
         n = len(messages)
-        return _with_held(self._plan(rest, _one, n, UNLIMITED, count_mode=True), held, len(held))
+        return _with_held(self._plan(rest, None, n, UNLIMITED), held, len(held))
 
     def _plan(
         self,
         messages: list[Any],
-        cost_of: Callable[[int], int],
+        costs: list[int] | None,
         total: int,
         budget: int,
         *,
-        count_mode: bool,
         infos: list[MessageInfo] | None = None,
     ) -> Plan:
+        """Plan by columns (``table``) where the history allows, else with the reference planner.
+        ``costs``: each message's tokens, or None in count mode."""
         c = self._config
         repair = budget == UNLIMITED  # untriggered: prune only what cannot be sent
-        return plan(
+        start_on_human = c.start_on_human and not repair
+        fast = plan_by_table(
             messages,
-            cost_of,
+            costs,
             trigger_cost=total,
             budget=budget,
-            count_mode=count_mode,
             preserve_first=c.preserve_first,
-            start_on_human=c.start_on_human and not repair,
+            start_on_human=start_on_human,
+            infos=infos,
+            triggered=not repair,
+            memo=self._table,
+        )
+        if fast is not None:
+            return fast
+        return plan(
+            messages,
+            _one if costs is None else costs.__getitem__,
+            trigger_cost=total,
+            budget=budget,
+            count_mode=costs is None,
+            preserve_first=c.preserve_first,
+            start_on_human=start_on_human,
             infos=infos,
             triggered=not repair,
         )

@@ -1,0 +1,253 @@
+"""The planner on a message table: ``planner.plan``'s decision made by columns.
+
+``plan_by_table`` reads the planner's columns (``Structure``: kinds, call ids, answered ids,
+leads) of a window at the newest end of the list, growing it while the decision needs older
+messages, and decides on them with string and list operations at C speed instead of Python
+code per message. It answers only for a window of plain structure, where every unit is a single
+message or an AI message with calls followed by exactly its results:
+
+* no message in the window leads (no Responses items);
+* every tool message answers exactly one call, and the tool messages after an AI message with
+  calls answer those calls in order (the newest one may be pending: a prefix of its calls);
+* no tool message follows a human message or an AI message without calls.
+
+For any other window it returns None and the caller plans with ``planner.plan``, the reference,
+which this equals wherever it answers (tests/test_table.py checks it with hypothesis).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left
+from collections.abc import Sequence
+from itertools import accumulate, chain, compress, repeat
+from operator import attrgetter, ne, sub
+from typing import Any, Final
+
+from .messages import PINNED_KINDS, MessageInfo, pinned_indices, read_message
+from .messages.structure import Structure, joined, read_structure, structure_of_infos
+from .planner import Plan, _first_unit, runs_of
+
+#: the messages of the window that the decision does not need read again when it grows
+_SLACK: Final = 64
+_GROW: Final = object()
+
+
+class TableMemo:
+    """The last list a reducer planned by columns, its pinned indices and its table, so that a
+    list starting with the same messages (compared with ``==``, identity first) has only its new
+    messages read. Like the reducer's validity memo, it takes a message that is the same object
+    as before to have the same structure (kind, call ids, answered ids)."""
+
+    __slots__ = ("messages", "pinned", "table")
+
+    def __init__(self) -> None:
+        self.messages: list[Any] = []
+        self.pinned: list[int] = []
+        self.table: Structure | None = None
+
+    def known(self, messages: Sequence[Any]) -> int:
+        """How many leading messages of ``messages`` are the memo's (0 or all of them)."""
+        k = len(self.messages)
+        if not k or self.table is None or len(messages) < k:
+            return 0
+        try:
+            same = bool((messages if len(messages) == k else messages[:k]) == self.messages)
+        except Exception:  # an element whose == cannot answer
+            return 0
+        return k if same else 0
+
+
+def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
+    """The indices of pinned kinds, ascending."""
+    if infos is not None:
+        kinds = map(attrgetter("kind"), infos)
+        return list(compress(range(len(infos)), map(PINNED_KINDS.__contains__, kinds)))
+    return sorted(pinned_indices(messages))
+
+
+def plan_by_table(
+    messages: Sequence[Any],
+    costs: Sequence[int] | None,
+    *,
+    trigger_cost: int,
+    budget: int,
+    preserve_first: bool,
+    start_on_human: bool,
+    infos: Sequence[MessageInfo] | None = None,
+    triggered: bool = True,
+    memo: TableMemo | None = None,
+    slack: int = _SLACK,
+) -> Plan | None:
+    """``planner.plan`` of ``messages``, or None when the window it needs is not of plain
+    structure. ``costs`` are the messages' tokens (token mode) or None (count mode: each
+    message costs 1 and pinned messages nothing); ``infos`` their readings when made already;
+    ``memo``: the last list planned (read and updated); ``slack``: how many messages the first
+    window reads beyond the budget's worth."""
+    n = len(messages)
+    known = memo.known(messages) if memo is not None and infos is None else 0
+    prior: Structure | None = None
+    if known:
+        assert memo is not None and memo.table is not None
+        prior = memo.table
+        pinned = (
+            memo.pinned + [known + p for p in _pinned(messages[known:], None)] if known < n else memo.pinned
+        )
+    else:
+        pinned = _pinned(messages, infos)
+    kind_pinned = pinned
+    if preserve_first and n:
+        read = infos.__getitem__ if infos is not None else (lambda i: read_message(messages[i]))
+        first = _first_unit(read, n)
+        if first:
+            pinned = sorted({*pinned, *first})
+    if costs is None:
+        pinned_cost = len(pinned)
+        room = budget
+        want = room + slack  # conversation messages in the first window
+        lo = n - want - sum(1 for p in pinned if p >= n - want)
+    else:
+        pinned_cost = sum(map(costs.__getitem__, pinned))
+        room = budget - pinned_cost
+        prefix = list(accumulate(costs, initial=0))
+        # the newest messages worth more than the room, then some
+        lo = bisect_left(prefix, prefix[n] - max(room, 0) - pinned_cost) - 1 - slack
+    lo = max(min(lo, n - 1), 0)
+    table: Structure | None = None
+    if prior is not None:
+        table = prior if known == n else joined(prior, read_structure(messages, known))
+        lo = min(lo, table.lo)
+    while True:
+        if table is None or lo < table.lo:
+            if infos is not None:
+                chunk = structure_of_infos(infos, lo, table.lo if table is not None else None)
+            else:
+                chunk = read_structure(messages, lo, table.lo if table is not None else None)
+            table = chunk if table is None else joined(chunk, table)
+        out = _decide(table, n, pinned, costs, room, start_on_human)
+        if out is not _GROW:
+            break
+        if lo == 0:
+            return None
+        lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
+    if memo is not None and infos is None:
+        memo.messages = list(messages)
+        memo.pinned = kind_pinned
+        memo.table = table
+    if not isinstance(out, tuple):
+        return None
+    members, kept_cost = out
+    runs = None
+    if type(members) is range and not any(members.start <= p < members.stop for p in pinned):
+        # the common plan: pinned messages and one run of the newest: no per-index work
+        runs = [*runs_of([p for p in pinned if p < members.start]), (members.start, members.stop)]
+        runs += runs_of([p for p in pinned if p >= members.stop])
+    kept = sorted([*pinned, *members]) if pinned else members
+    return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs)
+
+
+def _decide(
+    table: Structure,
+    n: int,
+    pinned: list[int],
+    costs: Sequence[int] | None,
+    room: int,
+    start_on_human: bool,
+) -> tuple[Sequence[int], int] | object | None:
+    """``(kept conversation indices, their cost)``, ``_GROW`` when older messages are needed,
+    or None when the window is not of plain structure."""
+    if table.leads:
+        return None
+    lo = table.lo
+    text = table.text
+    inside = pinned[bisect_left(pinned, lo) :]
+    conv: Sequence[int]
+    if inside:  # pinned messages are left out of the walk (the first unit is not ``p`` yet)
+        letters = list(text)
+        for p in inside:
+            letters[p - lo] = "p"
+        mask = list(map(ne, letters, repeat("p")))
+        conv = list(compress(range(lo, n), mask))
+        text = "".join(compress(letters, mask))
+    else:
+        conv = range(lo, n)
+    size = len(text)
+    # the tool results at the window's start belong to a unit starting before it; an AI message
+    # there may be led to by an older message: both are left to a bigger window
+    start = size - len(text.lstrip("t"))
+    if start and not lo:
+        return None  # results of no call: the reference prunes them
+    if lo and start < size and text[start] in "ac":
+        start = _unit_at(text, start + 1)
+    body = text[start:]
+    first = conv[start] if start < size else n
+    calls = _from(table.calls, first, inside)
+    results = _from(table.results, first, inside)
+    if set(map(len, results)) - {1}:
+        return None
+    # every tool result follows the call it answers, in order: the results of each call are the
+    # run of tool results after it, and all of them, in order, are all the calls made
+    if calls:
+        pieces = body.split("c")[1:]  # what follows each call: its results, then other messages
+        runs = list(map(sub, map(len, pieces), map(len, map(str.lstrip, pieces, repeat("t")))))
+        wanted = list(map(len, calls))
+        pending = not pieces[-1].strip("t")  # the newest call, with only results after it
+        if pending and runs[-1] < wanted[-1]:
+            if runs[:-1] != wanted[:-1]:
+                return None
+            flat_calls = list(chain.from_iterable(calls))[: len(results)]
+        elif runs != wanted:
+            return None
+        else:
+            flat_calls = list(chain.from_iterable(calls))
+        if flat_calls != list(chain.from_iterable(results)):
+            return None
+    elif results:
+        return None
+    # Units: each message but a tool result starts one; ``prefix[k]`` is the cost of the
+    # conversation messages before position k, and a unit start at or after position k costs,
+    # with everything after it, at most ``total - prefix[k]``.
+    if costs is None:
+        prefix: Sequence[int] = range(size + 1)
+    else:
+        prefix = list(accumulate(map(costs.__getitem__, conv), initial=0))
+    total = prefix[size]
+    # the newest units that fit: a suffix, from the first unit whose suffix cost is within room
+    accepted = _unit_at(text, max(bisect_left(prefix, total - room), start))
+    if lo and (accepted == start or "h" not in body):
+        return _GROW  # the unit that stops the walk, or the live turn, is older
+    live_at = text.rfind("h", start)
+    if live_at < 0:  # no human message in the whole history
+        if accepted == size:  # never drop everything: the newest unit
+            accepted = len(text.rstrip("t")) - 1 if size > start else size
+        return conv[accepted:], total - prefix[accepted]
+    if live_at < accepted:
+        # the live turn alone is over the budget: its human message and its newest units that fit
+        live_end = _unit_at(text, live_at + 1)
+        live_cost = prefix[live_end] - prefix[live_at]
+        tail = _unit_at(text, max(bisect_left(prefix, total - (room - live_cost)), accepted))
+        if tail == size and live_end != size:
+            tail = len(text.rstrip("t")) - 1  # at least the newest unit
+        members = [*conv[live_at:live_end], *conv[tail:]]
+        return members, live_cost + total - prefix[tail]
+    keep_from = text.find("h", accepted) if start_on_human else accepted
+    return conv[keep_from:], total - prefix[keep_from]
+
+
+_UNIT_START: Final = re.compile("[^t]")
+
+
+def _unit_at(text: str, pos: int) -> int:
+    """The first unit start at or after ``pos`` (a message that is no tool result), or the end."""
+    found = _UNIT_START.search(text, pos)
+    return found.start() if found is not None else len(text)
+
+
+def _from(column: dict[int, tuple[str, ...]], first: int, pinned: list[int]) -> list[tuple[str, ...]]:
+    """The values of ``column`` (ascending indices) from index ``first`` on, pinned ones left out."""
+    keys = list(column)
+    values = list(column.values())[bisect_left(keys, first) :]
+    if pinned and keys and pinned[-1] >= first:
+        skip = set(pinned)
+        values = [v for i, v in zip(keys[len(keys) - len(values) :], values, strict=True) if i not in skip]
+    return values

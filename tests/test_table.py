@@ -1,0 +1,190 @@
+"""The planner by columns (``agentstate_reducer.table``) equals the reference planner wherever it
+answers, and answers for every history of plain structure (hypothesis)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agentstate_reducer.messages import read_message
+from agentstate_reducer.planner import UNLIMITED, Plan, plan
+from agentstate_reducer.table import plan_by_table
+from tests.convo import BUILDERS, PROPERTY_BUILDERS, Spec
+from tests.test_properties import conversations
+
+#: shapes whose tool results are one message per call (the plain structure the table plans)
+PLAIN_SHAPES = ["langchain_dict", "openai_dict", "langchain_object"]
+
+
+@st.composite
+def plain_conversations(draw: st.DrawFn) -> Spec:
+    """Sendable histories: turns of human / AI / AI calls answered in order, system and unknown
+    messages anywhere, a pending call at the end; call ids reused across turns or not."""
+    spec: Spec = []
+    n = 0
+
+    def new_id(prefix: str) -> str:
+        nonlocal n
+        n += 1
+        return f"{prefix}{n}"
+
+    reuse = draw(st.booleans())
+    if draw(st.booleans()):
+        spec.append(("system", new_id("s")))
+    if draw(st.booleans()):  # a history that starts with a call (preserve_first pins it)
+        calls = [new_id("x") for _ in range(draw(st.integers(1, 2)))]
+        spec.append(("call", new_id("c"), calls))
+        spec += [("tool", new_id("t"), cid) for cid in calls]
+    for _ in range(draw(st.integers(0, 10))):
+        if draw(st.integers(0, 5)) > 0:
+            spec.append(("human", new_id("h")))
+        for _ in range(draw(st.integers(0, 3))):
+            step = draw(st.sampled_from(["ai", "call", "call", "system", "unknown"]))
+            if step == "call":
+                k = draw(st.integers(1, 3))
+                calls = [f"k{j}" if reuse else new_id("x") for j in range(k)]
+                spec.append(("call", new_id("c"), calls))
+                spec += [("tool", new_id("t"), cid) for cid in calls]
+                if draw(st.integers(0, 4)) == 0:
+                    spec.append(("system", new_id("s")))
+            else:
+                spec.append((step, new_id(step[0])))
+    if draw(st.booleans()):  # a pending call: answered in part or not at all
+        calls = [new_id("p") for _ in range(draw(st.integers(1, 3)))]
+        spec.append(("call", new_id("c"), calls))
+        spec += [("tool", new_id("t"), cid) for cid in calls[: draw(st.integers(0, len(calls) - 1))]]
+    return spec
+
+
+def _costs(msgs: list[Any]) -> list[int]:
+    return [len(str(read_message(m).content or "")) % 7 + (i % 3) for i, m in enumerate(msgs)]
+
+
+def _both(
+    msgs: list[Any], token: bool, budget: int, preserve_first: bool, start_on_human: bool, slack: int
+) -> tuple[Plan | None, Plan]:
+    costs = _costs(msgs) if token else None
+    repair = budget == UNLIMITED
+    trigger = sum(costs) if costs is not None else len(msgs)
+    reference = plan(
+        msgs,
+        costs.__getitem__ if costs is not None else (lambda i: 1),
+        trigger_cost=trigger,
+        budget=budget,
+        count_mode=not token,
+        preserve_first=preserve_first,
+        start_on_human=start_on_human and not repair,
+        triggered=not repair,
+    )
+    infos = [read_message(m) for m in msgs] if token else None
+    fast = plan_by_table(
+        msgs,
+        costs,
+        trigger_cost=trigger,
+        budget=budget,
+        preserve_first=preserve_first,
+        start_on_human=start_on_human and not repair,
+        infos=infos,
+        triggered=not repair,
+        slack=slack,
+    )
+    if fast is not None:
+        assert fast == reference
+    return fast, reference
+
+
+budgets = st.one_of(st.integers(-3, 40), st.just(UNLIMITED))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fmt=st.sampled_from(PLAIN_SHAPES),
+    spec=plain_conversations(),
+    token=st.booleans(),
+    budget=budgets,
+    preserve_first=st.booleans(),
+    start_on_human=st.booleans(),
+    slack=st.integers(0, 3),
+)
+def test_the_table_plans_every_plain_history_as_the_reference_does(
+    fmt: str, spec: Spec, token: bool, budget: int, preserve_first: bool, start_on_human: bool, slack: int
+) -> None:
+    fast, _ = _both(BUILDERS[fmt](spec), token, budget, preserve_first, start_on_human, slack)
+    assert fast is not None
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    fmt=st.sampled_from(list(PROPERTY_BUILDERS)),
+    data=st.data(),
+    token=st.booleans(),
+    budget=budgets,
+    preserve_first=st.booleans(),
+    start_on_human=st.booleans(),
+    slack=st.integers(0, 3),
+)
+def test_the_table_equals_the_reference_wherever_it_answers(
+    fmt: str,
+    data: st.DataObject,
+    token: bool,
+    budget: int,
+    preserve_first: bool,
+    start_on_human: bool,
+    slack: int,
+) -> None:
+    """Every shape, broken histories included (orphans, dangling and interleaved calls, results
+    after the next user message, results answering two calls, Responses items)."""
+    spec = data.draw(conversations(multi=fmt in {"anthropic_dict", "anthropic_objects", "bedrock_dicts"}))
+    _both(PROPERTY_BUILDERS[fmt](spec), token, budget, preserve_first, start_on_human, slack)
+
+
+INTERLEAVED: Spec = [
+    ("human", "h1"),
+    ("call", "c1", ["x", "y"]),
+    ("tool", "t1", "x"),
+    ("call", "c2", ["z"]),
+    ("tool", "t2", "y"),
+    ("tool", "t3", "z"),
+]
+
+
+def _equal_or_left(msgs: list[Any]) -> None:
+    """Equal to the reference at every budget (a small window may not reach the odd part), and
+    left to the reference when the whole history is planned."""
+    for budget in [*range(len(msgs) + 1), UNLIMITED]:
+        for token in (False, True):
+            for start_on_human in (False, True):
+                fast, _ = _both(msgs, token, budget, True, start_on_human, 0)
+                if budget == UNLIMITED:
+                    assert fast is None
+
+
+def test_interleaved_calls_are_left_to_the_reference() -> None:
+    """Results of two calls answered out of step (a result after the other AI message) are one
+    flat sequence equal to the calls, but not one run per call: the table must not answer,
+    with the newest message a human one or a pending call."""
+    for tail in ([("human", "h2")], [("call", "c3", ["p", "q"]), ("tool", "t4", "p")]):
+        for fmt in PLAIN_SHAPES:
+            _equal_or_left(BUILDERS[fmt]([*INTERLEAVED, *tail]))
+
+
+def test_a_result_message_answering_nothing_is_left_to_the_reference() -> None:
+    """A tool message with no call id is an orphan even inside a tool group whose other result
+    answers two calls: counted by ids the group looks whole, so the table must not answer."""
+    msgs: list[Any] = [
+        {"role": "user", "content": "q", "id": "h1"},
+        {"role": "assistant", "content": "", "id": "c1", "tool_calls": [
+            {"id": "x", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "y", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        ]},
+        {"role": "user", "id": "t1", "content": [
+            {"type": "tool_result", "tool_use_id": "x", "content": "1"},
+            {"type": "tool_result", "tool_use_id": "y", "content": "2"},
+        ]},
+        {"role": "tool", "content": "no call id", "id": "t2"},
+        {"role": "user", "content": "q2", "id": "h2"},
+    ]  # fmt: skip
+    assert [read_message(m).kind for m in msgs] == ["human", "ai", "tool", "tool", "human"]
+    _equal_or_left(msgs)
