@@ -69,6 +69,9 @@ class _Checked(NamedTuple):
     messages: list[Any] | None
     length: int
     tail: Tail
+    #: the stats of reducing ``messages`` again when that keeps them whole without a trigger
+    #: (count mode, at most ``max_messages``); None otherwise (token mode recounts every message)
+    again: ReducerStats | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +300,10 @@ class MessageReducer:
         Never mutates the inputs and returns the caller's own message objects (plus, with
         ``inject_summary``, one new summary message).
         """
+        if new is None and type(existing) is list:
+            whole = self._kept_whole(existing)
+            if whole is not None:
+                return whole
         step = self._begin(existing, new)
         text, message, error = None, None, None
         if step.to_summarize and self._summarizes:
@@ -313,6 +320,10 @@ class MessageReducer:
     async def areduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
         """``reduce`` for async callers: ``asummarize_fn`` is awaited, a sync ``summarize_fn`` and
         sync hooks run off the event loop, hooks with an async ``acall`` are awaited."""
+        if new is None and type(existing) is list:
+            whole = self._kept_whole(existing)
+            if whole is not None:
+                return whole
         step = self._begin(existing, new)
         text, message, error = None, None, None
         if step.to_summarize and self._summarizes:
@@ -325,6 +336,19 @@ class MessageReducer:
         if result.pruned:
             await self._arun_hooks(result.pruned, namespace)
         return result
+
+    def _kept_whole(self, messages: list[Any]) -> ReducerResult | None:
+        """The result for the last output reduced again, when that keeps it whole untriggered
+        (``_Checked.again``): the validity check is the identity-first comparison with it."""
+        checked = self._checked
+        if checked is None or checked.again is None or len(messages) != checked.length:
+            return None
+        if checked.messages is None or not _equal(messages, checked.messages):
+            return None
+        # remember these objects, as _finish would: equal copies (a checkpoint read back) are then
+        # compared by identity next time
+        self._checked = _Checked(list(messages), checked.length, checked.tail, checked.again)
+        return ReducerResult(list(messages), [], None, checked.again)
 
     @property
     def _summarizes(self) -> bool:
@@ -397,7 +421,13 @@ class MessageReducer:
         )
         if pruned:
             logger.debug("pruned %d of %d messages (%s mode)", len(pruned), len(messages), step.mode)
-        self._checked = _Checked(list(surviving), len(surviving), tail_of(surviving))
+        n = len(surviving)
+        again = None
+        if c.max_tokens is None and (c.max_messages is None or n <= c.max_messages):
+            # reduced again, the output is sendable and within max_messages: kept whole, untriggered
+            kept_whole = not (pruned or stats.triggered or stats.over_target or error is not None)
+            again = stats if kept_whole else ReducerStats(step.mode, False, n, n, 0)
+        self._checked = _Checked(list(surviving), n, tail_of(surviving), again)
         return ReducerResult(surviving, pruned, text, stats)
 
     def _run_hooks(self, pruned: list[Any], namespace: Any) -> None:
