@@ -25,7 +25,7 @@ from operator import attrgetter, ne, sub
 from typing import Any, Final
 
 from .messages import PINNED_KINDS, MessageInfo, pinned_indices, read_message
-from .messages.structure import Structure, joined, read_structure, structure_of_infos
+from .messages.structure import Structure, class_decides, joined, read_structure, structure_of_infos
 from .planner import Plan, _first_unit, runs_of
 
 #: the messages of the window that the decision does not need read again when it grows
@@ -36,8 +36,10 @@ _GROW: Final = object()
 class TableMemo:
     """The last list a reducer planned by columns, its pinned indices and its table, so that a
     list starting with the same messages (compared with ``==``, identity first) has only its new
-    messages read. Like the reducer's validity memo, it takes a message that is the same object
-    as before to have the same structure (kind, call ids, answered ids)."""
+    messages read. In count mode the messages are compared: like the reducer's validity memo, it
+    takes a message that is the same object as before to have the same structure (kind, call
+    ids, answered ids). In token mode their readings are: the count cache hands back a new
+    reading for a message changed in place."""
 
     __slots__ = ("messages", "pinned", "table")
 
@@ -59,8 +61,9 @@ class TableMemo:
 
 
 def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
-    """The indices of pinned kinds, ascending."""
-    if infos is not None:
+    """The indices of pinned kinds, ascending: by class where the class decides (LangChain
+    messages), else from the readings when given."""
+    if infos is not None and not all(map(class_decides, set(map(type, messages)))):
         kinds = map(attrgetter("kind"), infos)
         return list(compress(range(len(infos)), map(PINNED_KINDS.__contains__, kinds)))
     return sorted(pinned_indices(messages))
@@ -85,14 +88,17 @@ def plan_by_table(
     ``memo``: the last list planned (read and updated); ``slack``: how many messages the first
     window reads beyond the budget's worth."""
     n = len(messages)
-    known = memo.known(messages) if memo is not None and infos is None else 0
+    keys = messages if infos is None else infos
+    known = memo.known(keys) if memo is not None else 0
     prior: Structure | None = None
     if known:
         assert memo is not None and memo.table is not None
         prior = memo.table
-        pinned = (
-            memo.pinned + [known + p for p in _pinned(messages[known:], None)] if known < n else memo.pinned
-        )
+        if known < n:
+            more = _pinned(messages[known:], infos[known:] if infos is not None else None)
+            pinned = memo.pinned + [known + p for p in more]
+        else:
+            pinned = memo.pinned
     else:
         pinned = _pinned(messages, infos)
     kind_pinned = pinned
@@ -115,8 +121,10 @@ def plan_by_table(
     lo = max(min(lo, n - 1), 0)
     table: Structure | None = None
     if prior is not None:
-        table = prior if known == n else joined(prior, read_structure(messages, known))
-        lo = min(lo, table.lo)
+        if known < n:
+            rest = structure_of_infos(infos, known) if infos is not None else read_structure(messages, known)
+            prior = joined(prior, rest)
+        table = prior
     while True:
         if table is None or lo < table.lo:
             if infos is not None:
@@ -130,8 +138,8 @@ def plan_by_table(
         if lo == 0:
             return None
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
-    if memo is not None and infos is None:
-        memo.messages = list(messages)
+    if memo is not None:
+        memo.messages = list(keys)
         memo.pinned = kind_pinned
         memo.table = table
     if not isinstance(out, tuple):

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.planner import UNLIMITED, Plan, plan
-from agentstate_reducer.table import plan_by_table
+from agentstate_reducer.table import TableMemo, plan_by_table
 from tests.convo import BUILDERS, PROPERTY_BUILDERS, Spec
 from tests.test_properties import conversations
 
@@ -188,3 +188,44 @@ def test_a_result_message_answering_nothing_is_left_to_the_reference() -> None:
     ]  # fmt: skip
     assert [read_message(m).kind for m in msgs] == ["human", "ai", "tool", "tool", "human"]
     _equal_or_left(msgs)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    fmt=st.sampled_from(PLAIN_SHAPES),
+    spec=plain_conversations(),
+    data=st.data(),
+    token=st.booleans(),
+    budget=budgets,
+    slack=st.integers(0, 3),
+)
+def test_the_memo_plans_a_longer_list_as_a_fresh_table_does(
+    fmt: str, spec: Spec, data: st.DataObject, token: bool, budget: int, slack: int
+) -> None:
+    """A list that starts with the last one planned reads only its new messages; in token mode a
+    message whose reading changed (edited in place) is not taken from the memo."""
+    msgs = BUILDERS[fmt](spec)
+    cut = data.draw(st.integers(0, len(msgs)))
+    memo = TableMemo()
+
+    def planned(part: list[Any], infos: list[Any] | None, with_memo: bool) -> Plan | None:
+        costs = _costs(part) if token else None
+        return plan_by_table(
+            part,
+            costs,
+            trigger_cost=0,
+            budget=budget,
+            preserve_first=True,
+            start_on_human=True,
+            infos=infos,
+            memo=memo if with_memo else None,
+            slack=slack,
+        )
+
+    first = msgs[:cut]
+    planned(first, [read_message(m) for m in first] if token else None, True)
+    infos = [read_message(m) for m in msgs] if token else None
+    if token and cut and data.draw(st.booleans()):
+        k = data.draw(st.integers(0, cut - 1))
+        infos[k] = infos[k]._replace(kind="tool", result_ids=("nowhere",))  # type: ignore[index]
+    assert planned(msgs, infos, True) == planned(msgs, infos, False)

@@ -31,6 +31,11 @@ def _class_kind(cls: type) -> Kind | None:
     return _class_kinds[cls]
 
 
+def class_decides(cls: type) -> bool:
+    """True when every instance of ``cls`` has one kind, known from the class."""
+    return _class_kind(cls) is not None
+
+
 class Structure(NamedTuple):
     """The columns of ``messages[lo:]``: ``kinds[i - lo]`` is message ``i``'s kind; ``calls``
     maps each AI message making tool calls to their ids, ``results`` each tool message to the
