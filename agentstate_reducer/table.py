@@ -115,9 +115,12 @@ def plan_by_table(
     else:
         pinned_cost = sum(map(costs.__getitem__, pinned))
         room = budget - pinned_cost
-        prefix = list(accumulate(costs, initial=0))
-        # the newest messages worth more than the room, then some
-        lo = bisect_left(prefix, prefix[n] - max(room, 0) - pinned_cost) - 1 - slack
+        if prior is None:
+            prefix = list(accumulate(costs, initial=0))
+            # the newest messages worth more than the room, then some
+            lo = bisect_left(prefix, prefix[n] - max(room, 0) - pinned_cost) - 1 - slack
+        else:
+            lo = n  # the memo's window first: it grows when the decision needs more
     lo = max(min(lo, n - 1), 0)
     table: Structure | None = None
     if prior is not None:
@@ -125,6 +128,7 @@ def plan_by_table(
             rest = structure_of_infos(infos, known) if infos is not None else read_structure(messages, known)
             prior = joined(prior, rest)
         table = prior
+        lo = min(lo, table.lo)
     while True:
         if table is None or lo < table.lo:
             if infos is not None:
