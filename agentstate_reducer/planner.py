@@ -27,10 +27,10 @@ kept, cut at a turn boundary. The contract (README, "The pruning contract"):
    when it alone is over the budget, its human message and its newest units that fit are kept,
    at least the newest unit, and the plan says it is over the target.
 
-Cost: the planner walks backwards from the newest message and stops once the budget is spent and
-the live turn's human message is found, so its Python-level work grows with what is *kept*. The
-only full pass over the list is the search for pinned messages, which runs at C speed for
-LangChain message classes (``pinned_indices``).
+This module is the reference: it walks backwards from the newest message, one message at a time,
+and stops once the budget is spent and the live turn's human message is found. ``table`` makes the
+same decision by columns for histories of plain structure and is tested equal to it; the reducer
+plans with the table where it answers and with ``plan`` otherwise.
 """
 
 from __future__ import annotations
