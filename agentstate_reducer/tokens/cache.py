@@ -84,10 +84,11 @@ Found = tuple[list[int], list[MessageInfo], list[int]]
 
 
 class _Memo(NamedTuple):
-    """The columns of the last call checked by columns, to check the same objects again without
+    """The columns of a recent call checked by columns, to check the same objects again without
     a lookup per message: ``snapshots[i]`` is the cached snapshot of ``messages[i]`` (or one equal
-    to nothing when it was not cached), ``views[i]`` its ``fast_view`` (None for dicts).
-    Kept only while every entry it names is in the cache: any eviction drops it."""
+    to nothing when it was not cached), ``views[i]`` its ``fast_view`` (unused for dicts).
+    Kept while every entry it names is in the cache: their messages are evicted last, and an
+    eviction that must take some of them drops every memo."""
 
     dicts: bool
     messages: list[Any]
@@ -95,10 +96,12 @@ class _Memo(NamedTuple):
     snapshots: list[Any]
     counts: list[int]
     infos: list[MessageInfo]
-    evictions: int
 
 
-_NO_MEMO: Final = _Memo(False, [], [], [], [], [], -1)
+_NO_MEMO: Final = _Memo(False, [], [], [], [], [])
+#: memos kept: the last calls of lists that start with different messages (two lists that
+#: alternate, as a history reduced warm and its copy reloaded from a checkpoint)
+_MEMOS: Final = 2
 #: what ``_columns`` returns: counts, infos, missed, and the views and snapshots of the call
 Checked = tuple[list[int], list[MessageInfo], list[int], list[Any] | None, list[Any] | None]
 
@@ -131,16 +134,18 @@ class TokenCounter:
 
     At most ``cache_size`` messages are kept (``cache_size=0`` disables the cache). A hit costs
     no bookkeeping: when admitting new messages overfills the cache, the entries of messages
-    neither the current call nor the last call checked by columns passed go first, oldest
+    neither the current call nor the remembered recent calls (below) passed go first, oldest
     inserted first, then the others, oldest inserted first.
 
     The warm check runs by columns (``map`` over the list, no Python code per message) on lists
     of dicts and on lists of ``fast_view`` classes (LangChain messages: one C call reads a
     message's class, declared fields and extras); other lists are checked one message at a
-    time. The leading messages that are the very objects of the last call checked by columns,
-    at the same places, take their snapshots, counts and readings from that call's columns
-    instead of a lookup each (the snapshots are still compared); those columns are dropped as
-    soon as any entry is evicted, so they never outlive the cache.
+    time. The columns of the last two such calls whose lists start with different messages are
+    remembered (a history reduced warm and its copy reloaded from a checkpoint alternate): the
+    leading messages that are the very objects of such a call, at the same places, take their
+    snapshots, counts and readings from its columns instead of a lookup each (the snapshots are
+    still compared). Their messages are evicted last, and an eviction that must take one of
+    them forgets every remembered call, so the columns never outlive the cache.
 
     Messages not in the cache are read by columns (``read_plain``) and snapshot by columns
     (``snapshots``). The heuristic counts the plain messages and tool calls it reads by columns
@@ -172,8 +177,8 @@ class TokenCounter:
         self._cache: dict[int, _Entry] = {}  # id(message) -> entry, in insertion order
         self._by_msg_id: dict[str, _Entry] = {}  # message id -> its newest entry
         self._seen: set[int] = set()  # id() of messages the heuristic counted by columns once
-        self._memo = _NO_MEMO
-        self._evictions = 0  # evictions so far: a memo is valid while this has not changed
+        self._memos: list[_Memo] = []  # the most recent first
+        self._evictions = 0  # evictions so far: a new memo is kept when this is as expected
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -268,7 +273,7 @@ class TokenCounter:
                         for i in missed:
                             views[i] = fast_view(type(messages[i]))
                 if views and None in map(views.__getitem__, missed):  # now of a class read otherwise
-                    self._memo = _NO_MEMO
+                    self._memos = []
                 else:
                     self._remember(messages, by_dicts, views, snaps, counts, infos, evictions)
         return counts, infos
@@ -283,26 +288,27 @@ class TokenCounter:
         infos: list[MessageInfo],
         evictions: int,
     ) -> None:
-        """Keep this call's columns for the next call (``_Memo``), when all of it can be cached
-        and no entry left the cache since the check but by this call's own admission (which
-        evicts no message of the call when the call fits); ``evictions``: the count that leaves.
-        The caller owns ``counts`` and ``infos``, so the memo keeps copies. Under the lock."""
-        if len(messages) > self.cache_size or self._evictions != evictions:
-            self._memo = _NO_MEMO  # some of its entries may be out of the cache
-            return
+        """Keep this call's columns for the next calls (``_Memo``), in place of the memo of a
+        list that starts with the same message, when all of it can be cached and no entry left
+        the cache since the check but by this call's own admission (which evicts no message of
+        the call when the call fits); ``evictions``: the count that leaves. The caller owns
+        ``counts`` and ``infos``, so the memo keeps copies. Under the lock."""
+        if not messages or len(messages) > self.cache_size or self._evictions != evictions:
+            return  # some of its entries may be out of the cache
         if views is None:  # not read (the cache was empty): the shapes are not checked yet
             types = list(map(type, messages))
             if dicts:
                 if set(types) != {dict}:
-                    self._memo = _NO_MEMO
                     return
                 views = []
             else:
                 if None in list(map(fast_view, set(types))):
-                    self._memo = _NO_MEMO
                     return
                 views = list(map(FAST_VIEWS.__getitem__, types))
-        self._memo = _Memo(dicts, list(messages), views, snaps, counts.copy(), infos.copy(), evictions)
+        first = messages[0]
+        others = [m for m in self._memos if m.messages[0] is not first]
+        memo = _Memo(dicts, list(messages), views, snaps, counts.copy(), infos.copy())
+        self._memos = [memo, *others][:_MEMOS]
 
     def _count_fresh(
         self, messages: Sequence[Any], *, by_id: bool
@@ -376,14 +382,15 @@ class TokenCounter:
             held_ids = cast("list[str]", list(compress(msg_ids, msg_ids)))  # the true ones: str ids
             by_msg_id.update(zip(held_ids, compress(entries, msg_ids), strict=True))
             excess = len(cache) - self.cache_size
-            if excess > 0:  # kept first: the messages of this call and of the last one checked by columns
+            if excess > 0:  # kept first: the messages of this call and of the memos
                 keep = set(map(id, current))
-                keep.update(map(id, self._memo.messages))
+                for memo in self._memos:
+                    keep.update(map(id, memo.messages))
                 victims = list(islice(filterfalse(keep.__contains__, cache), excess))
-                if len(victims) < excess:  # the call alone holds more than cache_size messages
+                if len(victims) < excess:  # the messages kept first alone overfill the cache
                     victims += islice(filter(keep.__contains__, cache), excess - len(victims))
+                    self._memos = []
                 self._evictions += 1
-                self._memo = _NO_MEMO
                 for key in victims:
                     old = cache.pop(key)
                     msg_id = _entry_info(old).id
@@ -412,9 +419,12 @@ class TokenCounter:
         if not cache:  # nothing to check (the shapes are checked when remembered)
             return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n)), None, None
         msgs = messages if type(messages) is list else list(messages)
-        memo = self._memo
+        memo = _NO_MEMO
+        for recent in self._memos:
+            if recent.dicts is dicts and n and recent.messages[0] is msgs[0]:
+                memo = recent
         k = 0
-        if memo.dicts is dicts and memo.evictions == self._evictions and memo.messages:
+        if memo.messages:
             same = list(map(is_, msgs, memo.messages))
             try:
                 k = same.index(False)
@@ -494,7 +504,7 @@ class TokenCounter:
             self._cache.clear()
             self._by_msg_id.clear()
             self._seen.clear()
-            self._memo = _NO_MEMO
+            self._memos = []
 
     def cache_len(self) -> int:
         return len(self._cache)
