@@ -25,8 +25,8 @@ from ..reduction import (
     DefaultMemo,
     OnReduce,
     SummaryMemo,
-    areduce_checkpoint,
-    reduce_checkpoint,
+    areduce_for_put,
+    reduce_for_put,
     resolve_memo,
 )
 from ._mapping import (
@@ -355,22 +355,20 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
     ) -> Checkpoint:
         if self._reducer is None:
             return checkpoint
-        reduced, _ = reduce_checkpoint(
+        return reduce_for_put(
             self._reducer, config, checkpoint, new_versions,
-            messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
-        )
-        return reduced
+            self._messages_key, self._on_reduce, self._summary_memo,
+        )  # fmt: skip
 
     async def _areduce(
         self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
     ) -> Checkpoint:
         if self._reducer is None:
             return checkpoint
-        reduced, _ = await areduce_checkpoint(
+        return await areduce_for_put(
             self._reducer, config, checkpoint, new_versions,
-            messages_key=self._messages_key, on_reduce=self._on_reduce, summary_memo=self._summary_memo,
-        )
-        return reduced
+            self._messages_key, self._on_reduce, self._summary_memo,
+        )  # fmt: skip
 
     def _plan_put(
         self,
