@@ -648,6 +648,18 @@ def test_the_cache_is_bounded_and_evicts_what_recent_calls_did_not_pass_first() 
     assert calls == []
 
 
+def test_a_full_cache_frees_a_sixteenth_of_its_room_at_once() -> None:
+    counter = TokenCounter(counted_measure([]), name="counted", cache_size=32)
+    msgs = [{"role": "user", "content": f"message {i}"} for i in range(80)]
+    sizes = []
+    for msg in msgs:
+        counter.count_messages([msg])
+        sizes.append(counter.cache_len())
+    assert max(sizes) == 32
+    assert sizes[32] == 32 - 32 // 16  # the 33rd message evicts 1 + 2 entries
+    assert sizes.count(32) < 80 // 3  # then 2 admissions fit before the next eviction
+
+
 def test_cache_size_zero_counts_every_time() -> None:
     calls: list[str] = []
     counter = TokenCounter(counted_measure(calls), name="counted", cache_size=0)

@@ -135,7 +135,8 @@ class TokenCounter:
     At most ``cache_size`` messages are kept (``cache_size=0`` disables the cache). A hit costs
     no bookkeeping: when admitting new messages overfills the cache, the entries of messages
     neither the current call nor the remembered recent calls (below) passed go first, oldest
-    inserted first, then the others, oldest inserted first.
+    inserted first (up to a sixteenth of ``cache_size`` more than needed, so that a full cache
+    does not evict on every call), then the others, oldest inserted first, only as needed.
 
     The warm check runs by columns (``map`` over the list, no Python code per message) on lists
     of dicts and on lists of ``fast_view`` classes (LangChain messages: one C call reads a
@@ -386,7 +387,10 @@ class TokenCounter:
                 keep = set(map(id, current))
                 for memo in self._memos:
                     keep.update(map(id, memo.messages))
-                victims = list(islice(filterfalse(keep.__contains__, cache), excess))
+                # a sixteenth of the room freed at once (of the entries not kept first), so that a
+                # full cache builds ``keep`` once per that many admissions, not on every call
+                room = excess + self.cache_size // 16
+                victims = list(islice(filterfalse(keep.__contains__, cache), room))
                 if len(victims) < excess:  # the messages kept first alone overfill the cache
                     victims += islice(filter(keep.__contains__, cache), excess - len(victims))
                     self._memos = []
