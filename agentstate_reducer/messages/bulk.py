@@ -367,6 +367,28 @@ def _is_pinned_kind(msg: Any) -> bool:
     return read_message(msg).kind in PINNED_KINDS
 
 
+def _pinned_dicts(messages: Sequence[Any], positions: list[int]) -> list[int]:
+    """The pinned ones among the exact dicts at ``positions``: by the ``role`` column where it
+    is a str and the dict has no ``type``, else one by one."""
+    dicts = list(map(messages.__getitem__, positions))
+    roles = list(map(dict.get, dicts, repeat("role")))
+    mtypes = list(map(dict.get, dicts, repeat("type")))
+    try:
+        pinned_role = {
+            r: type(r) is str and ROLE_ALIASES.get(r.lower(), "unknown") in PINNED_KINDS for r in set(roles)
+        }
+    except TypeError:  # an unhashable role
+        return [i for i in positions if _is_pinned_kind(messages[i])]
+    out = list(compress(positions, map(pinned_role.__getitem__, roles)))
+    if mtypes.count(None) != len(mtypes) or not all(type(r) is str for r in pinned_role):
+        # a typed dict, or one without a str role: read on its own
+        odd = {
+            i for i, r, t in zip(positions, roles, mtypes, strict=True) if t is not None or type(r) is not str
+        }
+        out = [i for i in out if i not in odd] + [i for i in sorted(odd) if _is_pinned_kind(messages[i])]
+    return out
+
+
 def pinned_indices(messages: Sequence[Any]) -> list[int]:
     """Indices of system, unknown-role and remove messages, in no particular order.
 
@@ -389,7 +411,9 @@ def pinned_indices(messages: Sequence[Any]) -> list[int]:
                 positions.append(i)
         except ValueError:
             pass
-        if kind is None:
+        if kind is None and cls is dict:
+            positions = _pinned_dicts(messages, positions)
+        elif kind is None:
             positions = [i for i in positions if _is_pinned_kind(messages[i])]
         out += positions
     return out
