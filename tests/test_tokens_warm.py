@@ -227,13 +227,13 @@ _NOTHING_TO_EDIT = {(shape, "extra") for shape in ("openai", "anthropic", "prope
 
 
 @pytest.mark.parametrize("exact", [False, True], ids=["heuristic", "tiktoken"])
-@pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("shape", sorted(SHAPES))
+@pytest.mark.parametrize(
+    ("shape", "op"),
+    [(shape, op) for shape in sorted(SHAPES) for op in OPS if (shape, op) not in _NOTHING_TO_EDIT],
+)
 def test_each_edit_is_seen_on_every_shape(shape: str, op: str, exact: bool) -> None:
     """Each edit on each shape, on every message in turn, on a warm cache (the examples above
     are random); each pair changes some count, so a check that missed it would fail here."""
-    if (shape, op) in _NOTHING_TO_EDIT:
-        pytest.skip(f"{shape} messages have no extras")
     check_history(shape, exact, 64, [(op, index, "a rather longer text") for index in range(15)])
 
 
