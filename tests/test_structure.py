@@ -78,3 +78,51 @@ def test_calls_held_in_extras_and_parts_are_read() -> None:
     assert got.calls == {0: ("old",), 1: ("f#0",)}
     assert got.leads == {2: 1}
     assert got == _expected(dicts, 0)
+
+
+def test_the_kind_of_an_object_is_read_from_its_own_type() -> None:
+    """A model whose ``type`` field takes several values, and a LangChain message whose ``type``
+    was assigned: each is read by its instance's value, as ``read_message`` reads it."""
+    from typing import Literal
+
+    from langchain_core.messages import HumanMessage
+    from pydantic import BaseModel
+
+    from agentstate_reducer import MessageReducer, ReducerConfig
+    from agentstate_reducer.messages import PINNED_KINDS, pinned_indices
+
+    class Msg(BaseModel):
+        type: Literal["human", "ai", "tool", "system"] = "human"
+        content: str = ""
+        id: str = ""
+        tool_calls: list[dict[str, Any]] = []
+        tool_call_id: str | None = None
+
+    moved = HumanMessage("now a system message", id="m")
+    moved.type = "system"  # type: ignore[assignment]
+    msgs: list[Any] = [
+        Msg(content="q1", id="h1"),
+        Msg(type="ai", content="a1", id="a1"),
+        Msg(type="system", content="s", id="s1"),
+        moved,
+        Msg(content="q2", id="h2"),
+        Msg(type="ai", id="c2", tool_calls=[{"id": "x", "name": "f", "args": {}}]),
+        Msg(type="tool", content="r", id="t2", tool_call_id="x"),
+    ]
+    assert read_structure(msgs) == _expected(msgs, 0)
+    assert pinned_indices(msgs) == [i for i, m in enumerate(msgs) if read_message(m).kind in PINNED_KINDS]
+    reducer = MessageReducer(config=ReducerConfig(min_messages=1, max_messages=4, preserve_first=False))
+    assert [m.id for m in reducer.reduce(msgs).surviving] == ["s1", "m", "h2", "c2", "t2"]
+
+
+def test_a_message_read_whole_keeps_nothing_its_columns_read() -> None:
+    """A dict whose extras cannot say whether they are true is read by ``read_message`` (which
+    reads it as unknown): the call ids the columns read before are not kept."""
+
+    class Hostile(dict[str, Any]):
+        def __bool__(self) -> bool:
+            raise RuntimeError("no truth value")
+
+    msg = {"role": "assistant", "content": "x", "tool_calls": [{"id": "a"}], "additional_kwargs": Hostile()}
+    got = read_structure([msg])
+    assert got == _expected([msg], 0)

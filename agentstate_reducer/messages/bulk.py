@@ -62,6 +62,7 @@ _ITEM_TYPES: Final = frozenset(
     }
 )
 _NO_CALLS: Final = frozenset({list, tuple, type(None)})
+_PINNED_OR_NONE: Final = frozenset({*PINNED_KINDS, None})
 _STR_OR_NONE: Final = frozenset({str, type(None)})
 #: ``tool_call_payloads`` of the messages read with their tool calls, by index
 Calls = dict[int, list[tuple[str, str, str]]]
@@ -339,37 +340,36 @@ def live_fields_columns(messages: Sequence[Any]) -> Iterable[Any] | None:
 
 # --- the planner's one full pass ---
 
-_CONVERSATION: Final = frozenset({"human", "ai", "tool"})
-# class -> its kind when the class alone decides it (LangChain message classes), else None
-_class_kinds: dict[type, Kind | None] = {}
+
+def kind_of_type(value: Any) -> Kind | None:
+    """``read_message``'s kind of an object message whose ``type`` is ``value``, when the value
+    alone decides it (LangChain's message types); None when the message must be read whole (no
+    str type, a chat message or a Responses item)."""
+    if type(value) is not str or (value not in CLASS_ROLES and value not in ROLE_ALIASES):
+        return None
+    return ROLE_ALIASES.get(CLASS_ROLES.get(value, value))
 
 
-def _kind_of_class(cls: type) -> Kind | None:
-    fields = getattr(cls, "model_fields", None)
-    field = fields.get("type") if isinstance(fields, Mapping) else None
-    default = getattr(field, "default", None)
-    if not isinstance(default, str) or default in ("chat", "ChatMessageChunk"):
-        return None  # decided per message: dicts, ChatMessage(role=...), duck-typed objects
-    if default not in CLASS_ROLES and default not in ROLE_ALIASES:
-        return None  # a type this package reads by more than its name (Responses items)
-    role = CLASS_ROLES.get(default, default)
-    return ROLE_ALIASES.get(role.lower(), "unknown")
-
-
-def _is_pinned_kind(msg: Any) -> bool:
-    if isinstance(msg, dict):  # the common dict shapes, without a full read
-        role = msg.get("role")
-        if isinstance(role, str):
-            return ROLE_ALIASES.get(role.lower(), "unknown") in PINNED_KINDS
-        mtype = msg.get("type")
-        if isinstance(mtype, str) and (mtype in CLASS_ROLES or mtype in ROLE_ALIASES) and "data" not in msg:
-            return ROLE_ALIASES.get(CLASS_ROLES.get(mtype, mtype).lower(), "unknown") in PINNED_KINDS
-    return read_message(msg).kind in PINNED_KINDS
+def object_kinds(messages: Sequence[Any]) -> list[Kind | None]:
+    """``kind_of_type`` of each message's ``type`` (read with ``getattr``, as ``read_message``
+    reads it); None for dicts and for every message if a ``type`` cannot be read."""
+    try:
+        values = list(map(getattr, messages, repeat("type"), repeat(None)))
+        kind_of = {v: kind_of_type(v) for v in set(values)}
+    except Exception:  # a property that raises, an unhashable type value
+        return [None] * len(messages)
+    kinds = list(map(kind_of.__getitem__, values))
+    types = list(map(type, messages))
+    for cls in set(types):
+        if issubclass(cls, Mapping):  # read by key, not by attribute: read it on its own
+            for i in compress(range(len(types)), map(is_, types, repeat(cls))):
+                kinds[i] = None
+    return kinds
 
 
 def _pinned_dicts(messages: Sequence[Any], positions: list[int]) -> list[int]:
     """The pinned ones among the exact dicts at ``positions``: by the ``role`` column where it
-    is a str and the dict has no ``type``, else one by one."""
+    is a str and the dict has no ``type``, else read whole."""
     dicts = list(map(messages.__getitem__, positions))
     roles = list(map(dict.get, dicts, repeat("role")))
     mtypes = list(map(dict.get, dicts, repeat("type")))
@@ -378,42 +378,33 @@ def _pinned_dicts(messages: Sequence[Any], positions: list[int]) -> list[int]:
             r: type(r) is str and ROLE_ALIASES.get(r.lower(), "unknown") in PINNED_KINDS for r in set(roles)
         }
     except TypeError:  # an unhashable role
-        return [i for i in positions if _is_pinned_kind(messages[i])]
+        return [i for i in positions if read_message(messages[i]).kind in PINNED_KINDS]
     out = list(compress(positions, map(pinned_role.__getitem__, roles)))
     if mtypes.count(None) != len(mtypes) or not all(type(r) is str for r in pinned_role):
-        # a typed dict, or one without a str role: read on its own
+        # a typed dict (serialized forms, Responses items) or one without a str role: read whole
         odd = {
             i for i, r, t in zip(positions, roles, mtypes, strict=True) if t is not None or type(r) is not str
         }
-        out = [i for i in out if i not in odd] + [i for i in sorted(odd) if _is_pinned_kind(messages[i])]
+        out = [i for i in out if i not in odd]
+        out += [i for i in sorted(odd) if read_message(messages[i]).kind in PINNED_KINDS]
     return out
 
 
 def pinned_indices(messages: Sequence[Any]) -> list[int]:
-    """Indices of system, unknown-role and remove messages, in no particular order.
+    """Indices of system, unknown-role and remove messages, ascending.
 
-    This is the one pass the planner makes over a whole history, so it is done per class where
-    the class decides the kind (``list.index`` scans at C speed) and per message only otherwise.
+    This is the one pass the planner makes over a whole history, so it reads columns: each
+    object's ``type`` (``object_kinds``), each dict's ``role`` (``_pinned_dicts``), and reads a
+    message whole only where those do not decide its kind.
     """
-    types = list(map(type, messages))
-    out: list[int] = []
-    for cls in set(types):
-        if cls not in _class_kinds:
-            _class_kinds[cls] = _kind_of_class(cls)
-        kind = _class_kinds[cls]
-        if kind in _CONVERSATION:
-            continue
-        positions: list[int] = []
-        i = -1
-        try:
-            while True:
-                i = types.index(cls, i + 1)
-                positions.append(i)
-        except ValueError:
-            pass
-        if kind is None and cls is dict:
-            positions = _pinned_dicts(messages, positions)
-        elif kind is None:
-            positions = [i for i in positions if _is_pinned_kind(messages[i])]
-        out += positions
-    return out
+    kinds = object_kinds(messages)
+    n = len(kinds)
+    out = list(compress(range(n), map(_PINNED_OR_NONE.__contains__, kinds)))
+    if None not in kinds:
+        return out
+    undecided = list(compress(range(n), map(is_, kinds, repeat(None))))
+    dicts = [i for i in undecided if type(messages[i]) is dict]
+    others = [i for i in undecided if type(messages[i]) is not dict]
+    pinned = set(_pinned_dicts(messages, dicts)) if dicts else set()
+    pinned.update(i for i in others if read_message(messages[i]).kind in PINNED_KINDS)
+    return sorted(pinned.union(i for i in out if kinds[i] is not None))

@@ -2,8 +2,8 @@
 whether it leads, read by columns over a window of the list.
 
 ``read_structure(messages, lo)`` equals ``[read_message(m) for m in messages[lo:]]`` in those four
-fields (tests/test_structure.py checks it with hypothesis). Where the class of a message decides
-its kind (LangChain message classes) or an exact dict names its role, and the fields that decide
+fields (tests/test_structure.py checks it with hypothesis). Where an object's ``type`` names its
+kind (LangChain messages) or an exact dict names its role, and the fields that decide
 the rest are plain (text content, tool calls as dicts with string ids, a string
 ``tool_call_id``), the fields are read with one ``map`` per column; every other message is read
 with ``read_message``.
@@ -16,24 +16,12 @@ from itertools import chain, compress, islice, repeat
 from operator import attrgetter, eq, is_, is_not, itemgetter
 from typing import Any, Final, NamedTuple
 
-from agentstate_reducer.messages.bulk import _class_kinds, _kind_of_class
+from agentstate_reducer.messages.bulk import object_kinds
 from agentstate_reducer.messages.read import ROLE_ALIASES, Kind, MessageInfo, read_message
 
 _NO_CALLS: Final = frozenset({list, type(None)})
 _TEXT: Final = frozenset({str, type(None)})
 _ai_fields: Final = attrgetter("content", "tool_calls", "additional_kwargs")
-
-
-def _class_kind(cls: type) -> Kind | None:
-    """The kind every instance of ``cls`` has (LangChain message classes), else None."""
-    if cls not in _class_kinds:
-        _class_kinds[cls] = _kind_of_class(cls)
-    return _class_kinds[cls]
-
-
-def class_decides(cls: type) -> bool:
-    """True when every instance of ``cls`` has one kind, known from the class."""
-    return _class_kind(cls) is not None
 
 
 class Structure(NamedTuple):
@@ -98,9 +86,8 @@ def read_structure(messages: Sequence[Any], lo: int = 0, hi: int | None = None) 
         except Exception:  # an unhashable role: read one by one
             kinds, todo = [None] * m, list(range(m))
     else:
-        kind_of = {cls: _class_kind(cls) for cls in classes}
-        kinds = list(map(kind_of.__getitem__, types))
-        todo = list(compress(range(m), map(eq, kinds, repeat(None)))) if None in kind_of.values() else []
+        kinds = object_kinds(window)
+        todo = list(compress(range(m), map(is_, kinds, repeat(None)))) if None in kinds else []
     calls: dict[int, tuple[str, ...]] = {}
     results: dict[int, tuple[str, ...]] = {}
     leads: dict[int, int] = {}
@@ -112,6 +99,8 @@ def read_structure(messages: Sequence[Any], lo: int = 0, hi: int | None = None) 
     except Exception:  # a hostile field: every message read one by one
         todo, calls, results = list(range(m)), {}, {}
     for j in set(todo):
+        calls.pop(j, None)  # what the columns read of it before it was found not plain
+        results.pop(j, None)
         info = read_message(window[j])
         kinds[j] = info.kind
         if info.kind == "ai" and info.call_ids:
