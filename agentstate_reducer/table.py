@@ -25,7 +25,7 @@ from operator import attrgetter, ne, sub
 from typing import Any, Final
 
 from .messages import PINNED_KINDS, MessageInfo, pinned_indices, read_message
-from .messages.structure import Structure, class_decides, joined, read_structure, structure_of_infos
+from .messages.structure import Structure, joined, read_structure, structure_of_infos
 from .planner import Plan, _first_unit, runs_of
 
 #: the messages of the window that the decision does not need read again when it grows
@@ -39,34 +39,35 @@ class TableMemo:
     messages read. In count mode the messages are compared: like the reducer's validity memo, it
     takes a message that is the same object as before to have the same structure (kind, call
     ids, answered ids). In token mode their readings are: the count cache hands back a new
-    reading for a message changed in place."""
+    reading for a message changed in place. The three are replaced together, as one tuple, so
+    a reducer shared by threads never mixes two lists' memos."""
 
-    __slots__ = ("messages", "pinned", "table")
+    __slots__ = ("last",)
 
     def __init__(self) -> None:
-        self.messages: list[Any] = []
-        self.pinned: list[int] = []
-        self.table: Structure | None = None
+        self.last: tuple[list[Any], list[int], Structure] | None = None
 
-    def known(self, messages: Sequence[Any]) -> int:
-        """How many leading messages of ``messages`` are the memo's (0 or all of them)."""
-        k = len(self.messages)
-        if not k or self.table is None or len(messages) < k:
-            return 0
-        try:
-            same = bool((messages if len(messages) == k else messages[:k]) == self.messages)
-        except Exception:  # an element whose == cannot answer
-            return 0
-        return k if same else 0
+
+def _known(last: tuple[list[Any], list[int], Structure] | None, keys: Sequence[Any]) -> int:
+    """How many leading ``keys`` are the memo's (0 or all of the memo's)."""
+    if last is None:
+        return 0
+    k = len(last[0])
+    if not k or len(keys) < k:
+        return 0
+    try:
+        same = bool((keys if len(keys) == k else keys[:k]) == last[0])
+    except Exception:  # an element whose == cannot answer
+        return 0
+    return k if same else 0
 
 
 def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
-    """The indices of pinned kinds, ascending: by class where the class decides (LangChain
-    messages), else from the readings when given."""
-    if infos is not None and not all(map(class_decides, set(map(type, messages)))):
+    """The indices of pinned kinds, ascending: from the readings when given."""
+    if infos is not None:
         kinds = map(attrgetter("kind"), infos)
         return list(compress(range(len(infos)), map(PINNED_KINDS.__contains__, kinds)))
-    return sorted(pinned_indices(messages))
+    return pinned_indices(messages)
 
 
 def plan_by_table(
@@ -89,16 +90,17 @@ def plan_by_table(
     window reads beyond the budget's worth."""
     n = len(messages)
     keys = messages if infos is None else infos
-    known = memo.known(keys) if memo is not None else 0
+    last = memo.last if memo is not None else None
+    known = _known(last, keys)
     prior: Structure | None = None
     if known:
-        assert memo is not None and memo.table is not None
-        prior = memo.table
+        assert last is not None
+        prior = last[2]
         if known < n:
             more = _pinned(messages[known:], infos[known:] if infos is not None else None)
-            pinned = memo.pinned + [known + p for p in more]
+            pinned = last[1] + [known + p for p in more]
         else:
-            pinned = memo.pinned
+            pinned = last[1]
     else:
         pinned = _pinned(messages, infos)
     kind_pinned = pinned
@@ -143,9 +145,7 @@ def plan_by_table(
             return None
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
     if memo is not None:
-        memo.messages = list(keys)
-        memo.pinned = kind_pinned
-        memo.table = table
+        memo.last = (list(keys), kind_pinned, table)
     if not isinstance(out, tuple):
         return None
     members, kept_cost = out
@@ -178,9 +178,13 @@ def _decide(
         letters = list(text)
         for p in inside:
             letters[p - lo] = "p"
+        if letters.count("p") != len(inside):
+            return None  # a pinned kind the pinned indices do not name: the reference decides
         mask = list(map(ne, letters, repeat("p")))
         conv = list(compress(range(lo, n), mask))
         text = "".join(compress(letters, mask))
+    elif "p" in text:
+        return None
     else:
         conv = range(lo, n)
     size = len(text)
@@ -202,6 +206,8 @@ def _decide(
     if calls:
         pieces = body.split("c")[1:]  # what follows each call: its results, then other messages
         runs = list(map(sub, map(len, pieces), map(len, map(str.lstrip, pieces, repeat("t")))))
+        if sum(runs) != len(results):
+            return None  # a result outside the runs: after a human or AI message without calls
         wanted = list(map(len, calls))
         pending = not pieces[-1].strip("t")  # the newest call, with only results after it
         if pending and runs[-1] < wanted[-1]:

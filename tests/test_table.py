@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from agentstate_reducer import MessageReducer
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.planner import UNLIMITED, Plan, plan
 from agentstate_reducer.table import TableMemo, plan_by_table
@@ -55,6 +56,27 @@ def plain_conversations(draw: st.DrawFn) -> Spec:
         calls = [new_id("p") for _ in range(draw(st.integers(1, 3)))]
         spec.append(("call", new_id("c"), calls))
         spec += [("tool", new_id("t"), cid) for cid in calls[: draw(st.integers(0, len(calls) - 1))]]
+    return spec
+
+
+@st.composite
+def loose_conversations(draw: st.DrawFn) -> Spec:
+    """Any order of messages over a pool of four call ids: calls answered in full, in part, out
+    of order or not at all, results of no call or of an older call, before or after other
+    messages, system and unknown messages between them."""
+    spec: Spec = []
+    pool = ["a", "b", "c", "d"]
+    for n in range(draw(st.integers(0, 14))):
+        step = draw(st.sampled_from(["human", "ai", "call", "call", "tool", "system", "unknown"]))
+        if step == "call":
+            calls = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=3, unique=True))
+            spec.append(("call", f"c{n}", calls))
+            answers = draw(st.permutations(calls))[: draw(st.integers(0, len(calls)))]
+            spec += [("tool", f"t{n}_{cid}", cid) for cid in answers]
+        elif step == "tool":
+            spec.append(("tool", f"t{n}", draw(st.sampled_from([*pool, "zz"]))))
+        else:
+            spec.append((step, f"{step[0]}{n}"))
     return spec
 
 
@@ -113,6 +135,22 @@ def test_the_table_plans_every_plain_history_as_the_reference_does(
 ) -> None:
     fast, _ = _both(BUILDERS[fmt](spec), token, budget, preserve_first, start_on_human, slack)
     assert fast is not None
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    fmt=st.sampled_from(PLAIN_SHAPES),
+    spec=loose_conversations(),
+    token=st.booleans(),
+    budget=budgets,
+    preserve_first=st.booleans(),
+    start_on_human=st.booleans(),
+    slack=st.integers(0, 3),
+)
+def test_the_table_equals_the_reference_on_loose_histories(
+    fmt: str, spec: Spec, token: bool, budget: int, preserve_first: bool, start_on_human: bool, slack: int
+) -> None:
+    _both(BUILDERS[fmt](spec), token, budget, preserve_first, start_on_human, slack)
 
 
 @settings(max_examples=300, deadline=None)
@@ -229,3 +267,43 @@ def test_the_memo_plans_a_longer_list_as_a_fresh_table_does(
         k = data.draw(st.integers(0, cut - 1))
         infos[k] = infos[k]._replace(kind="tool", result_ids=("nowhere",))  # type: ignore[index]
     assert planned(msgs, infos, True) == planned(msgs, infos, False)
+
+
+def test_a_result_of_no_call_before_a_pending_call_with_its_id_is_pruned() -> None:
+    """An orphan result whose id the pending call at the end makes again: no run holds it, so
+    the table must not take it as answered (the reference prunes it)."""
+    call = {"id": "d", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    msgs: list[Any] = [
+        {"role": "user", "content": "first", "id": "h0"},
+        {"role": "user", "content": "q", "id": "h1"},
+        {"role": "tool", "content": "orphan", "tool_call_id": "d", "id": "t2"},
+        {"role": "assistant", "content": "a", "id": "a3"},
+        {"role": "assistant", "content": None, "id": "c4", "tool_calls": [call]},
+    ]
+    for budget in [*range(len(msgs) + 1), UNLIMITED]:
+        for token in (False, True):
+            _both(msgs, token, budget, True, True, 0)
+    result = MessageReducer(max_messages=10).reduce(msgs)
+    assert [m["id"] for m in result.surviving] == ["h0", "h1", "a3", "c4"]
+    assert result.stats.repaired
+
+
+def test_a_pinned_kind_the_pinned_indices_miss_is_left_to_the_reference() -> None:
+    """A serialized system message that also has a ``role`` key is pinned by its reading."""
+    odd = {
+        "role": "user",
+        "lc": 1,
+        "type": "constructor",
+        "id": ["langchain", "schema", "messages", "SystemMessage"],
+        "kwargs": {"content": "odd"},
+    }
+    msgs: list[Any] = [
+        {"role": "user", "content": "q1"},
+        {"role": "system", "content": "s"},
+        odd,
+        {"role": "user", "content": "q2"},
+        {"role": "assistant", "content": "a2"},
+    ]
+    assert read_message(odd).kind == "system"
+    for budget in [*range(len(msgs) + 1), UNLIMITED]:
+        _both(msgs, False, budget, False, False, 0)
