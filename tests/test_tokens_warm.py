@@ -299,3 +299,22 @@ def test_an_evicted_message_is_counted_again_even_when_the_last_call_passed_it()
     calls.clear()
     assert counter.read_and_count(first) == fresh(heuristic_counter(), first)
     assert "system 0" in calls  # counted again: it had left the cache
+
+
+def test_an_edit_undone_is_counted_as_undone() -> None:
+    """A message edited (recounted, not cached: the heuristic caches on the second sight) and
+    edited back: its count and reading are those of its content now, not the edited one."""
+    from agentstate_reducer.tokens import heuristic_counter as make
+
+    counter = make()
+    msgs: list[Any] = [
+        {"role": "user", "content": "hello", "id": "h1"},
+        {"role": "user", "content": [{"type": "text", "text": "short"}], "id": "h2"},
+    ]
+    counter.count_messages(msgs)
+    msgs[1]["content"] = "y" * 400
+    assert counter.count_messages(msgs) == make(cache_size=0).count_messages(msgs)
+    msgs[1]["content"] = [{"type": "text", "text": "short"}]
+    counts, infos = counter.read_and_count(msgs)
+    assert counts == make(cache_size=0).count_messages(msgs)
+    assert infos[1].content == [{"type": "text", "text": "short"}]

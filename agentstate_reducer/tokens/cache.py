@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Sequence
 from itertools import compress, filterfalse, islice, repeat
 from operator import add, attrgetter, eq, floordiv, is_, is_not, itemgetter, not_
@@ -87,8 +88,9 @@ class _Memo(NamedTuple):
     """The columns of a recent call checked by columns, to check the same objects again without
     a lookup per message: ``snapshots[i]`` is the cached snapshot of ``messages[i]`` (or one equal
     to nothing when it was not cached), ``views[i]`` its ``fast_view`` (unused for dicts).
-    Kept while every entry it names is in the cache: their messages are evicted last, and an
-    eviction that must take some of them drops every memo."""
+    Each snapshot was taken with its count and reading, so a message equal to its snapshot has
+    that count whether its cache entry is still there or not; their messages are evicted last,
+    and an eviction that must take some of them drops the memos remembered before it."""
 
     dicts: bool
     messages: list[Any]
@@ -146,7 +148,9 @@ class TokenCounter:
     leading messages that are the very objects of such a call, at the same places, take their
     snapshots, counts and readings from its columns instead of a lookup each (the snapshots are
     still compared). Their messages are evicted last, and an eviction that must take one of
-    them forgets every remembered call, so the columns never outlive the cache.
+    them forgets the calls remembered before it. Each remembered column pairs a snapshot with
+    the count and reading taken with it (a message not cached gets a snapshot equal to nothing),
+    so a message that passes the check has the right count, cached or not.
 
     Messages not in the cache are read by columns (``read_plain``) and snapshot by columns
     (``snapshots``). The heuristic counts the plain messages and tool calls it reads by columns
@@ -261,10 +265,14 @@ class TokenCounter:
             self.misses += len(missed)
             if checked is not None and (admit or snaps is not None):
                 # the snapshots of the messages cached now (of the others: one equal to nothing,
-                # so that they are looked up again); an entry found by the id of a message
-                # passed is that message's own. (Nothing cached into an empty cache: no memo.)
+                # so that they are looked up again, even when an entry of an older state of the
+                # message is still cached); an entry found by the id of a message passed is that
+                # message's own. (Nothing cached into an empty cache: no memo.)
                 cache = self._cache
-                found = map(_entry_snapshot, map(cache.get, map(id, sub_all), repeat(_NO_ENTRY)))
+                found: list[Any] = [_NOT_CACHED] * len(sub_all)
+                if admit:
+                    cached_now = map(_entry_snapshot, map(cache.get, keys, repeat(_NO_ENTRY)))
+                    deque(map(found.__setitem__, admit, cached_now), maxlen=0)
                 if snaps is None:
                     snaps = list(found)
                 else:
