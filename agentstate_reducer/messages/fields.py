@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from itertools import compress, repeat
+from collections.abc import Callable, Mapping
+from itertools import repeat
 from operator import attrgetter
 from typing import Any, Final
 
@@ -184,15 +184,6 @@ def _extras_hold_fields(extras: Any) -> bool:
         return not _READ_SET.isdisjoint(extras)
     except Exception:
         return True
-
-
-def extras_holding_fields(messages: Sequence[Any]) -> list[int]:
-    """The indices of ``messages`` whose pydantic extras hold a ``READ_FIELDS`` field (one
-    ``map`` over the list; almost always none)."""
-    extras = list(map(getattr, messages, repeat(PYDANTIC_EXTRA), repeat(None)))
-    if not any(extras):
-        return []
-    return [i for i in compress(range(len(extras)), extras) if _extras_hold_fields(extras[i])]
 
 
 def snapshot(message: Any) -> Any:

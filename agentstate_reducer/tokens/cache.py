@@ -484,11 +484,6 @@ class TokenCounter:
                 missed = [i for i in missed if i not in hits]
         return counts, infos, missed, views, snaps
 
-    def _lookup_dicts(self, messages: Sequence[Any]) -> Found | None:
-        """``_columns`` of a list of exact dicts; None for any other list."""
-        checked = self._columns(messages, True)
-        return None if checked is None else checked[:3]
-
     def _lookup(self, messages: Sequence[Any]) -> Found | None:
         """``_columns`` of a list of ``fast_view`` instances (LangChain messages); None for any
         other list, dicts included."""
