@@ -25,7 +25,7 @@ from operator import attrgetter, ne, sub
 from typing import Any, Final
 
 from .messages import PINNED_KINDS, MessageInfo, pinned_indices, read_message
-from .messages.structure import Structure, joined, read_structure, structure_of_infos
+from .messages.structure import Structure, head, joined, read_structure, structure_of_infos
 from .planner import Plan, _first_unit, runs_of
 
 #: the messages of the window that the decision does not need read again when it grows
@@ -49,17 +49,20 @@ class TableMemo:
 
 
 def _known(last: tuple[list[Any], list[int], Structure] | None, keys: Sequence[Any]) -> int:
-    """How many leading ``keys`` are the memo's (0 or all of the memo's)."""
+    """How many leading ``keys`` are the memo's: all of the memo's, or all but its last message
+    (the newest message replaced, as a turn's new message replaces the last one's), or none."""
     if last is None:
         return 0
-    k = len(last[0])
-    if not k or len(keys) < k:
-        return 0
-    try:
-        same = bool((keys if len(keys) == k else keys[:k]) == last[0])
-    except Exception:  # an element whose == cannot answer
-        return 0
-    return k if same else 0
+    m = len(last[0])
+    for k in (m, m - 1):
+        if k <= 0 or len(keys) < k or k < last[2].lo:
+            continue
+        try:
+            if (keys if len(keys) == k else keys[:k]) == (last[0] if k == m else last[0][:k]):
+                return k
+        except Exception:  # an element whose == cannot answer
+            return 0
+    return 0
 
 
 def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
@@ -95,12 +98,11 @@ def plan_by_table(
     prior: Structure | None = None
     if known:
         assert last is not None
-        prior = last[2]
+        prior = head(last[2], known)
+        pinned = last[1] if known == len(last[0]) else [p for p in last[1] if p < known]
         if known < n:
             more = _pinned(messages[known:], infos[known:] if infos is not None else None)
-            pinned = last[1] + [known + p for p in more]
-        else:
-            pinned = last[1]
+            pinned = pinned + [known + p for p in more]
     else:
         pinned = _pinned(messages, infos)
     kind_pinned = pinned

@@ -11,6 +11,7 @@ with ``read_message``.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import chain, compress, islice, repeat
 from operator import attrgetter, eq, is_, is_not, itemgetter
@@ -272,4 +273,25 @@ def joined(older: Structure, newer: Structure) -> Structure:
         {**older.results, **newer.results},
         {**older.leads, **newer.leads},
         older.text + newer.text,
+    )
+
+
+def head(table: Structure, hi: int) -> Structure:
+    """The ``Structure`` of ``table``'s messages before index ``hi`` (``table.lo <= hi``)."""
+    end = table.lo + len(table.kinds)
+    if hi >= end:
+        return table
+
+    def before(column: dict[int, Any]) -> dict[int, Any]:
+        keys = list(column)
+        return dict(islice(column.items(), bisect_left(keys, hi)))
+
+    cut = hi - table.lo
+    return Structure(
+        table.lo,
+        table.kinds[:cut],
+        before(table.calls),
+        before(table.results),
+        before(table.leads),
+        table.text[:cut],
     )
