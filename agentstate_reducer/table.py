@@ -33,36 +33,46 @@ _SLACK: Final = 64
 _GROW: Final = object()
 
 
+_State = tuple[list[Any], list[int], Structure]  # (keys, kind-pinned indices, table)
+
+
 class TableMemo:
-    """The last list a reducer planned by columns, its pinned indices and its table, so that a
-    list starting with the same messages (compared with ``==``, identity first) has only its new
-    messages read. In count mode the messages are compared: like the reducer's validity memo, it
-    takes a message that is the same object as before to have the same structure (kind, call
-    ids, answered ids). In token mode their readings are: the count cache hands back a new
-    reading for a message changed in place. The three are replaced together, as one tuple, so
-    a reducer shared by threads never mixes two lists' memos."""
+    """The last two lists a reducer planned by columns (a history and its copy reloaded from a
+    checkpoint alternate), each with its pinned indices and its table, so that a list starting
+    with the same messages (compared with ``==``, identity first) has only its new messages read.
+    In count mode the messages are compared: like the reducer's validity memo, it takes a message
+    that is the same object as before to have the same structure (kind, call ids, answered ids).
+    In token mode their readings are: the count cache hands back a new reading for a message
+    changed in place. The lists are replaced as one tuple, so a reducer shared by threads never
+    mixes two lists' memos."""
 
     __slots__ = ("last",)
 
     def __init__(self) -> None:
-        self.last: tuple[list[Any], list[int], Structure] | None = None
+        self.last: tuple[_State, ...] = ()
+
+    def remember(self, state: _State) -> None:
+        keys = state[0]
+        older = [s for s in self.last[:1] if not (keys and s[0] and s[0][0] is keys[0])]
+        self.last = (state, *older)
 
 
-def _known(last: tuple[list[Any], list[int], Structure] | None, keys: Sequence[Any]) -> int:
-    """How many leading ``keys`` are the memo's: all of the memo's, or all but its last message
-    (the newest message replaced, as a turn's new message replaces the last one's), or none."""
-    if last is None:
-        return 0
-    m = len(last[0])
-    for k in (m, m - 1):
-        if k <= 0 or len(keys) < k or k < last[2].lo:
-            continue
-        try:
-            if (keys if len(keys) == k else keys[:k]) == (last[0] if k == m else last[0][:k]):
-                return k
-        except Exception:  # an element whose == cannot answer
-            return 0
-    return 0
+def _known(states: tuple[_State, ...], keys: Sequence[Any]) -> tuple[int, _State | None]:
+    """How many leading ``keys`` a remembered list holds, and that list: all of it, or all but
+    its last message (a turn's new message in place of the last one's), or none. The list whose
+    first message is the very first of ``keys`` is tried, else the newest."""
+    same_start = [s for s in states if keys and s[0] and s[0][0] is keys[0]]
+    for last in same_start[:1] or states[:1]:
+        m = len(last[0])
+        for k in (m, m - 1):
+            if k <= 0 or len(keys) < k or k < last[2].lo:
+                continue
+            try:
+                if (keys if len(keys) == k else keys[:k]) == (last[0] if k == m else last[0][:k]):
+                    return k, last
+            except Exception:  # an element whose == cannot answer
+                return 0, None
+    return 0, None
 
 
 def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
@@ -93,8 +103,7 @@ def plan_by_table(
     window reads beyond the budget's worth."""
     n = len(messages)
     keys = messages if infos is None else infos
-    last = memo.last if memo is not None else None
-    known = _known(last, keys)
+    known, last = _known(memo.last, keys) if memo is not None else (0, None)
     prior: Structure | None = None
     if known:
         assert last is not None
@@ -147,7 +156,7 @@ def plan_by_table(
             return None
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
     if memo is not None:
-        memo.last = (list(keys), kind_pinned, table)
+        memo.remember((list(keys), kind_pinned, table))
     if not isinstance(out, tuple):
         return None
     members, kept_cost = out

@@ -262,9 +262,13 @@ def test_the_memo_plans_a_longer_list_as_a_fresh_table_does(
         )
 
     first = msgs[:cut]
-    if msgs and data.draw(st.booleans()):  # a last message that the next list replaces
+    replaced = data.draw(st.booleans())
+    if msgs and replaced:  # a last message that the next list replaces
         first = [*first, msgs[data.draw(st.integers(0, len(msgs) - 1))]]
     planned(first, [read_message(m) for m in first] if token else None, True)
+    if data.draw(st.booleans()):  # another list between (a copy reloaded from a checkpoint)
+        other = BUILDERS[fmt](spec)
+        planned(other, [read_message(m) for m in other] if token else None, True)
     infos = [read_message(m) for m in msgs] if token else None
     if token and cut and data.draw(st.booleans()):
         k = data.draw(st.integers(0, cut - 1))
