@@ -156,7 +156,10 @@ def plan_by_table(
             return None
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
     if memo is not None:
-        memo.remember((list(keys), kind_pinned, table))
+        # the count cache's readings are a list made for this call; messages may be the list
+        # handed back to the caller, who may change it: the memo keeps a copy of those
+        kept_keys = keys if infos is not None and isinstance(keys, list) else list(keys)
+        memo.remember((kept_keys, kind_pinned, table))
     if not isinstance(out, tuple):
         return None
     members, kept_cost = out
@@ -239,7 +242,8 @@ def _decide(
     if costs is None:
         prefix: Sequence[int] = range(size + 1)
     else:
-        prefix = list(accumulate(map(costs.__getitem__, conv), initial=0))
+        window = costs[lo:n] if type(conv) is range else map(costs.__getitem__, conv)
+        prefix = list(accumulate(window, initial=0))
     total = prefix[size]
     # the newest units that fit: a suffix, from the first unit whose suffix cost is within room
     accepted = _unit_at(text, max(bisect_left(prefix, total - room), start))
