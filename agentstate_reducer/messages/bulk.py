@@ -5,9 +5,10 @@ reference returns (tests/test_messages_bulk.py checks it with hypothesis); each 
 measured gain over its reference (benchmarks/bench_bulk.py):
 
 * ``read_plain``: ``read_message`` (and ``tool_call_payloads``) of the plain messages;
-* ``snapshots``: ``[snapshot(m) for m in messages]``;
 * ``live_fields_columns``: ``unchanged``'s view of each message, to compare with snapshots;
 * ``pinned_indices``: the indices whose ``read_message(m).kind`` is in ``PINNED_KINDS``.
+
+``snapshots`` is ``[snapshot(m) for m in messages]``: by columns it gained too little to stay.
 
 They apply to exact dicts and to objects whose fields live in the instance ``__dict__``
 (``fields_in_dict``); a list of other shapes goes one message at a time.
@@ -17,14 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, repeat
-from operator import eq, is_, is_not
+from operator import attrgetter, eq, is_, is_not
 from typing import Any, Final
 
 from agentstate_reducer.messages.fields import (
-    ATOMIC,
     FAST_VIEWS,
     apply_view,
-    copy_value,
     fast_view,
     fields_in_dict,
     snapshot,
@@ -62,7 +61,8 @@ _ITEM_TYPES: Final = frozenset(
     }
 )
 _NO_CALLS: Final = frozenset({list, tuple, type(None)})
-_PINNED_OR_NONE: Final = frozenset({*PINNED_KINDS, None})
+_TYPE: Final = attrgetter("type")
+_CONVERSATION: Final = frozenset({"human", "ai", "tool"})
 _STR_OR_NONE: Final = frozenset({str, type(None)})
 #: ``tool_call_payloads`` of the messages read with their tool calls, by index
 Calls = dict[int, list[tuple[str, str, str]]]
@@ -272,60 +272,10 @@ def read_plain(
     return out, calls
 
 
-# Empty containers in a snapshot: any empty one compares equal to an empty live value and
-# unequal to a filled one, so a shared constant (never handed out, never changed) does.
-_EMPTY_LIST: Final[list[Any]] = []
-_EMPTY_DICT: Final[dict[str, Any]] = {}
-_EMPTY_OF: Final[dict[type, Any]] = {list: _EMPTY_LIST, dict: _EMPTY_DICT, tuple: ()}
-_COPIED_FAST: Final = ATOMIC | {list, dict, tuple}
-
-
-def _copied_column(values: list[Any]) -> list[Any]:
-    """``[v if atomic else copy_value(v) for v in values]``, with the empty containers (most of them)
-    replaced at C speed and only the filled ones copied in Python."""
-    kinds = set(map(type, values))
-    if kinds <= ATOMIC:
-        return values
-    if not kinds <= _COPIED_FAST:  # Mapping or list subclasses: copied into plain ones
-        return [v if type(v) in ATOMIC else copy_value(v) for v in values]
-    out = list(map(_EMPTY_OF.get, map(type, values), values))  # atomic values map to themselves
-    for i in compress(range(len(values)), values):  # the true ones: non-empty containers among them
-        v = values[i]
-        if type(v) not in ATOMIC:
-            out[i] = copy_value(v)
-    return out
-
-
 def snapshots(messages: Sequence[Any]) -> list[Any]:
-    """``[snapshot(m) for m in messages]`` (equal values), by columns when every message is an
-    instance of a ``fast_view`` class (LangChain messages): each view read with one C call, then
-    per class each field copied as one column (``_copied_column``: C speed for strings and empty
-    containers). Other lists are snapshot one by one: dicts gain nothing measurable."""
-    types = list(map(type, messages))
-    classes = set(types)
-    try:
-        if not classes or None in list(map(fast_view, classes)):
-            return list(map(snapshot, messages))
-        views = list(map(FAST_VIEWS.__getitem__, types))
-        values = list(map(apply_view, views, messages))
-        if len(classes) == 1:
-            groups: Iterable[tuple[list[int] | None, list[Any]]] = [(None, values)]
-        else:
-            groups = (
-                (where, list(map(values.__getitem__, where)))
-                for where in (list(compress(range(len(types)), map(is_, types, repeat(c)))) for c in classes)
-            )
-        out = values
-        for where, group in groups:
-            columns = list(zip(*group, strict=True))  # (classes, *fields, extras)
-            copied = list(zip(columns[0], *map(_copied_column, map(list, columns[1:])), strict=True))
-            if where is None:
-                return copied
-            for i, snap in zip(where, copied, strict=True):
-                out[i] = snap
-        return out
-    except Exception:  # a declared field missing, a reference cycle: one by one
-        return list(map(snapshot, messages))
+    """``[snapshot(m) for m in messages]``. By columns it gained 1.2-1.25x over this
+    (benchmarks/bench_bulk.py, 10k LangChain messages), short of the 1.3x a fast path needs."""
+    return list(map(snapshot, messages))
 
 
 def live_fields_columns(messages: Sequence[Any]) -> Iterable[Any] | None:
@@ -350,20 +300,40 @@ def kind_of_type(value: Any) -> Kind | None:
     return ROLE_ALIASES.get(CLASS_ROLES.get(value, value))
 
 
+def _type_values(messages: Sequence[Any]) -> list[Any] | None:
+    """Each message's ``type`` attribute (None where it has none), as ``read_message`` reads an
+    object's; None when one cannot be read (a property that raises)."""
+    try:
+        return list(map(_TYPE, messages))
+    except AttributeError:  # some message has no type attribute (dicts): read with a default
+        pass
+    except Exception:
+        return None
+    try:
+        return list(map(getattr, messages, repeat("type"), repeat(None)))
+    except Exception:
+        return None
+
+
+def _by_key(messages: Sequence[Any], positions: Iterable[int]) -> list[int]:
+    """The ``positions`` of mappings (read by key, not by attribute)."""
+    return [i for i in positions if isinstance(messages[i], Mapping)]
+
+
 def object_kinds(messages: Sequence[Any]) -> list[Kind | None]:
     """``kind_of_type`` of each message's ``type`` (read with ``getattr``, as ``read_message``
-    reads it); None for dicts and for every message if a ``type`` cannot be read."""
+    reads it); None for mappings and for every message if a ``type`` cannot be read."""
+    values = _type_values(messages)
     try:
-        values = list(map(getattr, messages, repeat("type"), repeat(None)))
-        kind_of = {v: kind_of_type(v) for v in set(values)}
-    except Exception:  # a property that raises, an unhashable type value
+        kind_of = {v: kind_of_type(v) for v in set(values)} if values is not None else None
+    except TypeError:  # an unhashable type value
+        kind_of = None
+    if values is None or kind_of is None:
         return [None] * len(messages)
     kinds = list(map(kind_of.__getitem__, values))
-    types = list(map(type, messages))
-    for cls in set(types):
-        if issubclass(cls, Mapping):  # read by key, not by attribute: read it on its own
-            for i in compress(range(len(types)), map(is_, types, repeat(cls))):
-                kinds[i] = None
+    if any(issubclass(cls, Mapping) for cls in set(map(type, messages))):
+        for i in _by_key(messages, range(len(messages))):
+            kinds[i] = None
     return kinds
 
 
@@ -390,21 +360,52 @@ def _pinned_dicts(messages: Sequence[Any], positions: list[int]) -> list[int]:
     return out
 
 
+def _positions(values: list[Any], value: Any) -> list[int]:
+    """The indices of ``value`` in ``values`` (``==``, identity first), scanned at C speed."""
+    if value is None:
+        return list(compress(range(len(values)), map(is_, values, repeat(None))))
+    out: list[int] = []
+    i = -1
+    try:
+        while True:
+            i = values.index(value, i + 1)
+            out.append(i)
+    except ValueError:
+        pass
+    return out
+
+
 def pinned_indices(messages: Sequence[Any]) -> list[int]:
     """Indices of system, unknown-role and remove messages, ascending.
 
     This is the one pass the planner makes over a whole history, so it reads columns: each
-    object's ``type`` (``object_kinds``), each dict's ``role`` (``_pinned_dicts``), and reads a
-    message whole only where those do not decide its kind.
+    object's ``type`` (one ``map``, then a C-speed scan per distinct value that is not a plain
+    conversation kind), each dict's ``role`` (``_pinned_dicts``), and reads a message whole only
+    where those do not decide its kind.
     """
-    kinds = object_kinds(messages)
-    n = len(kinds)
-    out = list(compress(range(n), map(_PINNED_OR_NONE.__contains__, kinds)))
-    if None not in kinds:
-        return out
-    undecided = list(compress(range(n), map(is_, kinds, repeat(None))))
-    dicts = [i for i in undecided if type(messages[i]) is dict]
-    others = [i for i in undecided if type(messages[i]) is not dict]
-    pinned = set(_pinned_dicts(messages, dicts)) if dicts else set()
-    pinned.update(i for i in others if read_message(messages[i]).kind in PINNED_KINDS)
-    return sorted(pinned.union(i for i in out if kinds[i] is not None))
+    n = len(messages)
+    values = _type_values(messages)
+    try:
+        distinct = set(values) if values is not None else None
+    except TypeError:  # an unhashable type value
+        distinct = None
+    if values is None or distinct is None:
+        return [i for i in range(n) if read_message(messages[i]).kind in PINNED_KINDS]
+    mappings = any(issubclass(cls, Mapping) for cls in set(map(type, messages)))
+    pinned: set[int] = set()
+    for value in distinct:
+        kind = kind_of_type(value)
+        if kind in _CONVERSATION and not mappings:
+            continue
+        positions = _positions(values, value)
+        by_key = _by_key(messages, positions) if mappings else []
+        if kind in PINNED_KINDS:
+            pinned.update(positions)
+        if by_key or kind is None:
+            undecided = by_key if kind is not None else positions
+            pinned.difference_update(undecided)
+            dicts = [i for i in undecided if type(messages[i]) is dict]
+            others = [i for i in undecided if type(messages[i]) is not dict]
+            pinned.update(_pinned_dicts(messages, dicts) if dicts else ())
+            pinned.update(i for i in others if read_message(messages[i]).kind in PINNED_KINDS)
+    return sorted(pinned)
