@@ -99,7 +99,7 @@ def plan_by_table(
     """``planner.plan`` of ``messages``, or None when the window it needs is not of plain
     structure. ``costs`` are the messages' tokens (token mode) or None (count mode: each
     message costs 1 and pinned messages nothing); ``infos`` their readings when made already;
-    ``memo``: the last list planned (read and updated); ``slack``: how many messages the first
+    ``memo``: the last lists planned (read and updated); ``slack``: how many messages the first
     window reads beyond the budget's worth."""
     n = len(messages)
     keys = messages if infos is None else infos
