@@ -337,26 +337,33 @@ def object_kinds(messages: Sequence[Any]) -> list[Kind | None]:
     return kinds
 
 
-def _pinned_dicts(messages: Sequence[Any], positions: list[int]) -> list[int]:
-    """The pinned ones among the exact dicts at ``positions``: by the ``role`` column where it
-    is a str and the dict has no ``type``, else read whole."""
-    dicts = list(map(messages.__getitem__, positions))
+def dict_kinds(dicts: Sequence[dict[str, Any]]) -> list[Kind | None]:
+    """``read_message``'s kind of each exact dict with a str ``role`` and no ``type`` (OpenAI and
+    agent dicts), read from the role column; None (read it whole) for every other dict. Raises
+    ``TypeError`` for an unhashable role."""
     roles = list(map(dict.get, dicts, repeat("role")))
     mtypes = list(map(dict.get, dicts, repeat("type")))
+    kind_of: dict[Any, Kind | None] = {
+        r: (ROLE_ALIASES.get(r.lower(), "unknown") if r else "unknown") if type(r) is str else None
+        for r in set(roles)
+    }
+    kinds = list(map(kind_of.__getitem__, roles))
+    if mtypes.count(None) != len(mtypes):  # a typed dict: serialized forms, Responses items
+        for j in compress(range(len(mtypes)), map(is_not, mtypes, repeat(None))):
+            kinds[j] = None
+    return kinds
+
+
+def _pinned_dicts(messages: Sequence[Any], positions: list[int]) -> list[int]:
+    """The pinned ones among the exact dicts at ``positions``: by ``dict_kinds``, else read whole."""
     try:
-        pinned_role = {
-            r: type(r) is str and ROLE_ALIASES.get(r.lower(), "unknown") in PINNED_KINDS for r in set(roles)
-        }
+        kinds = dict_kinds(list(map(messages.__getitem__, positions)))
     except TypeError:  # an unhashable role
-        return [i for i in positions if read_message(messages[i]).kind in PINNED_KINDS]
-    out = list(compress(positions, map(pinned_role.__getitem__, roles)))
-    if mtypes.count(None) != len(mtypes) or not all(type(r) is str for r in pinned_role):
-        # a typed dict (serialized forms, Responses items) or one without a str role: read whole
-        odd = {
-            i for i, r, t in zip(positions, roles, mtypes, strict=True) if t is not None or type(r) is not str
-        }
-        out = [i for i in out if i not in odd]
-        out += [i for i in sorted(odd) if read_message(messages[i]).kind in PINNED_KINDS]
+        kinds = [None] * len(positions)
+    out = list(compress(positions, map(PINNED_KINDS.__contains__, kinds)))
+    if None in kinds:
+        undecided = compress(positions, map(is_, kinds, repeat(None)))
+        out += [i for i in undecided if read_message(messages[i]).kind in PINNED_KINDS]
     return out
 
 

@@ -12,17 +12,16 @@ with ``read_message``.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import chain, compress, islice, repeat
-from operator import attrgetter, eq, is_, is_not, itemgetter
+from operator import attrgetter, eq, is_, is_not
 from typing import Any, Final, NamedTuple
 
-from agentstate_reducer.messages.bulk import object_kinds
-from agentstate_reducer.messages.read import ROLE_ALIASES, Kind, MessageInfo, read_message
+from agentstate_reducer.messages.bulk import dict_kinds, object_kinds
+from agentstate_reducer.messages.read import Kind, MessageInfo, read_message
 
 _NO_CALLS: Final = frozenset({list, type(None)})
 _TEXT: Final = frozenset({str, type(None)})
-_ai_fields: Final = attrgetter("content", "tool_calls", "additional_kwargs")
 
 
 class Structure(NamedTuple):
@@ -79,24 +78,17 @@ def read_structure(messages: Sequence[Any], lo: int = 0, hi: int | None = None) 
     if type(window) is not list:
         window = list(window)
     m = len(window)
-    types = list(map(type, window))
-    classes = set(types)
-    if classes == {dict}:
-        try:
-            kinds, todo = _dict_kinds(window)
-        except Exception:  # an unhashable role: read one by one
-            kinds, todo = [None] * m, list(range(m))
-    else:
-        kinds = object_kinds(window)
-        todo = list(compress(range(m), map(is_, kinds, repeat(None)))) if None in kinds else []
+    dicts = set(map(type, window)) == {dict}
+    try:
+        kinds = dict_kinds(window) if dicts else object_kinds(window)
+    except TypeError:  # an unhashable role: read one by one
+        kinds = [None] * m
+    todo = list(compress(range(m), map(is_, kinds, repeat(None)))) if None in kinds else []
     calls: dict[int, tuple[str, ...]] = {}
     results: dict[int, tuple[str, ...]] = {}
     leads: dict[int, int] = {}
     try:
-        if classes == {dict}:
-            _dict_fields(window, kinds, todo, calls, results)
-        else:
-            _object_fields(window, kinds, todo, calls, results)
+        _fields(window, kinds, todo, calls, results, _dict_column if dicts else _attr_column)
     except Exception:  # a hostile field: every message read one by one
         todo, calls, results = list(range(m)), {}, {}
     for j in set(todo):
@@ -120,24 +112,6 @@ def read_structure(messages: Sequence[Any], lo: int = 0, hi: int | None = None) 
         leads = {lo + j: v for j, v in leads.items()}
     done: list[Kind] = kinds  # type: ignore[assignment]  # every None was read above
     return Structure(lo, done, calls, results, leads, _text(lo, done, calls))
-
-
-def _dict_kinds(window: list[dict[str, Any]]) -> tuple[list[Kind | None], list[int]]:
-    """Kinds of exact dicts with a str ``role`` and no ``type`` (OpenAI and agent dicts); None
-    (read on its own) for every other dict."""
-    m = len(window)
-    roles = list(map(dict.get, window, repeat("role")))
-    mtypes = list(map(dict.get, window, repeat("type")))
-    kind_of: dict[Any, Kind | None] = {
-        r: (ROLE_ALIASES.get(r.lower(), "unknown") if r else "unknown") if type(r) is str else None
-        for r in set(roles)
-    }
-    kinds = list(map(kind_of.__getitem__, roles))
-    if mtypes.count(None) != m:
-        for j in compress(range(m), map(is_not, mtypes, repeat(None))):
-            kinds[j] = None
-    todo = list(compress(range(m), map(eq, kinds, repeat(None)))) if None in kinds else []
-    return kinds, todo
 
 
 def _plain_calls(
@@ -199,69 +173,43 @@ def _human_text(where: list[int], contents: list[Any], todo: list[int]) -> None:
         todo += compress(where, map(is_not, map(type, contents), repeat(str)))
 
 
-def _dict_fields(
-    window: list[dict[str, Any]],
-    kinds: list[Kind | None],
-    todo: list[int],
-    calls: dict[int, tuple[str, ...]],
-    results: dict[int, tuple[str, ...]],
-) -> None:
-    m = len(kinds)
-    if "ai" in kinds:
-        ai = list(compress(range(m), map(eq, kinds, repeat("ai"))))
-        rows = list(map(window.__getitem__, ai))
-        contents = list(map(dict.get, rows, repeat("content")))
-        # content None reads Gemini ``parts``: a dict holding them is read on its own
-        if None in contents:
-            todo += [j for j, c, row in zip(ai, contents, rows, strict=True) if c is None and "parts" in row]
-        extras = list(map(dict.get, rows, repeat("additional_kwargs"), repeat({})))
-        calls.update(
-            _plain_calls(ai, contents, list(map(dict.get, rows, repeat("tool_calls"))), extras, todo)
-        )
-    if "tool" in kinds:
-        tool = list(compress(range(m), map(eq, kinds, repeat("tool"))))
-        results.update(
-            _plain_results(
-                tool, list(map(dict.get, map(window.__getitem__, tool), repeat("tool_call_id"))), todo
-            )
-        )
-    if "human" in kinds:
-        human = list(compress(range(m), map(eq, kinds, repeat("human"))))
-        _human_text(human, list(map(dict.get, map(window.__getitem__, human), repeat("content"))), todo)
+def _dict_column(rows: list[Any], name: str, default: Any) -> list[Any]:
+    return list(map(dict.get, rows, repeat(name), repeat(default)))
 
 
-def _object_fields(
+def _attr_column(rows: list[Any], name: str, default: Any) -> list[Any]:
+    return list(map(getattr, rows, repeat(name), repeat(default)))
+
+
+def _fields(
     window: list[Any],
     kinds: list[Kind | None],
     todo: list[int],
     calls: dict[int, tuple[str, ...]],
     results: dict[int, tuple[str, ...]],
+    column: Callable[[list[Any], str, Any], list[Any]],
 ) -> None:
+    """Read the calls of AI messages and the answered ids of tool results into ``calls`` and
+    ``results`` with ``column`` (a field of each row, by key or by attribute, as ``read_message``
+    reads that shape); every message these columns cannot decide joins ``todo``."""
     m = len(kinds)
     if "ai" in kinds:
         ai = list(compress(range(m), map(eq, kinds, repeat("ai"))))
         rows = list(map(window.__getitem__, ai))
-        try:  # one lookup per message where every AI message has the three fields
-            fields = list(map(_ai_fields, rows))
-            contents = list(map(itemgetter(0), fields))
-            made = list(map(itemgetter(1), fields))
-            extras = list(map(itemgetter(2), fields))
-        except AttributeError:
-            contents = list(map(getattr, rows, repeat("content"), repeat(None)))
-            made = list(map(getattr, rows, repeat("tool_calls"), repeat(None)))
-            extras = list(map(getattr, rows, repeat("additional_kwargs"), repeat({})))
-        if None in contents:  # content None reads ``parts``
-            todo += compress(ai, map(is_, contents, repeat(None)))
-        calls.update(_plain_calls(ai, contents, made, extras, todo))
+        contents = column(rows, "content", None)
+        if None in contents:  # content None reads Gemini ``parts``: a message holding them is read whole
+            empty = list(compress(ai, map(is_, contents, repeat(None))))
+            parts = column(list(map(window.__getitem__, empty)), "parts", None)
+            todo += compress(empty, map(is_not, parts, repeat(None)))
+        made = column(rows, "tool_calls", None)
+        calls.update(_plain_calls(ai, contents, made, column(rows, "additional_kwargs", {}), todo))
     if "tool" in kinds:
         tool = list(compress(range(m), map(eq, kinds, repeat("tool"))))
-        answered = list(map(getattr, map(window.__getitem__, tool), repeat("tool_call_id"), repeat(None)))
+        answered = column(list(map(window.__getitem__, tool)), "tool_call_id", None)
         results.update(_plain_results(tool, answered, todo))
     if "human" in kinds:
         human = list(compress(range(m), map(eq, kinds, repeat("human"))))
-        _human_text(
-            human, list(map(getattr, map(window.__getitem__, human), repeat("content"), repeat(None))), todo
-        )
+        _human_text(human, column(list(map(window.__getitem__, human)), "content", None), todo)
 
 
 def joined(older: Structure, newer: Structure) -> Structure:
