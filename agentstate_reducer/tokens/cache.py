@@ -90,7 +90,8 @@ class _Memo(NamedTuple):
     to nothing when it was not cached), ``views[i]`` its ``fast_view`` (unused for dicts).
     Each snapshot was taken with its count and reading, so a message equal to its snapshot has
     that count whether its cache entry is still there or not; their messages are evicted last,
-    and an eviction that must take some of them drops the memos remembered before it."""
+    and an eviction that must take some of them drops the memos remembered before it.
+    ``uncached``: the indices whose snapshot is the one equal to nothing, ascending."""
 
     dicts: bool
     messages: list[Any]
@@ -98,14 +99,27 @@ class _Memo(NamedTuple):
     snapshots: list[Any]
     counts: list[int]
     infos: list[MessageInfo]
+    uncached: list[int]
 
 
-_NO_MEMO: Final = _Memo(False, [], [], [], [], [])
+_NO_MEMO: Final = _Memo(False, [], [], [], [], [], [])
 #: memos kept: the last calls of lists that start with different messages (two lists that
 #: alternate, as a history reduced warm and its copy reloaded from a checkpoint)
 _MEMOS: Final = 2
-#: what ``_columns`` returns: counts, infos, missed, and the views and snapshots of the call
-Checked = tuple[list[int], list[MessageInfo], list[int], list[Any] | None, list[Any] | None]
+#: what ``_columns`` returns: counts, infos, missed, the views and snapshots of the call, and
+#: how many leading messages were taken from the memo unchecked
+Checked = tuple[list[int], list[MessageInfo], list[int], list[Any] | None, list[Any] | None, int]
+
+
+class Unchecked(NamedTuple):
+    """The leading ``upto`` messages of a call whose counts and readings were taken from the
+    last call of the same objects without a check, with what ``TokenCounter.confirm`` compares
+    them with: the snapshots (and, for models, the ``fast_view`` of each) of the whole call."""
+
+    upto: int
+    dicts: bool
+    views: list[Any]
+    snapshots: list[Any]
 
 
 class TokenCounter:
@@ -212,22 +226,70 @@ class TokenCounter:
         """``(counts, infos)``: each message's token count and its ``read_message`` reading, from
         the cache where it is still right (the planner then needs not read messages again).
         What is cached when: see the class docstring."""
+        counts, infos, _ = self._read_and_count(messages, trust=False)
+        return counts, infos
+
+    def read_and_count_unchecked(
+        self, messages: Sequence[Any]
+    ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
+        """``read_and_count``, except that the leading messages that are the very objects, at the
+        same places, of a remembered call (``_Memo``: the last reduction of this history) take
+        that call's counts and readings without the check that they are unchanged. The third
+        value says which (``Unchecked.upto``), or is None when every message was checked; the
+        caller confirms those its decision read with ``confirm`` and, when one changed, calls
+        ``read_and_count``, which checks them all (and recounts the changed ones)."""
+        return self._read_and_count(messages, trust=True)
+
+    def confirm(
+        self, messages: Sequence[Any], unchecked: Unchecked, lo: int, extra: Sequence[int] = ()
+    ) -> bool:
+        """True when each of ``messages[lo:unchecked.upto]`` and of ``messages[i]`` for ``i`` in
+        ``extra`` (each below ``upto``) still equals the snapshot its unchecked count was taken
+        with (the check ``read_and_count`` makes of every message, by columns)."""
+        hi = unchecked.upto
+        snaps = unchecked.snapshots
+        views = unchecked.views
+        msgs = messages if type(messages) is list else list(messages)
+        picks = [i for i in extra if i < lo]
+        try:
+            if lo < hi:
+                live = msgs[lo:hi]
+                seen = live if unchecked.dicts else map(apply_view, views[lo:hi], live)
+                if not all(map(eq, snaps[lo:hi], seen)):
+                    return False
+            if picks:
+                live = list(map(msgs.__getitem__, picks))
+                if not unchecked.dicts:
+                    live = list(map(apply_view, map(views.__getitem__, picks), live))
+                return all(map(eq, map(snaps.__getitem__, picks), live))
+        except Exception:  # a declared field gone, an == that raises: not confirmed
+            return False
+        return True
+
+    def _read_and_count(
+        self, messages: Sequence[Any], *, trust: bool
+    ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
+        """``read_and_count``; with ``trust``, ``read_and_count_unchecked``."""
         n = len(messages)
         if self.cache_size <= 0:
-            return self._count_fresh(messages, by_id=False)[:2]
+            counts, infos, _ = self._count_fresh(messages, by_id=False)
+            return counts, infos, None
+        unchecked: Unchecked | None = None
         with self._lock:
             by_dicts = bool(n) and type(messages[0]) is dict
-            checked = self._columns(messages, by_dicts)
+            checked = self._columns(messages, by_dicts, trust=trust)
             if checked is None:
                 counts, infos, missed = self._lookup_each(messages)
             else:
-                counts, infos, missed, views, snaps = checked
+                counts, infos, missed, views, snaps, upto = checked
+                if upto and snaps is not None:
+                    unchecked = Unchecked(upto, by_dicts, views or [], snaps)
             self.hits += n - len(missed)
             evictions = self._evictions
             if not missed:
                 if checked is not None and snaps is not None:
-                    self._remember(messages, by_dicts, views, snaps, counts, infos, evictions)
-                return counts, infos
+                    self._remember(messages, by_dicts, views, snaps, counts, infos, [], evictions)
+                return counts, infos, unchecked
         sub = messages if len(missed) == n else list(map(messages.__getitem__, missed))
         sub_all = sub
         sub_counts, sub_infos, cheap = self._count_fresh(sub, by_id=True)
@@ -283,9 +345,12 @@ class TokenCounter:
                             views[i] = fast_view(type(messages[i]))
                 if views and None in map(views.__getitem__, missed):  # now of a class read otherwise
                     self._memos = []
+                    unchecked = None
                 else:
-                    self._remember(messages, by_dicts, views, snaps, counts, infos, evictions)
-        return counts, infos
+                    # a message passed has a snapshot: only a missed one may have none
+                    uncached = [i for i in missed if snaps[i] is _NOT_CACHED]
+                    self._remember(messages, by_dicts, views, snaps, counts, infos, uncached, evictions)
+        return counts, infos, unchecked
 
     def _remember(
         self,
@@ -295,6 +360,7 @@ class TokenCounter:
         snaps: list[Any],
         counts: list[int],
         infos: list[MessageInfo],
+        uncached: list[int],
         evictions: int,
     ) -> None:
         """Keep this call's columns for the next calls (``_Memo``), in place of the memo of a
@@ -316,7 +382,7 @@ class TokenCounter:
                 views = list(map(FAST_VIEWS.__getitem__, types))
         first = messages[0]
         others = [m for m in self._memos if m.messages[0] is not first]
-        memo = _Memo(dicts, list(messages), views, snaps, counts.copy(), infos.copy())
+        memo = _Memo(dicts, list(messages), views, snaps, counts.copy(), infos.copy(), uncached)
         self._memos = [memo, *others][:_MEMOS]
 
     def _count_fresh(
@@ -411,7 +477,7 @@ class TokenCounter:
                 return 1
         return 0
 
-    def _columns(self, messages: Sequence[Any], dicts: bool) -> Checked | None:
+    def _columns(self, messages: Sequence[Any], dicts: bool, *, trust: bool = False) -> Checked | None:
         """The warm check by columns (``map`` over the list, no Python code per message), when
         every message is an exact dict (``dicts``) or every one an instance of a ``fast_view``
         class (LangChain messages); else None.
@@ -423,20 +489,23 @@ class TokenCounter:
         from its columns, without a lookup. A message whose check fails is looked up again (its
         entry may be newer than the memo) and checked on its own.
 
-        Returns the counts and readings (placeholders where missed), the missed indices, and the
-        views and snapshots compared (for the next memo). Under the lock.
+        With ``trust``, the leading messages taken from the memo are not compared (but those the
+        memo has no snapshot of): the last value says how many lead (0 without ``trust``).
+
+        Returns the counts and readings (placeholders where missed), the missed indices, the
+        views and snapshots compared (for the next memo), and that number. Under the lock.
         """
         n = len(messages)
         cache = self._cache
         if not cache:  # nothing to check (the shapes are checked when remembered)
-            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n)), None, None
+            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n)), None, None, 0
         msgs = messages if type(messages) is list else list(messages)
         memo = _NO_MEMO
         for recent in self._memos:
             if recent.dicts is dicts and n and recent.messages[0] is msgs[0]:
                 memo = recent
         k = 0
-        if memo.messages:
+        if memo.messages:  # the first message that is not the memo's object at its place
             same = list(map(is_, msgs, memo.messages))
             try:
                 k = same.index(False)
@@ -457,16 +526,25 @@ class TokenCounter:
         snaps = memo.snapshots[:k] if k else []
         snaps += map(_entry_snapshot, entries)
         try:
-            same = list(map(eq, snaps, msgs if dicts else map(apply_view, views, msgs)))
+            if trust and k:
+                # unchecked: the memo's messages with a snapshot (confirm() checks them later)
+                same = [True] * k
+                for i in memo.uncached[: bisect_left(memo.uncached, k)]:
+                    same[i] = False
+                same += map(eq, snaps[k:], msgs[k:] if dicts else map(apply_view, views[k:], msgs[k:]))
+            else:
+                same = list(map(eq, snaps, msgs if dicts else map(apply_view, views, msgs)))
         except Exception:  # a declared field missing, an == that raises: check one by one
             return None
         counts = memo.counts[:k] if k else []
         counts += map(_entry_count, entries)
         infos = memo.infos[:k] if k else []
         infos += map(_entry_info, entries)
+        upto = k if trust else 0
         if all(same):
-            return counts, infos, [], views, snaps
-        missed = list(compress(range(n), map(not_, same)))
+            return counts, infos, [], views, snaps, upto
+        first = same.index(False)
+        missed = list(compress(range(first, n), map(not_, same[first:])))
         again = missed[: bisect_left(missed, k)]  # checked against the memo: the cache may be newer
         if again:
             found = list(map(cache.get, map(id, map(msgs.__getitem__, again)), repeat(_NO_ENTRY)))
@@ -482,7 +560,7 @@ class TokenCounter:
                             return None
             if hits:
                 missed = [i for i in missed if i not in hits]
-        return counts, infos, missed, views, snaps
+        return counts, infos, missed, views, snaps, upto
 
     def _lookup(self, messages: Sequence[Any]) -> Found | None:
         """``_columns`` of a list of ``fast_view`` instances (LangChain messages); None for any
@@ -555,6 +633,17 @@ def read_and_count(
     if isinstance(counter, TokenCounter):
         return counter.read_and_count(messages)
     return count_messages(counter, messages), None
+
+
+def read_and_count_unchecked(
+    counter: TokenCounterFn, messages: Sequence[Any]
+) -> tuple[list[int], list[MessageInfo] | None, Unchecked | None]:
+    """``read_and_count``, with a ``TokenCounter``'s ``read_and_count_unchecked``: the counts of
+    the leading messages of its last call may come unchecked (third value; confirm them with
+    ``counter.confirm``). Any other counter counts every message: None."""
+    if isinstance(counter, TokenCounter):
+        return counter.read_and_count_unchecked(messages)
+    return count_messages(counter, messages), None, None
 
 
 def _describe(msg: Any) -> str:
