@@ -56,6 +56,9 @@ class Plan:
     cost_after: int
     #: ``kept`` as ``(start, stop)`` runs of consecutive indices, when the planner has them
     runs: Sequence[tuple[int, int]] | None = field(default=None, compare=False, repr=False)
+    #: made by ``table.plan_by_table``: when triggered, the decision read the costs of no message
+    #: older than the newest ones worth more than the trigger, but of the kept ones
+    windowed: bool = field(default=False, compare=False, repr=False)
 
     def split(self, messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """``(surviving, pruned)``, each in input order; built from slices, not per-item checks."""

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, Literal, NamedTuple
 
 from . import summary as _summary
@@ -14,7 +16,8 @@ from .merge import make_state_reducer
 from .messages import MessageInfo, is_message_like, read_message
 from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
 from .table import TableMemo, plan_by_table
-from .tokens import count_messages, read_and_count, resolve_token_counter
+from .tokens import TokenCounter, count_messages, read_and_count, resolve_token_counter
+from .tokens.cache import read_and_count_unchecked
 
 logger = logging.getLogger("agentstate_reducer")
 
@@ -105,6 +108,39 @@ def _with_held(p: Plan, held: tuple[int, ...], held_cost: int) -> Plan:
     return Plan(
         tuple(sorted([*kept, *held])), p.triggered, p.over_target, p.cost_before, p.cost_after + held_cost
     )
+
+
+def _read_by(
+    p: Plan, costs: list[int], max_tokens: int, upto: int, held: tuple[int, ...]
+) -> tuple[int, list[int]]:
+    """``(lo, extra)``: of the first ``upto`` messages, those whose costs and readings the
+    decision ``p`` depends on are ``lo`` on and the indices in ``extra``.
+
+    A triggered plan made by the table (``Plan.windowed``, no held summary) depends only on the
+    newest messages worth more than ``max_tokens`` (from the largest ``s`` with ``sum(costs[s:])
+    > max_tokens``: their true costs alone prove the trigger, and as ``target_tokens <=
+    max_tokens`` nothing older is kept by the budget) and on the kept ones (pinned messages, the
+    live turn); any other plan on every message."""
+    if held or not p.triggered or not p.windowed:
+        return 0, []
+    s = len(costs)
+    over = 0
+    step = 64
+    while s > 0 and over <= max_tokens:  # chunks from the newest end, doubling
+        lo = max(0, s - step)
+        chunk = sum(costs[lo:s])
+        if over + chunk > max_tokens:
+            # within the chunk: the newest messages whose sum passes what is left
+            sums = list(accumulate(reversed(costs[lo:s])))
+            s -= bisect_right(sums, max_tokens - over) + 1
+            over = max_tokens + 1
+        else:
+            over += chunk
+            s = lo
+            step *= 2
+    lo = min(s, upto)
+    kept = p.kept
+    return lo, list(kept[: bisect_left(kept, lo)])  # kept ascends
 
 
 def as_message_list(value: Any) -> list[Any]:
@@ -220,24 +256,21 @@ class MessageReducer:
         # The held summary is planned around, not through the planner: it counts in the trigger,
         # and in token mode its tokens come off the target, like any pinned message.
         c = self._config
-        rest = _summary.without(messages, held) if held else messages
         if c.max_tokens is not None:
-            # the built-in counters hand back their cached readings: the planner reads nothing twice
-            costs, infos = read_and_count(self.token_counter, messages)
-            total = sum(costs)
-            held_cost = sum(costs[i] for i in held)
-            rest_costs = _summary.without(costs, held) if held else costs
-            if held and infos is not None:
-                infos = _summary.without(infos, held)
-            if total <= c.max_tokens:
-                if _sendable(messages, checked):
-                    return keep_all(len(messages), total), "tokens"
-                p = self._plan(rest, rest_costs, total, UNLIMITED, infos=infos)
-                return _with_held(p, held, held_cost), "tokens"
-            budget = c.effective_target_tokens
-            assert budget is not None
-            p = self._plan(rest, rest_costs, total, budget - held_cost, infos=infos)
-            return _with_held(p, held, held_cost), "tokens"
+            # the built-in counters hand back their cached readings: the planner reads nothing
+            # twice; the counts of the messages their last call checked come unchecked, and only
+            # those the decision read are confirmed (a change there: everything checked again)
+            counter = self.token_counter
+            costs, infos, unchecked = read_and_count_unchecked(counter, messages)
+            p = self._plan_tokens(messages, held, costs, infos, checked)
+            if unchecked is not None:
+                assert isinstance(counter, TokenCounter)
+                lo, extra = _read_by(p, costs, c.max_tokens, unchecked.upto, held)
+                if not counter.confirm(messages, unchecked, lo, extra):
+                    costs, infos = read_and_count(counter, messages)
+                    p = self._plan_tokens(messages, held, costs, infos, checked)
+            return p, "tokens"
+        rest = _summary.without(messages, held) if held else messages
         n = len(messages)
         mode: Mode = "off" if c.max_messages is None else "messages"
         if c.max_messages is None or n <= c.max_messages:
@@ -246,6 +279,33 @@ class MessageReducer:
             return self._repair(messages, held), mode
         p = self._plan(rest, None, n, c.min_messages)
         return _with_held(p, held, len(held)), mode
+
+    def _plan_tokens(
+        self,
+        messages: list[Any],
+        held: tuple[int, ...],
+        costs: list[int],
+        infos: list[MessageInfo] | None,
+        checked: _Checked | None,
+    ) -> Plan:
+        """The token-mode plan of ``messages`` with these costs (and readings)."""
+        c = self._config
+        assert c.max_tokens is not None
+        rest = _summary.without(messages, held) if held else messages
+        total = sum(costs)
+        held_cost = sum(costs[i] for i in held)
+        rest_costs = _summary.without(costs, held) if held else costs
+        if held and infos is not None:
+            infos = _summary.without(infos, held)
+        if total <= c.max_tokens:
+            if _sendable(messages, checked):
+                return keep_all(len(messages), total)
+            p = self._plan(rest, rest_costs, total, UNLIMITED, infos=infos)
+            return _with_held(p, held, held_cost)
+        budget = c.effective_target_tokens
+        assert budget is not None
+        p = self._plan(rest, rest_costs, total, budget - held_cost, infos=infos)
+        return _with_held(p, held, held_cost)
 
     def _repair(self, messages: list[Any], held: tuple[int, ...]) -> Plan:
         """The count-mode untriggered plan: prune only what no provider accepts (rule 3)."""

@@ -169,7 +169,7 @@ def plan_by_table(
         runs = [*runs_of([p for p in pinned if p < members.start]), (members.start, members.stop)]
         runs += runs_of([p for p in pinned if p >= members.stop])
     kept = sorted([*pinned, *members]) if pinned else members
-    return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs)
+    return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, True)
 
 
 def _decide(

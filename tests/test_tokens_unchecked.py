@@ -1,0 +1,267 @@
+"""Token mode reads the counts of a history's unchanged old messages without checking them, and
+checks the ones its decision reads.
+
+A reducer that reduced a history before plans on the remembered counts of the messages that are
+the very objects of its last reduction, at the same places, then confirms those the decision
+depends on (``reducer._read_by``: the newest messages worth more than ``max_tokens``, and every
+kept message) and plans again with every count checked when one of them changed. So a message
+edited in place is recounted wherever the decision reads its count, and the survivors always
+equal a fresh reducer's; an edit older than that window changes only ``stats.tokens_before``,
+which may then hold the edited message's count from before the edit (docs/tokens.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from itertools import accumulate
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+)
+
+from agentstate_reducer import MessageReducer, ReducerConfig
+from agentstate_reducer.planner import Plan
+from agentstate_reducer.reducer import _read_by
+from agentstate_reducer.tokens import TokenCounter, heuristic_counter
+
+
+def history(n_turns: int, seed: int, *, dicts: bool = False, mid_system: bool = False) -> list[Any]:
+    """A system prompt, then turns of human / (AI tool call, tool result) / AI answer."""
+    rng = random.Random(seed)
+
+    def text(low: int, high: int) -> str:
+        return " ".join(
+            rng.choice(("alpha", "beta", "gamma", "delta")) for _ in range(rng.randint(low, high))
+        )
+
+    msgs: list[Any] = [SystemMessage(text(5, 20), id="sys")]
+    for t in range(n_turns):
+        msgs.append(HumanMessage(text(1, 30), id=f"h{t}"))
+        if rng.random() < 0.5:
+            call = {"name": "search", "args": {"q": text(1, 4)}, "id": f"call{t}"}
+            msgs.append(AIMessage("", tool_calls=[call], id=f"c{t}"))
+            msgs.append(ToolMessage(text(1, 60), tool_call_id=f"call{t}", id=f"t{t}"))
+        if mid_system and rng.random() < 0.05:
+            msgs.append(SystemMessage(text(1, 5), id=f"s{t}"))
+        msgs.append(AIMessage(text(1, 40), id=f"a{t}"))
+    if dicts:
+        return [{**m, "id": f"m{i}"} for i, m in enumerate(convert_to_openai_messages(msgs))]
+    return msgs
+
+
+def edit(message: Any, text: str) -> None:
+    """Change a message's text in place, its structure kept: the content of a message with
+    text, else (an AI message calling tools) the arguments of its first call."""
+    if isinstance(message, dict):
+        if message.get("content"):
+            message["content"] = message["content"] + text
+        else:
+            message["tool_calls"][0]["function"]["arguments"] += text
+    elif message.content:
+        message.content = message.content + text
+    else:
+        message.tool_calls[0]["args"]["q"] += text
+
+
+def warm_reducer(config: ReducerConfig, msgs: list[Any]) -> MessageReducer:
+    reducer = MessageReducer(config=config)
+    reducer.reduce(msgs)
+    reducer.reduce(msgs)  # the heuristic caches a message it reads by columns on its second sight
+    return reducer
+
+
+def config(msgs: list[Any], share: float, **kw: Any) -> ReducerConfig:
+    total = sum(heuristic_counter(cache_size=0).count_messages(msgs))
+    return ReducerConfig(max_tokens=max(1, int(total * share)), token_counter=heuristic_counter(), **kw)
+
+
+def fresh(config: ReducerConfig) -> MessageReducer:
+    return MessageReducer(config=dataclasses.replace(config, token_counter=heuristic_counter()))
+
+
+def new_message(dicts: bool) -> Any:
+    return (
+        {"role": "user", "content": "and now?", "id": "new"} if dicts else HumanMessage("and now?", id="new")
+    )
+
+
+@pytest.mark.parametrize("dicts", [False, True])
+def test_warm_reduction_reads_old_counts_unchecked_and_confirms_the_window(dicts: bool) -> None:
+    msgs = history(60, 1, dicts=dicts)
+    cfg = config(msgs, 0.3)
+    reducer = warm_reducer(cfg, msgs)
+    counter = reducer.token_counter
+    assert isinstance(counter, TokenCounter)
+    counts, _, unchecked = counter.read_and_count_unchecked([*msgs, new_message(dicts)])
+    assert unchecked is not None and unchecked.upto == len(msgs)
+    assert counts[: len(msgs)] == heuristic_counter(cache_size=0).count_messages(msgs)
+    assert counter.confirm(msgs, unchecked, 0)
+    edit(msgs[5], " edited")
+    assert not counter.confirm(msgs, unchecked, 0)
+    assert counter.confirm(msgs, unchecked, 6)  # the edit is older than what is confirmed
+    assert not counter.confirm(msgs, unchecked, 6, [5])
+    assert counter.confirm(msgs, unchecked, 6, [0, 1])
+
+
+@pytest.mark.parametrize("dicts", [False, True])
+def test_an_edit_the_decision_reads_is_recounted(dicts: bool) -> None:
+    msgs = history(60, 2, dicts=dicts)
+    cfg = config(msgs, 0.3)
+    reducer = warm_reducer(cfg, msgs)
+    edit(msgs[-1], " and a much longer answer" * 40)  # newest: kept, or pushed out by its size
+    new = new_message(dicts)
+    got = reducer.reduce(msgs, [new])
+    want = fresh(cfg).reduce(msgs, [new])
+    assert got.surviving == want.surviving and got.pruned == want.pruned
+    assert got.stats == want.stats
+
+
+@pytest.mark.parametrize("dicts", [False, True])
+def test_an_edit_older_than_the_window_changes_only_tokens_before(dicts: bool) -> None:
+    msgs = history(60, 3, dicts=dicts)
+    cfg = config(msgs, 0.3)
+    reducer = warm_reducer(cfg, msgs)
+    before = heuristic_counter(cache_size=0).count_messages([msgs[1]])[0]
+    edit(msgs[1], " edited" * 30)  # the first human message: long pruned
+    after = heuristic_counter(cache_size=0).count_messages([msgs[1]])[0]
+    assert after > before
+    new = new_message(dicts)
+    got = reducer.reduce(msgs, [new])
+    want = fresh(cfg).reduce(msgs, [new])
+    assert want.stats.triggered and any(m is msgs[1] for m in want.pruned)
+    assert got.surviving == want.surviving and got.pruned == want.pruned
+    assert want.stats.tokens_before is not None
+    assert got.stats.tokens_before == want.stats.tokens_before - after + before
+    assert got.stats.tokens_after == want.stats.tokens_after
+    # a reduction that reads every count (untriggered: the history cut to what survived, plus
+    # the edited message) counts the edited message anew
+    short = [msgs[0], msgs[1], *got.surviving[1:]]
+    assert reducer.reduce(short).stats.tokens_before == fresh(cfg).reduce(short).stats.tokens_before
+
+
+def test_an_untriggered_reduction_checks_every_count() -> None:
+    msgs = history(30, 4)
+    cfg = config(msgs, 1.5)
+    reducer = warm_reducer(cfg, msgs)
+    edit(msgs[1], " edited" * 30)
+    got = reducer.reduce(msgs)
+    assert not got.stats.triggered
+    assert got.stats == fresh(cfg).reduce(msgs).stats
+
+
+@pytest.mark.parametrize("dicts", [False, True])
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    turns=st.integers(1, 40),
+    share=st.floats(0.05, 1.2),
+    target=st.floats(0.2, 1.0),
+    preserve_first=st.booleans(),
+    start_on_human=st.booleans(),
+    mid_system=st.booleans(),
+    edits=st.lists(st.tuples(st.floats(0, 1), st.integers(1, 200)), max_size=4),
+)
+def test_warm_equals_fresh_after_edits_in_place(
+    dicts: bool,
+    seed: int,
+    turns: int,
+    share: float,
+    target: float,
+    preserve_first: bool,
+    start_on_human: bool,
+    mid_system: bool,
+    edits: list[tuple[float, int]],
+) -> None:
+    msgs = history(turns, seed, dicts=dicts, mid_system=mid_system)
+    base = config(msgs, share, preserve_first=preserve_first, start_on_human=start_on_human)
+    assert base.max_tokens is not None
+    cfg = dataclasses.replace(base, target_tokens=max(0, int(base.max_tokens * target)))
+    reducer = warm_reducer(cfg, msgs)
+    counter = heuristic_counter(cache_size=0)
+    old = counter.count_messages(msgs)
+    edited = set()
+    for where, size in edits:
+        i = min(int(where * len(msgs)), len(msgs) - 1)
+        edit(msgs[i], " x" * size)
+        edited.add(i)
+    new = new_message(dicts)
+    got = reducer.reduce(msgs, [new])
+    want = fresh(cfg).reduce(msgs, [new])
+    assert got.surviving == want.surviving and got.pruned == want.pruned
+    assert [id(m) for m in got.surviving] == [id(m) for m in want.surviving]
+    # tokens_before: each edited message counted now, or (older than the window) as before
+    now = counter.count_messages(msgs)
+    assert want.stats.tokens_before is not None
+    stale = {want.stats.tokens_before - sum(now[i] - old[i] for i in subset) for subset in _subsets(edited)}
+    assert got.stats.tokens_before in stale
+    for field in (
+        "triggered",
+        "messages_before",
+        "messages_after",
+        "pruned_count",
+        "tokens_after",
+        "over_target",
+    ):
+        assert getattr(got.stats, field) == getattr(want.stats, field), field
+    if not edited:
+        assert got.stats == want.stats
+
+
+def _subsets(items: set[int]) -> list[list[int]]:
+    out: list[list[int]] = [[]]
+    for item in sorted(items):
+        out += [[*s, item] for s in out]
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    costs=st.lists(st.integers(0, 50), min_size=1, max_size=400),
+    share=st.floats(0, 0.99),
+    upto_share=st.floats(0, 1),
+)
+def test_read_by_starts_at_the_newest_messages_worth_more_than_max_tokens(
+    costs: list[int], share: float, upto_share: float
+) -> None:
+    total = sum(costs)
+    max_tokens = int(total * share)
+    assume(total > max_tokens)
+    n = len(costs)
+    upto = int(n * upto_share)
+    kept = (0, n - 1)
+    p = Plan(kept, True, False, total, 0, None, True)
+    lo, extra = _read_by(p, costs, max_tokens, upto, ())
+    suffix = list(accumulate(reversed(costs)))  # suffix[j]: the newest j + 1 messages
+    s = n - 1 - next(j for j, v in enumerate(suffix) if v > max_tokens)
+    assert lo == min(s, upto)
+    assert extra == [i for i in kept if i < lo]
+    # a plan not made by the table, or untriggered, or around a held summary: every message
+    assert _read_by(Plan(kept, True, False, total, 0, None, False), costs, max_tokens, upto, ()) == (0, [])
+    assert _read_by(Plan(kept, False, False, total, 0, None, True), costs, max_tokens, upto, ()) == (0, [])
+    assert _read_by(p, costs, max_tokens, upto, (0,)) == (0, [])
+
+
+@pytest.mark.parametrize("dicts", [False, True])
+def test_a_history_growing_turn_by_turn_is_confirmed_without_edits(dicts: bool) -> None:
+    """Each turn adds messages the heuristic counted once by columns (not cached yet): they are
+    checked, not taken unchecked, so a confirmation of every unchecked count succeeds."""
+    msgs = history(40, 5, dicts=dicts)
+    counter = heuristic_counter()
+    seen = 10
+    counter.read_and_count_unchecked(msgs[:seen])
+    counter.read_and_count_unchecked(msgs[:seen])  # the second sight caches them
+    while seen < len(msgs):
+        seen = min(len(msgs), seen + 3)
+        counts, _, unchecked = counter.read_and_count_unchecked(msgs[:seen])
+        assert counts == heuristic_counter(cache_size=0).count_messages(msgs[:seen])
+        assert unchecked is not None
+        assert counter.confirm(msgs[:seen], unchecked, 0)
