@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from itertools import accumulate
 from typing import Any, Literal, NamedTuple
 
 from . import summary as _summary
@@ -15,7 +14,7 @@ from .config import ReducerConfig
 from .merge import make_state_reducer
 from .messages import MessageInfo, is_message_like, read_message
 from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
-from .table import TableMemo, plan_by_table
+from .table import TableMemo, newest_over, plan_by_table
 from .tokens import TokenCounter, count_messages, read_and_count, resolve_token_counter
 from .tokens.cache import read_and_count_unchecked
 
@@ -33,7 +32,9 @@ class ReducerStats:
     messages_before: int
     messages_after: int
     pruned_count: int
-    #: tokens before and after; None in count mode (tokens are only counted in token mode)
+    #: tokens before and after; None in count mode (tokens are only counted in token mode).
+    #: ``tokens_before`` may hold the count a message had at the reducer's last reduction when it
+    #: was edited in place since and lies before what a triggered decision reads (docs/tokens.md)
     tokens_before: int | None = None
     tokens_after: int | None = None
     #: the kept history is over the target because one unit, or the live turn, is bigger than it
@@ -123,21 +124,7 @@ def _read_by(
     live turn); any other plan on every message."""
     if held or not p.triggered or not p.windowed:
         return 0, []
-    s = len(costs)
-    over = 0
-    step = 64
-    while s > 0 and over <= max_tokens:  # chunks from the newest end, doubling
-        lo = max(0, s - step)
-        chunk = sum(costs[lo:s])
-        if over + chunk > max_tokens:
-            # within the chunk: the newest messages whose sum passes what is left
-            sums = list(accumulate(reversed(costs[lo:s])))
-            s -= bisect_right(sums, max_tokens - over) + 1
-            over = max_tokens + 1
-        else:
-            over += chunk
-            s = lo
-            step *= 2
+    s = newest_over(costs, max_tokens)
     lo = min(s, upto)
     kept = p.kept
     return lo, list(kept[: bisect_left(kept, lo)])  # kept ascends

@@ -18,14 +18,14 @@ which this equals wherever it answers (tests/test_table.py checks it with hypoth
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, ne, sub
 from typing import Any, Final
 
 from .messages import PINNED_KINDS, MessageInfo, pinned_indices, read_message
-from .messages.structure import Structure, head, joined, read_structure, structure_of_infos
+from .messages.structure import Structure, head, joined, read_structure, structure_of_infos, tail
 from .planner import Plan, _first_unit, runs_of
 
 #: the messages of the window that the decision does not need read again when it grows
@@ -107,7 +107,7 @@ def plan_by_table(
     prior: Structure | None = None
     if known:
         assert last is not None
-        prior = head(last[2], known)
+        prior = last[2]
         pinned = last[1] if known == len(last[0]) else [p for p in last[1] if p < known]
         if known < n:
             more = _pinned(messages[known:], infos[known:] if infos is not None else None)
@@ -128,19 +128,15 @@ def plan_by_table(
     else:
         pinned_cost = sum(map(costs.__getitem__, pinned))
         room = budget - pinned_cost
-        if prior is None:
-            prefix = list(accumulate(costs, initial=0))
-            # the newest messages worth more than the room, then some
-            lo = bisect_left(prefix, prefix[n] - max(room, 0) - pinned_cost) - 1 - slack
-        else:
-            lo = n  # the memo's window first: it grows when the decision needs more
+        # the newest messages worth more than the room, then some
+        lo = newest_over(costs, max(room, 0) + pinned_cost) - slack
     lo = max(min(lo, n - 1), 0)
     table: Structure | None = None
-    if prior is not None:
+    if prior is not None:  # the remembered window, cut to what the decision reads first
+        table = head(tail(prior, min(lo, known)), known)
         if known < n:
             rest = structure_of_infos(infos, known) if infos is not None else read_structure(messages, known)
-            prior = joined(prior, rest)
-        table = prior
+            table = joined(table, rest)
         lo = min(lo, table.lo)
     while True:
         if table is None or lo < table.lo:
@@ -170,6 +166,24 @@ def plan_by_table(
         runs += runs_of([p for p in pinned if p >= members.stop])
     kept = sorted([*pinned, *members]) if pinned else members
     return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, True)
+
+
+def newest_over(costs: Sequence[int], amount: int) -> int:
+    """The largest ``s`` with ``sum(costs[s:]) > amount``, or 0 when there is none: where the
+    newest messages worth more than ``amount`` start. Sums chunks from the newest end, doubling
+    them, so it reads about twice what it finds."""
+    s = len(costs)
+    over = 0
+    step = 64
+    while s > 0:
+        lo = max(0, s - step)
+        chunk = sum(costs[lo:s])
+        if over + chunk > amount:  # within the chunk: how many of its newest pass what is left
+            return s - bisect_right(list(accumulate(reversed(costs[lo:s]))), amount - over) - 1
+        over += chunk
+        s = lo
+        step *= 2
+    return 0
 
 
 def _decide(

@@ -12,9 +12,11 @@ from agentstate_reducer.messages import read_message
 from agentstate_reducer.messages.structure import (
     LETTERS,
     Structure,
+    head,
     joined,
     read_structure,
     structure_of_infos,
+    tail,
 )
 from tests.convo import MULTI_RESULT_FORMATS, PROPERTY_BUILDERS
 from tests.test_messages_bulk import histories
@@ -43,6 +45,9 @@ def _check(msgs: list[Any], lo: int, cut: int) -> None:
     assert structure_of_infos([read_message(m) for m in msgs], lo) == expected
     cut = lo + min(cut, len(msgs) - lo)
     assert joined(read_structure(msgs, lo, cut), read_structure(msgs, cut)) == expected
+    # a window cut at either end is the window read there
+    assert tail(expected, cut) == _expected(msgs, cut)
+    assert head(expected, cut) == read_structure(msgs, lo, cut)
 
 
 @settings(max_examples=300, deadline=None)

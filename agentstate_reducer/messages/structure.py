@@ -243,3 +243,23 @@ def head(table: Structure, hi: int) -> Structure:
         before(table.leads),
         table.text[:cut],
     )
+
+
+def tail(table: Structure, lo: int) -> Structure:
+    """The ``Structure`` of ``table``'s messages from index ``lo`` on (``lo <= table``'s end)."""
+    if lo <= table.lo:
+        return table
+
+    def after(column: dict[int, Any]) -> dict[int, Any]:
+        keys = list(column)
+        return dict(islice(column.items(), bisect_left(keys, lo), None))
+
+    cut = lo - table.lo
+    return Structure(
+        lo,
+        table.kinds[cut:],
+        after(table.calls),
+        after(table.results),
+        after(table.leads),
+        table.text[cut:],
+    )
