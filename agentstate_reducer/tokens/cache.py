@@ -174,7 +174,9 @@ class TokenCounter:
     message is cached the first time it is counted.
 
     ``count_messages`` counts a whole list; over a warm cache it neither re-reads nor recounts
-    old messages, it only checks that they are unchanged.
+    old messages, it only checks that they are unchanged. ``read_and_count_unchecked`` leaves
+    that check of the leading messages of a remembered call to the caller (``confirm``), who
+    checks only those its decision reads.
     """
 
     def __init__(
