@@ -437,16 +437,18 @@ class MessageReducer:
         the_plan, messages = step.plan, step.messages
         surviving, pruned = step.surviving, step.pruned
         tokens = step.mode == "tokens"
-        cost_after = the_plan.cost_after
+        cost_before, cost_after = the_plan.cost_before, the_plan.cost_after
         if error is not None:
             logger.error("summarize_fn failed; policy %r", c.on_summary_error, exc_info=error)
             text = None
             if c.on_summary_error == "keep":
                 # nothing is pruned but what no provider accepts (the untriggered plan)
                 surviving, pruned = self._repair(messages, self._held(messages)).split(messages)
-                cost_after = the_plan.cost_before
-                if tokens and pruned:
-                    cost_after -= sum(self.count_tokens(pruned))
+                if tokens:  # every message's count checked: the plan may have read some unchecked
+                    cost_before = sum(self.count_tokens(messages))
+                    cost_after = sum(self.count_tokens(surviving))
+                else:
+                    cost_after = cost_before
         elif message is not None:
             surviving = _summary.with_summary(surviving, message, preserve_first=c.preserve_first)
             pruned = [*step.held, *pruned]
@@ -460,7 +462,7 @@ class MessageReducer:
             messages_before=len(messages),
             messages_after=len(surviving),
             pruned_count=len(pruned),
-            tokens_before=the_plan.cost_before if tokens else None,
+            tokens_before=cost_before if tokens else None,
             tokens_after=cost_after if tokens else None,
             over_target=over,
             summary_error=repr(error) if error is not None else None,

@@ -265,3 +265,49 @@ def test_a_history_growing_turn_by_turn_is_confirmed_without_edits(dicts: bool) 
         assert counts == heuristic_counter(cache_size=0).count_messages(msgs[:seen])
         assert unchecked is not None
         assert counter.confirm(msgs[:seen], unchecked, 0)
+
+
+class _ReadOneByOne(HumanMessage):
+    """A LangChain message class the counter does not read by columns (its own ``__getattr__``)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise AttributeError(name)
+
+
+def test_a_message_turned_into_a_class_read_otherwise_leaves_the_rest_confirmed() -> None:
+    """The counter forgets its memo when a message changes to a class it cannot read by
+    columns; the counts it took unchecked before that are still confirmed (and an edit there
+    recounted)."""
+    msgs: list[Any] = [SystemMessage("be brief", id="s")]
+    for t in range(10):
+        msgs += [HumanMessage(f"question {t} " * 5, id=f"h{t}"), AIMessage(f"answer {t} " * 5, id=f"a{t}")]
+    msgs[-1] = AIMessage([{"type": "text", "text": "short"}], id="a9")  # cached at first sight
+    cfg = ReducerConfig(max_tokens=150, token_counter=heuristic_counter())
+    reducer = MessageReducer(config=cfg)
+    reducer.reduce(msgs)
+    msgs[-1].content[0]["text"] = "a very long answer " * 100
+    msgs[3].__class__ = _ReadOneByOne
+    new = HumanMessage("and now?", id="new")
+    got = reducer.reduce(msgs, [new])
+    want = fresh(cfg).reduce(msgs, [new])
+    assert [m.id for m in got.surviving] == [m.id for m in want.surviving] == ["s", "new"]
+    assert got.stats == want.stats
+
+
+def test_a_failed_summary_kept_whole_reports_checked_counts() -> None:
+    """With ``on_summary_error="keep"`` nothing is pruned: both token figures are of every
+    message, counted after the edit."""
+
+    def down(messages: list[Any]) -> str:
+        raise RuntimeError("summarizer down")
+
+    msgs = history(20, 6)
+    cfg = config(msgs, 0.3, summarize_fn=down, on_summary_error="keep")
+    reducer = warm_reducer(cfg, msgs)
+    edit(msgs[1], " a much longer first question" * 50)
+    new = new_message(False)
+    got = reducer.reduce(msgs, [new])
+    want = fresh(cfg).reduce(msgs, [new])
+    total = sum(heuristic_counter(cache_size=0).count_messages([*msgs, new]))
+    assert got.pruned == [] and got.stats.summary_error is not None
+    assert got.stats.tokens_before == got.stats.tokens_after == want.stats.tokens_after == total

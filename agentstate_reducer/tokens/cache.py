@@ -346,8 +346,7 @@ class TokenCounter:
                         for i in missed:
                             views[i] = fast_view(type(messages[i]))
                 if views and None in map(views.__getitem__, missed):  # now of a class read otherwise
-                    self._memos = []
-                    unchecked = None
+                    self._memos = []  # (confirm() finds no view there: it confirms nothing)
                 else:
                     # a message passed has a snapshot: only a missed one may have none
                     uncached = [i for i in missed if snaps[i] is _NOT_CACHED]
