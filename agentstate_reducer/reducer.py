@@ -33,8 +33,8 @@ class ReducerStats:
     messages_after: int
     pruned_count: int
     #: tokens before and after; None in count mode (tokens are only counted in token mode).
-    #: ``tokens_before`` may hold the count a message had at the reducer's last reduction when it
-    #: was edited in place since and lies before what a triggered decision reads (docs/tokens.md)
+    #: ``tokens_before`` may hold the count a message had when it was last checked, when it was
+    #: edited in place since and lies before what a triggered decision reads (docs/tokens.md)
     tokens_before: int | None = None
     tokens_after: int | None = None
     #: the kept history is over the target because one unit, or the live turn, is bigger than it
