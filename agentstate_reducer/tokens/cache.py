@@ -114,7 +114,8 @@ Checked = tuple[list[int], list[MessageInfo], list[int], list[Any] | None, list[
 class Unchecked(NamedTuple):
     """The leading ``upto`` messages of a call whose counts and readings were taken from the
     last call of the same objects without a check, with what ``TokenCounter.confirm`` compares
-    them with: the snapshots (and, for models, the ``fast_view`` of each) of the whole call."""
+    them with: the snapshots (and, for models, the ``fast_view`` of each) of the whole call.
+    The lists are the counter's own, shared with its memo: read them, never change them."""
 
     upto: int
     dicts: bool
@@ -235,7 +236,7 @@ class TokenCounter:
         self, messages: Sequence[Any]
     ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
         """``read_and_count``, except that the leading messages that are the very objects, at the
-        same places, of a remembered call (``_Memo``: the last reduction of this history) take
+        same places, of a remembered call (``_Memo``: one of the last two lists counted) take
         that call's counts and readings without the check that they are unchanged. The third
         value says which (``Unchecked.upto``), or is None when every message was checked; the
         caller confirms those its decision read with ``confirm`` and, when one changed, calls
@@ -346,7 +347,7 @@ class TokenCounter:
                         for i in missed:
                             views[i] = fast_view(type(messages[i]))
                 if views and None in map(views.__getitem__, missed):  # now of a class read otherwise
-                    self._memos = []  # (confirm() finds no view there: it confirms nothing)
+                    self._memos = []  # (a confirmation that reaches it finds no view: it fails)
                 else:
                     # a message passed has a snapshot: only a missed one may have none
                     uncached = [i for i in missed if snaps[i] is _NOT_CACHED]
