@@ -7,7 +7,8 @@ one new human message, as an agent does every turn:
 * cold: a fresh ``MessageReducer`` (empty count cache) reduces it;
 * warm: a reducer that has reduced the history before (twice: the heuristic caches a message it
   reads in bulk the second time it sees it) reduces it again with the new message (the new
-  message is the only one counted; the others are checked unchanged);
+  message is the only one counted; of the others, those the decision reads are checked
+  unchanged: the newest worth more than the trigger and the kept ones, docs/tokens.md);
 * reloaded (information): a fresh copy of every message, as a checkpointer hands back each turn,
   reduced by the warm reducer (found by message id, checked equal, not measured again);
 * ``trim_messages(msgs, max_tokens=..., token_counter=count_tokens_approximately,
