@@ -80,6 +80,12 @@ class Uncacheable:
         return False
 
 
+#: The copy of every empty dict and list: one object, so that checking a snapshot touches no
+#: copy of its own (snapshots are never changed)
+_EMPTY_DICT: Final[dict[Any, Any]] = {}
+_EMPTY_LIST: Final[list[Any]] = []
+
+
 def copy_value(value: Any) -> Any:
     """A copy of ``value``'s dicts, lists and tuples; strings, numbers and other objects shared.
 
@@ -88,8 +94,12 @@ def copy_value(value: Any) -> Any:
     """
     t = type(value)
     if t is dict:
+        if not value:
+            return _EMPTY_DICT
         return {k: v if type(v) in ATOMIC else copy_value(v) for k, v in value.items()}
     if t is list:
+        if not value:
+            return _EMPTY_LIST
         return [v if type(v) in ATOMIC else copy_value(v) for v in value]
     if t is tuple:
         return tuple([v if type(v) in ATOMIC else copy_value(v) for v in value])
