@@ -152,9 +152,9 @@ def plan_by_table(
             return None
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
     if memo is not None:
-        # the count cache's readings are a list made for this call; messages may be the list
-        # handed back to the caller, who may change it: the memo keeps a copy of those
-        kept_keys = keys if infos is not None and isinstance(keys, list) else list(keys)
+        # messages may be the list handed back to the caller, who may change it, and the count
+        # cache's readings its own memo's list, which it changes in place: the memo keeps a copy
+        kept_keys = list(keys)
         memo.remember((kept_keys, kind_pinned, table))
     if not isinstance(out, tuple):
         return None

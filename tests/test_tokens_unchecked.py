@@ -13,6 +13,7 @@ which may then hold the edited message's count from before the edit (docs/tokens
 from __future__ import annotations
 
 import dataclasses
+import operator
 import random
 from itertools import accumulate
 from typing import Any
@@ -311,3 +312,48 @@ def test_a_failed_summary_kept_whole_reports_checked_counts() -> None:
     total = sum(heuristic_counter(cache_size=0).count_messages([*msgs, new]))
     assert got.pruned == [] and got.stats.summary_error is not None
     assert got.stats.tokens_before == got.stats.tokens_after == want.stats.tokens_after == total
+
+
+STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(("append", "replace_last", "edit", "truncate", "same")), st.integers(0, 10_000)
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@pytest.mark.parametrize("dicts", [False, True])
+@settings(max_examples=120, deadline=None)
+@given(seed=st.integers(0, 10_000), steps=STEPS, cache_size=st.sampled_from((8, 64, 65_536)))
+def test_unchecked_counts_confirmed_are_fresh_counts(
+    dicts: bool, seed: int, steps: list[tuple[str, int]], cache_size: int
+) -> None:
+    """Histories that grow, lose their last message, are cut or edited in place, counted turn
+    after turn: counts that ``confirm`` accepts are fresh counts, else ``read_and_count`` gives
+    fresh counts; and a later call, which may take the counter's lists over, never changes what
+    an earlier call's ``Unchecked`` compares with."""
+    pool = history(40, seed, dicts=dicts)
+    counter = heuristic_counter(cache_size=cache_size)
+    exact = heuristic_counter(cache_size=0)
+    msgs = pool[:10]
+    earlier: list[tuple[Any, list[Any]]] = []
+    for op, value in steps:
+        if op == "append" and len(msgs) < len(pool):
+            msgs = msgs + pool[len(msgs) : len(msgs) + 1 + value % 3]
+        elif op == "replace_last":
+            msgs = [*msgs[:-1], new_message(dicts)]
+        elif op == "edit":
+            edit(msgs[value % len(msgs)], " x" * (1 + value % 7))
+        elif op == "truncate":
+            msgs = msgs[: 1 + value % len(msgs)]
+        counts, infos, unchecked = counter.read_and_count_unchecked(list(msgs))
+        want = exact.read_and_count(msgs)
+        if unchecked is None or counter.confirm(msgs, unchecked, 0):
+            assert (counts, infos) == want
+        else:
+            assert counter.read_and_count(list(msgs)) == want
+        for handle, before in earlier:  # what earlier calls compare with stays as it was
+            assert all(map(operator.is_, handle.snapshots[: handle.upto], before))
+        if unchecked is not None:
+            earlier.append((unchecked, unchecked.snapshots[: unchecked.upto]))

@@ -91,7 +91,12 @@ class _Memo(NamedTuple):
     Each snapshot was taken with its count and reading, so a message equal to its snapshot has
     that count whether its cache entry is still there or not; their messages are evicted last,
     and an eviction that must take some of them drops the memos remembered before it.
-    ``uncached``: the indices whose snapshot is the one equal to nothing, ascending."""
+    ``uncached``: the indices whose snapshot is the one equal to nothing, ascending.
+
+    A call that extends the memo's list takes its lists over and changes them in place (from its
+    first new message on) instead of copying them; ``lent``: the most leading entries of them
+    that a caller of ``read_and_count_unchecked`` may still compare with (``Unchecked.upto``),
+    which no call changes."""
 
     dicts: bool
     messages: list[Any]
@@ -100,15 +105,19 @@ class _Memo(NamedTuple):
     counts: list[int]
     infos: list[MessageInfo]
     uncached: list[int]
+    lent: int
 
 
-_NO_MEMO: Final = _Memo(False, [], [], [], [], [], [])
+_NO_MEMO: Final = _Memo(False, [], [], [], [], [], [], 0)
 #: memos kept: the last calls of lists that start with different messages (two lists that
 #: alternate, as a history reduced warm and its copy reloaded from a checkpoint)
 _MEMOS: Final = 2
-#: what ``_columns`` returns: counts, infos, missed, the views and snapshots of the call, and
-#: how many leading messages were taken from the memo unchecked
-Checked = tuple[list[int], list[MessageInfo], list[int], list[Any] | None, list[Any] | None, int]
+#: what ``_columns`` returns: counts, infos, missed, the views and snapshots of the call, how
+#: many leading messages were taken from the memo unchecked, and the memo's message list and
+#: ``lent`` when the call took its lists over (else None and that number)
+Checked = tuple[
+    list[int], list[MessageInfo], list[int], list[Any] | None, list[Any] | None, int, list[Any] | None, int
+]
 
 
 class Unchecked(NamedTuple):
@@ -284,14 +293,16 @@ class TokenCounter:
             if checked is None:
                 counts, infos, missed = self._lookup_each(messages)
             else:
-                counts, infos, missed, views, snaps, upto = checked
+                counts, infos, missed, views, snaps, upto, own, lent = checked
                 if upto and snaps is not None:
                     unchecked = Unchecked(upto, by_dicts, views or [], snaps)
             self.hits += n - len(missed)
             evictions = self._evictions
             if not missed:
                 if checked is not None and snaps is not None:
-                    self._remember(messages, by_dicts, views, snaps, counts, infos, [], evictions)
+                    self._remember(
+                        messages, by_dicts, views, snaps, counts, infos, [], evictions, own, lent, trust
+                    )
                 return counts, infos, unchecked
         sub = messages if len(missed) == n else list(map(messages.__getitem__, missed))
         sub_all = sub
@@ -351,7 +362,9 @@ class TokenCounter:
                 else:
                     # a message passed has a snapshot: only a missed one may have none
                     uncached = [i for i in missed if snaps[i] is _NOT_CACHED]
-                    self._remember(messages, by_dicts, views, snaps, counts, infos, uncached, evictions)
+                    self._remember(
+                        messages, by_dicts, views, snaps, counts, infos, uncached, evictions, own, lent, trust
+                    )
         return counts, infos, unchecked
 
     def _remember(
@@ -364,12 +377,18 @@ class TokenCounter:
         infos: list[MessageInfo],
         uncached: list[int],
         evictions: int,
+        own: list[Any] | None,
+        lent: int,
+        shared: bool,
     ) -> None:
         """Keep this call's columns for the next calls (``_Memo``), in place of the memo of a
         list that starts with the same message, when all of it can be cached and no entry left
         the cache since the check but by this call's own admission (which evicts no message of
-        the call when the call fits); ``evictions``: the count that leaves. The caller owns
-        ``counts`` and ``infos``, so the memo keeps copies. Under the lock."""
+        the call when the call fits); ``evictions``: the count that leaves. ``own``: the list of
+        ``messages`` taken over from the last memo, else None (the memo copies ``messages``);
+        ``lent``: see ``_Memo``. The caller owns ``counts`` and ``infos``, so the memo keeps
+        copies, but when ``shared`` (``read_and_count_unchecked``: they are read, never
+        changed). Under the lock."""
         if not messages or len(messages) > self.cache_size or self._evictions != evictions:
             return  # some of its entries may be out of the cache
         if views is None:  # not read (the cache was empty): the shapes are not checked yet
@@ -384,7 +403,10 @@ class TokenCounter:
                 views = list(map(FAST_VIEWS.__getitem__, types))
         first = messages[0]
         others = [m for m in self._memos if m.messages[0] is not first]
-        memo = _Memo(dicts, list(messages), views, snaps, counts.copy(), infos.copy(), uncached)
+        if not shared:
+            counts, infos = counts.copy(), infos.copy()
+        kept = own if own is not None else list(messages)
+        memo = _Memo(dicts, kept, views, snaps, counts, infos, uncached, lent)
         self._memos = [memo, *others][:_MEMOS]
 
     def _count_fresh(
@@ -500,7 +522,7 @@ class TokenCounter:
         n = len(messages)
         cache = self._cache
         if not cache:  # nothing to check (the shapes are checked when remembered)
-            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n)), None, None, 0
+            return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n)), None, None, 0, None, 0
         msgs = messages if type(messages) is list else list(messages)
         memo = _NO_MEMO
         for recent in self._memos:
@@ -514,37 +536,59 @@ class TokenCounter:
             except ValueError:
                 k = len(same)
         tail = msgs[k:] if k else msgs
+        tail_views: list[Any] = []
         if dicts:
             if tail and set(map(type, tail)) != {dict}:
                 return None
-            views: list[Any] = []
         else:
             types = list(map(type, tail))
             if None in list(map(fast_view, set(types))):
                 return None
-            views = memo.views[:k] if k else []
-            views += map(FAST_VIEWS.__getitem__, types)
+            tail_views = list(map(FAST_VIEWS.__getitem__, types))
         entries = list(map(cache.get, map(id, tail), repeat(_NO_ENTRY)))
-        snaps = memo.snapshots[:k] if k else []
-        snaps += map(_entry_snapshot, entries)
+        tail_snaps = list(map(_entry_snapshot, entries))
         try:
             if trust and k:
                 # unchecked: the memo's messages with a snapshot (confirm() checks them later)
                 same = [True] * k
                 for i in memo.uncached[: bisect_left(memo.uncached, k)]:
                     same[i] = False
-                same += map(eq, snaps[k:], msgs[k:] if dicts else map(apply_view, views[k:], msgs[k:]))
+            elif k:
+                head = msgs[:k]
+                same = list(map(eq, memo.snapshots, head if dicts else map(apply_view, memo.views, head)))
             else:
-                same = list(map(eq, snaps, msgs if dicts else map(apply_view, views, msgs)))
+                same = []
+            same += map(eq, tail_snaps, tail if dicts else map(apply_view, tail_views, tail))
         except Exception:  # a declared field missing, an == that raises: check one by one
             return None
-        counts = memo.counts[:k] if k else []
+        # a list that extends the memo's takes its lists over, when no caller may still compare
+        # with what changes: the entries from k on, and those of the memo's messages without a
+        # snapshot (set below when found cached now)
+        lent = memo.lent
+        own: list[Any] | None = None
+        if trust and k and k >= lent and (not memo.uncached or memo.uncached[0] >= lent):
+            self._memos = [m for m in self._memos if m is not memo]
+            own, views, snaps, counts, infos = (
+                memo.messages, memo.views, memo.snapshots, memo.counts, memo.infos
+            )
+            for column in (own, views, snaps, counts, infos):
+                del column[k:]
+            own += tail
+            lent = k
+        else:
+            views = memo.views[:k] if k else []
+            snaps = memo.snapshots[:k] if k else []
+            counts = memo.counts[:k] if k else []
+            infos = memo.infos[:k] if k else []
+            lent = k if trust else 0
+        if not dicts:
+            views += tail_views
+        snaps += tail_snaps
         counts += map(_entry_count, entries)
-        infos = memo.infos[:k] if k else []
         infos += map(_entry_info, entries)
         upto = k if trust else 0
         if all(same):
-            return counts, infos, [], views, snaps, upto
+            return counts, infos, [], views, snaps, upto, own, lent
         first = same.index(False)
         missed = list(compress(range(first, n), map(not_, same[first:])))
         again = missed[: bisect_left(missed, k)]  # checked against the memo: the cache may be newer
@@ -562,7 +606,7 @@ class TokenCounter:
                             return None
             if hits:
                 missed = [i for i in missed if i not in hits]
-        return counts, infos, missed, views, snaps, upto
+        return counts, infos, missed, views, snaps, upto, own, lent
 
     def _lookup(self, messages: Sequence[Any]) -> Found | None:
         """``_columns`` of a list of ``fast_view`` instances (LangChain messages); None for any
