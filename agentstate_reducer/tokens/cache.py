@@ -249,7 +249,8 @@ class TokenCounter:
         that call's counts and readings without the check that they are unchanged. The third
         value says which (``Unchecked.upto``), or is None when every message was checked; the
         caller confirms those its decision read with ``confirm`` and, when one changed, calls
-        ``read_and_count``, which checks them all (and recounts the changed ones)."""
+        ``read_and_count``, which checks them all (and recounts the changed ones). The counts and
+        readings are lists the counter keeps: read them, never change them."""
         return self._read_and_count(messages, trust=True)
 
     def confirm(
@@ -587,9 +588,14 @@ class TokenCounter:
         counts += map(_entry_count, entries)
         infos += map(_entry_info, entries)
         upto = k if trust else 0
-        if all(same):
+        try:
+            first = same.index(False, upto)  # (before upto: only where the memo has no snapshot)
+        except ValueError:
+            first = n
+        if upto and memo.uncached and memo.uncached[0] < upto:
+            first = memo.uncached[0]
+        if first == n:
             return counts, infos, [], views, snaps, upto, own, lent
-        first = same.index(False)
         missed = list(compress(range(first, n), map(not_, same[first:])))
         again = missed[: bisect_left(missed, k)]  # checked against the memo: the cache may be newer
         if again:
