@@ -25,7 +25,7 @@ from operator import attrgetter, ne, sub
 from typing import Any, Final
 
 from .messages import PINNED_KINDS, MessageInfo, pinned_indices, read_message
-from .messages.structure import Structure, head, joined, read_structure, structure_of_infos, tail
+from .messages.structure import Structure, joined, read_structure, structure_of_infos, window
 from .planner import Plan, _first_unit, runs_of
 
 #: the messages of the window that the decision does not need read again when it grows
@@ -133,7 +133,7 @@ def plan_by_table(
     lo = max(min(lo, n - 1), 0)
     table: Structure | None = None
     if prior is not None:  # the remembered window, cut to what the decision reads first
-        table = head(tail(prior, min(lo, known)), known)
+        table = window(prior, max(prior.lo, min(lo, known)), known)
         if known < n:
             rest = structure_of_infos(infos, known) if infos is not None else read_structure(messages, known)
             table = joined(table, rest)
@@ -256,8 +256,8 @@ def _decide(
     if costs is None:
         prefix: Sequence[int] = range(size + 1)
     else:
-        window = costs[lo:n] if type(conv) is range else map(costs.__getitem__, conv)
-        prefix = list(accumulate(window, initial=0))
+        in_window = costs[lo:n] if type(conv) is range else map(costs.__getitem__, conv)
+        prefix = list(accumulate(in_window, initial=0))
     total = prefix[size]
     # the newest units that fit: a suffix, from the first unit whose suffix cost is within room
     accepted = _unit_at(text, max(bisect_left(prefix, total - room), start))

@@ -12,11 +12,10 @@ from agentstate_reducer.messages import read_message
 from agentstate_reducer.messages.structure import (
     LETTERS,
     Structure,
-    head,
     joined,
     read_structure,
     structure_of_infos,
-    tail,
+    window,
 )
 from tests.convo import MULTI_RESULT_FORMATS, PROPERTY_BUILDERS
 from tests.test_messages_bulk import histories
@@ -46,8 +45,8 @@ def _check(msgs: list[Any], lo: int, cut: int) -> None:
     cut = lo + min(cut, len(msgs) - lo)
     assert joined(read_structure(msgs, lo, cut), read_structure(msgs, cut)) == expected
     # a window cut at either end is the window read there
-    assert tail(expected, cut) == _expected(msgs, cut)
-    assert head(expected, cut) == read_structure(msgs, lo, cut)
+    assert window(expected, cut, len(msgs)) == _expected(msgs, cut)
+    assert window(expected, lo, cut) == read_structure(msgs, lo, cut)
 
 
 @settings(max_examples=300, deadline=None)

@@ -224,42 +224,23 @@ def joined(older: Structure, newer: Structure) -> Structure:
     )
 
 
-def head(table: Structure, hi: int) -> Structure:
-    """The ``Structure`` of ``table``'s messages before index ``hi`` (``table.lo <= hi``)."""
+def window(table: Structure, lo: int, hi: int) -> Structure:
+    """The ``Structure`` of ``table``'s messages from index ``lo`` to before ``hi``, both within
+    the table (``table.lo <= lo <= hi <= `` its end); ``table`` itself when that is all of it."""
     end = table.lo + len(table.kinds)
-    if hi >= end:
+    if lo <= table.lo and hi >= end:
         return table
 
-    def before(column: dict[int, Any]) -> dict[int, Any]:
+    def between(column: dict[int, Any]) -> dict[int, Any]:
         keys = list(column)
-        return dict(islice(column.items(), bisect_left(keys, hi)))
+        return dict(islice(column.items(), bisect_left(keys, lo), bisect_left(keys, hi)))
 
-    cut = hi - table.lo
-    return Structure(
-        table.lo,
-        table.kinds[:cut],
-        before(table.calls),
-        before(table.results),
-        before(table.leads),
-        table.text[:cut],
-    )
-
-
-def tail(table: Structure, lo: int) -> Structure:
-    """The ``Structure`` of ``table``'s messages from index ``lo`` on (``lo <= table``'s end)."""
-    if lo <= table.lo:
-        return table
-
-    def after(column: dict[int, Any]) -> dict[int, Any]:
-        keys = list(column)
-        return dict(islice(column.items(), bisect_left(keys, lo), None))
-
-    cut = lo - table.lo
+    start, stop = lo - table.lo, hi - table.lo
     return Structure(
         lo,
-        table.kinds[cut:],
-        after(table.calls),
-        after(table.results),
-        after(table.leads),
-        table.text[cut:],
+        table.kinds[start:stop],
+        between(table.calls),
+        between(table.results),
+        between(table.leads),
+        table.text[start:stop],
     )
