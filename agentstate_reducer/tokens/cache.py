@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 from bisect import bisect_left
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import compress, filterfalse, islice, repeat
 from operator import add, attrgetter, eq, floordiv, is_, is_not, itemgetter, not_
 from typing import Any, Final, NamedTuple, cast
@@ -36,6 +36,15 @@ TokenCounterFn = Callable[[Any], int]
 
 class TokenCountError(ValueError):
     """A token counter raised, or returned something other than a non-negative int."""
+
+
+def _unchanged_each(
+    snaps: Iterable[Any], views: Iterable[Any], live: Iterable[Any], dicts: bool
+) -> Iterator[bool]:
+    """``unchanged`` of each snapshot and live message, by columns (``map``, C speed): a dict
+    compared whole, else the message's ``fast_view`` (``views``: one per message, unused for
+    dicts); stops at the shortest of ``snaps`` and ``live``."""
+    return map(eq, snaps, live if dicts else map(apply_view, views, live))
 
 
 def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[int]:
@@ -259,25 +268,20 @@ class TokenCounter:
         """True when each of ``messages[lo:unchecked.upto]`` and of ``messages[i]`` for ``i`` in
         ``extra`` (each below ``upto``) still equals the snapshot its unchecked count was taken
         with (the check ``read_and_count`` makes of every message, by columns)."""
-        hi = unchecked.upto
-        snaps = unchecked.snapshots
-        views = unchecked.views
+        hi, dicts, views, snaps = unchecked
         msgs = messages if type(messages) is list else list(messages)
         picks = [i for i in extra if i < lo]
         try:
-            if lo < hi:
-                live = msgs[lo:hi]
-                seen = live if unchecked.dicts else map(apply_view, views[lo:hi], live)
-                if not all(map(eq, snaps[lo:hi], seen)):
-                    return False
-            if picks:
-                live = list(map(msgs.__getitem__, picks))
-                if not unchecked.dicts:
-                    live = list(map(apply_view, map(views.__getitem__, picks), live))
-                return all(map(eq, map(snaps.__getitem__, picks), live))
+            in_range = _unchanged_each(snaps[lo:hi], views[lo:hi], msgs[lo:hi], dicts)
+            at_picks = _unchanged_each(
+                map(snaps.__getitem__, picks),
+                map(views.__getitem__, picks),
+                map(msgs.__getitem__, picks),
+                dicts,
+            )
+            return all(in_range) and all(at_picks)
         except Exception:  # a declared field gone, an == that raises: not confirmed
             return False
-        return True
 
     def _read_and_count(
         self, messages: Sequence[Any], *, trust: bool
@@ -554,12 +558,9 @@ class TokenCounter:
                 same = [True] * k
                 for i in memo.uncached[: bisect_left(memo.uncached, k)]:
                     same[i] = False
-            elif k:
-                head = msgs[:k]
-                same = list(map(eq, memo.snapshots, head if dicts else map(apply_view, memo.views, head)))
             else:
-                same = []
-            same += map(eq, tail_snaps, tail if dicts else map(apply_view, tail_views, tail))
+                same = list(_unchanged_each(memo.snapshots, memo.views, msgs[:k], dicts)) if k else []
+            same += _unchanged_each(tail_snaps, tail_views, tail, dicts)
         except Exception:  # a declared field missing, an == that raises: check one by one
             return None
         # a list that extends the memo's takes its lists over, when no caller may still compare
