@@ -347,10 +347,9 @@ class MessageReducer:
         Never mutates the inputs and returns the caller's own message objects (plus, with
         ``inject_summary``, one new summary message).
         """
-        if new is None and type(existing) is list:
-            whole = self._kept_whole(existing)
-            if whole is not None:
-                return whole
+        whole = self._kept_whole(existing, new)
+        if whole is not None:
+            return whole
         step = self._begin(existing, new)
         text, message, error = None, None, None
         if step.to_summarize and self._summarizes:
@@ -367,10 +366,9 @@ class MessageReducer:
     async def areduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
         """``reduce`` for async callers: ``asummarize_fn`` is awaited, a sync ``summarize_fn`` and
         sync hooks run off the event loop, hooks with an async ``acall`` are awaited."""
-        if new is None and type(existing) is list:
-            whole = self._kept_whole(existing)
-            if whole is not None:
-                return whole
+        whole = self._kept_whole(existing, new)
+        if whole is not None:
+            return whole
         step = self._begin(existing, new)
         text, message, error = None, None, None
         if step.to_summarize and self._summarizes:
@@ -384,10 +382,13 @@ class MessageReducer:
             await self._arun_hooks(result.pruned, namespace)
         return result
 
-    def _kept_whole(self, messages: list[Any]) -> ReducerResult | None:
-        """The result for the last output reduced again, when that keeps it whole untriggered
-        (``_Checked.again``): the validity check is the identity-first comparison with it."""
+    def _kept_whole(self, messages: Any, new: Any) -> ReducerResult | None:
+        """The result for the last output reduced again on its own (a list, no ``new``), when
+        that keeps it whole untriggered (``_Checked.again``): the validity check is the
+        identity-first comparison with it. None for any other call."""
         checked = self._checked
+        if new is not None or type(messages) is not list:
+            return None
         if checked is None or checked.again is None or len(messages) != checked.length:
             return None
         if checked.messages is None or not _equal(messages, checked.messages):
