@@ -12,7 +12,7 @@ from agentstate_reducer import MessageReducer
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.planner import UNLIMITED, Plan, plan
 from agentstate_reducer.table import TableMemo, plan_by_table
-from tests.convo import BUILDERS, PROPERTY_BUILDERS, Spec
+from tests.convo import BUILDERS, MULTI_RESULT_FORMATS, PROPERTY_BUILDERS, Spec
 from tests.test_properties import conversations
 
 #: shapes whose tool results are one message per call (the plain structure the table plans)
@@ -118,17 +118,21 @@ def _both(
 
 
 budgets = st.one_of(st.integers(-3, 40), st.just(UNLIMITED))
+#: what ``_both`` plans with, besides the history
+PLANNING: dict[str, st.SearchStrategy[Any]] = {
+    "token": st.booleans(),
+    "budget": budgets,
+    "preserve_first": st.booleans(),
+    "start_on_human": st.booleans(),
+    "slack": st.integers(0, 3),
+}
 
 
 @settings(max_examples=300, deadline=None)
 @given(
     fmt=st.sampled_from(PLAIN_SHAPES),
     spec=plain_conversations(),
-    token=st.booleans(),
-    budget=budgets,
-    preserve_first=st.booleans(),
-    start_on_human=st.booleans(),
-    slack=st.integers(0, 3),
+    **PLANNING,
 )
 def test_the_table_plans_every_plain_history_as_the_reference_does(
     fmt: str, spec: Spec, token: bool, budget: int, preserve_first: bool, start_on_human: bool, slack: int
@@ -141,11 +145,7 @@ def test_the_table_plans_every_plain_history_as_the_reference_does(
 @given(
     fmt=st.sampled_from(PLAIN_SHAPES),
     spec=loose_conversations(),
-    token=st.booleans(),
-    budget=budgets,
-    preserve_first=st.booleans(),
-    start_on_human=st.booleans(),
-    slack=st.integers(0, 3),
+    **PLANNING,
 )
 def test_the_table_equals_the_reference_on_loose_histories(
     fmt: str, spec: Spec, token: bool, budget: int, preserve_first: bool, start_on_human: bool, slack: int
@@ -157,11 +157,7 @@ def test_the_table_equals_the_reference_on_loose_histories(
 @given(
     fmt=st.sampled_from(list(PROPERTY_BUILDERS)),
     data=st.data(),
-    token=st.booleans(),
-    budget=budgets,
-    preserve_first=st.booleans(),
-    start_on_human=st.booleans(),
-    slack=st.integers(0, 3),
+    **PLANNING,
 )
 def test_the_table_equals_the_reference_wherever_it_answers(
     fmt: str,
@@ -174,7 +170,7 @@ def test_the_table_equals_the_reference_wherever_it_answers(
 ) -> None:
     """Every shape, broken histories included (orphans, dangling and interleaved calls, results
     after the next user message, results answering two calls, Responses items)."""
-    spec = data.draw(conversations(multi=fmt in {"anthropic_dict", "anthropic_objects", "bedrock_dicts"}))
+    spec = data.draw(conversations(multi=fmt in MULTI_RESULT_FORMATS))
     _both(PROPERTY_BUILDERS[fmt](spec), token, budget, preserve_first, start_on_human, slack)
 
 
