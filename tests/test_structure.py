@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from hypothesis import given, settings
@@ -13,6 +14,7 @@ from agentstate_reducer.messages.structure import (
     LETTERS,
     Structure,
     joined,
+    leading_equal,
     read_structure,
     structure_of_infos,
     window,
@@ -130,3 +132,34 @@ def test_a_message_read_whole_keeps_nothing_its_columns_read() -> None:
     msg = {"role": "assistant", "content": "x", "tool_calls": [{"id": "a"}], "additional_kwargs": Hostile()}
     got = read_structure([msg])
     assert got == _expected([msg], 0)
+
+
+class _Loud:
+    """An item whose ``==`` raises."""
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no answer")
+
+    __hash__ = object.__hash__
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    own=st.lists(st.integers(0, 3), max_size=8),
+    other=st.lists(st.integers(0, 3), max_size=8),
+    k=st.integers(0, 9),
+    loud=st.booleans(),
+)
+def test_leading_equal_compares_the_leading_items_and_leaves_own_as_it_was(
+    own: list[Any], other: list[Any], k: int, loud: bool
+) -> None:
+    if loud and other:
+        other = [*other[:-1], _Loud()]
+    before = list(own)
+    try:
+        got = leading_equal(own, other, k)
+    except RuntimeError:
+        assert loud  # an item's == raised, and the lists stayed as they were
+    else:
+        assert got == (len(own) >= k and len(other) >= k and own[:k] == other[:k])
+    assert len(own) == len(before) and all(map(operator.is_, own, before))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from itertools import chain, compress, islice, repeat
+from itertools import chain, compress, islice, repeat, takewhile
 from operator import attrgetter, eq, is_, is_not
 from typing import Any, Final, NamedTuple
 
@@ -28,7 +28,8 @@ class Structure(NamedTuple):
     """The columns of ``messages[lo:]``: ``kinds[i - lo]`` is message ``i``'s kind; ``calls``
     maps each AI message making tool calls to their ids, ``results`` each tool message to the
     ids it answers (maybe none), ``leads`` each leading message to its ``MessageInfo.leads``;
-    the three maps in ascending index order."""
+    the three maps in ascending index order, never changed once built (a window may share
+    them)."""
 
     lo: int
     kinds: list[Kind]
@@ -232,8 +233,18 @@ def window(table: Structure, lo: int, hi: int) -> Structure:
         return table
 
     def between(column: dict[int, Any]) -> dict[int, Any]:
-        keys = list(column)
-        return dict(islice(column.items(), bisect_left(keys, lo), bisect_left(keys, hi)))
+        # the keys to drop, from either end: a window moved by a turn drops a few, not a copy
+        older = list(takewhile(lo.__gt__, column))
+        newer = list(takewhile(hi.__le__, reversed(column)))
+        if not older and not newer:
+            return column
+        if 4 * (len(older) + len(newer)) > len(column):
+            keys = list(column)
+            return dict(islice(column.items(), bisect_left(keys, lo), bisect_left(keys, hi)))
+        kept = dict(column)
+        for key in chain(older, newer):
+            del kept[key]
+        return kept
 
     start, stop = lo - table.lo, hi - table.lo
     return Structure(
@@ -244,3 +255,17 @@ def window(table: Structure, lo: int, hi: int) -> Structure:
         between(table.leads),
         table.text[start:stop],
     )
+
+
+def leading_equal(own: list[Any], other: list[Any], k: int) -> bool:
+    """``own[:k] == other[:k]`` (``==``, identity first), ``own`` a list no other code reads or
+    changes meanwhile: for one comparison of the whole lists, ``own``'s items from ``k`` on are
+    ``other``'s (then put back), instead of copying ``k`` items of each."""
+    if len(own) < k or len(other) < k:
+        return False
+    saved = own[k:]
+    own[k:] = other[k:]
+    try:
+        return own == other
+    finally:
+        own[k:] = saved
