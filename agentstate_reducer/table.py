@@ -25,7 +25,7 @@ from operator import attrgetter, ne, sub
 from typing import Any, Final
 
 from .messages import PINNED_KINDS, MessageInfo, pinned_indices, read_message
-from .messages.structure import Structure, joined, read_structure, structure_of_infos, window
+from .messages.structure import Structure, joined, leading_equal, read_structure, structure_of_infos, window
 from .planner import Plan, _first_unit, runs_of
 
 #: the messages of the window that the decision does not need read again when it grows
@@ -57,10 +57,11 @@ class TableMemo:
         self.last = (state, *older)
 
 
-def _known(states: tuple[_State, ...], keys: Sequence[Any]) -> tuple[int, _State | None]:
+def _known(states: tuple[_State, ...], keys: list[Any]) -> tuple[int, _State | None]:
     """How many leading ``keys`` a remembered list holds, and that list: all of it, or all but
     its last message (a turn's new message in place of the last one's), or none. The list whose
-    first message is the very first of ``keys`` is tried, else the newest."""
+    first message is the very first of ``keys`` is tried, else the newest. ``keys``: a list the
+    caller owns (see ``leading_equal``)."""
     same_start = [s for s in states if keys and s[0] and s[0][0] is keys[0]]
     for last in same_start[:1] or states[:1]:
         m = len(last[0])
@@ -68,7 +69,9 @@ def _known(states: tuple[_State, ...], keys: Sequence[Any]) -> tuple[int, _State
             if k <= 0 or len(keys) < k or k < last[2].lo:
                 continue
             try:
-                if (keys if len(keys) == k else keys[:k]) == (last[0] if k == m else last[0][:k]):
+                if k == m and keys[k - 1] is not last[0][k - 1] and keys[k - 1] != last[0][k - 1]:
+                    continue  # the common turn replaced the last message: one pass, not two
+                if leading_equal(keys, last[0], k):
                     return k, last
             except Exception:  # an element whose == cannot answer
                 return 0, None
@@ -102,7 +105,9 @@ def plan_by_table(
     ``memo``: the last lists planned (read and updated); ``slack``: how many messages the first
     window reads beyond the budget's worth."""
     n = len(messages)
-    keys = messages if infos is None else infos
+    # messages may be the list handed back to the caller, who may change it, and the count
+    # cache's readings its own memo's list, which it changes in place: the memo keeps a copy
+    keys = list(messages if infos is None else infos) if memo is not None else []
     known, last = _known(memo.last, keys) if memo is not None else (0, None)
     prior: Structure | None = None
     if known:
@@ -152,33 +157,41 @@ def plan_by_table(
             return None
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
     if memo is not None:
-        # messages may be the list handed back to the caller, who may change it, and the count
-        # cache's readings its own memo's list, which it changes in place: the memo keeps a copy
-        kept_keys = list(keys)
-        memo.remember((kept_keys, kind_pinned, table))
+        memo.remember((keys, kind_pinned, table))
     if not isinstance(out, tuple):
         return None
     members, kept_cost = out
     runs = None
     if type(members) is range and not any(members.start <= p < members.stop for p in pinned):
         # the common plan: pinned messages and one run of the newest: no per-index work
-        runs = [*runs_of([p for p in pinned if p < members.start]), (members.start, members.stop)]
-        runs += runs_of([p for p in pinned if p >= members.stop])
-    kept = sorted([*pinned, *members]) if pinned else members
-    return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, True)
+        below = [p for p in pinned if p < members.start]
+        above = [p for p in pinned if p >= members.stop]
+        runs = [*runs_of(below), (members.start, members.stop), *runs_of(above)]
+        kept: tuple[int, ...] = (*below, *members, *above)
+    else:
+        kept = tuple(sorted([*pinned, *members]) if pinned else members)
+    return Plan(kept, triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, True)
 
 
 def newest_over(costs: Sequence[int], amount: int) -> int:
     """The largest ``s`` with ``sum(costs[s:]) > amount``, or 0 when there is none: where the
     newest messages worth more than ``amount`` start. Sums chunks from the newest end, doubling
-    them, so it reads about twice what it finds."""
+    them, then halves the chunk that holds it: it reads about three times what it finds."""
     s = len(costs)
-    over = 0
+    over = 0  # sum(costs[s:]), at most amount
     step = 64
     while s > 0:
         lo = max(0, s - step)
         chunk = sum(costs[lo:s])
-        if over + chunk > amount:  # within the chunk: how many of its newest pass what is left
+        if over + chunk > amount:  # within the chunk: halve it to 64, then count the newest
+            while s - lo > 64:
+                mid = (lo + s) // 2
+                upper = sum(costs[mid:s])
+                if over + upper > amount:
+                    lo = mid
+                else:
+                    over += upper
+                    s = mid
             return s - bisect_right(list(accumulate(reversed(costs[lo:s]))), amount - over) - 1
         over += chunk
         s = lo
@@ -231,7 +244,14 @@ def _decide(
         return None
     # every tool result follows the call it answers, in order: the results of each call are the
     # run of tool results after it, and all of them, in order, are all the calls made
-    if calls:
+    if calls and max(map(len, calls)) == 1:
+        # one call per message: the results answer the calls but a pending newest one, in
+        # order, and as many "t" (one per result) follow a "c": each call is followed by its own
+        pending = body.endswith("c")
+        paired = len(calls) - pending
+        if calls[:paired] != results or body.count("ct") != paired:
+            return None
+    elif calls:
         pieces = body.split("c")[1:]  # what follows each call: its results, then other messages
         runs = list(map(sub, map(len, pieces), map(len, map(str.lstrip, pieces, repeat("t")))))
         if sum(runs) != len(results):

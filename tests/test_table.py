@@ -3,6 +3,7 @@ answers, and answers for every history of plain structure (hypothesis)."""
 
 from __future__ import annotations
 
+from itertools import accumulate
 from typing import Any
 
 from hypothesis import given, settings
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 from agentstate_reducer import MessageReducer
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.planner import UNLIMITED, Plan, plan
-from agentstate_reducer.table import TableMemo, plan_by_table
+from agentstate_reducer.table import TableMemo, newest_over, plan_by_table
 from tests.convo import BUILDERS, MULTI_RESULT_FORMATS, PROPERTY_BUILDERS, Spec
 from tests.test_properties import conversations
 
@@ -202,6 +203,48 @@ def test_interleaved_calls_are_left_to_the_reference() -> None:
     for tail in ([("human", "h2")], [("call", "c3", ["p", "q"]), ("tool", "t4", "p")]):
         for fmt in PLAIN_SHAPES:
             _equal_or_left(BUILDERS[fmt]([*INTERLEAVED, *tail]))
+
+
+def test_results_answering_one_call_each_out_of_step_are_left_to_the_reference() -> None:
+    """One call per AI message, each followed by one result, but the results answer each other's
+    call: counted by letters the window looks plain, so the ids must be compared."""
+    swapped = [("call", "c1", ["a"]), ("tool", "t1", "b"), ("call", "c2", ["b"]), ("tool", "t2", "a")]
+    for tail in ([("ai", "a1"), ("human", "h2")], [("call", "c3", ["p"])]):
+        for fmt in PLAIN_SHAPES:
+            _equal_or_left(BUILDERS[fmt]([("human", "h1"), *swapped, *tail]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    costs=st.lists(st.sampled_from((0, 0, 0, 1, 7)), max_size=3000),
+    at=st.floats(0, 1),
+    off=st.integers(-1, 1),
+)
+def test_newest_over_finds_where_the_newest_messages_worth_more_start(
+    costs: list[int], at: float, off: int
+) -> None:
+    """Amounts that equal, or nearly, what the newest messages from some place are worth (long
+    runs of free messages make such places many, where a search may stop one off)."""
+    _check_newest_over(costs, sum(costs[int(at * len(costs)) :]) + off)
+
+
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(0, 3000), ones=st.lists(st.floats(0, 1), max_size=6))
+def test_newest_over_at_every_amount_of_a_mostly_free_history(n: int, ones: list[float]) -> None:
+    """Long runs of free messages, every amount: each place the search halves at is where the
+    newest messages are worth exactly some amount."""
+    costs = [0] * n
+    for at in ones:
+        if n:
+            costs[int(at * (n - 1))] = 1
+    for amount in range(-1, sum(costs) + 1):
+        _check_newest_over(costs, amount)
+
+
+def _check_newest_over(costs: list[int], amount: int) -> None:
+    newest = list(accumulate(reversed(costs)))  # newest[j]: the cost of the newest j + 1
+    over = [len(costs) - 1 - j for j, cost in enumerate(newest) if cost > amount]
+    assert newest_over(costs, amount) == (over[0] if over else 0)
 
 
 def test_a_result_message_answering_nothing_is_left_to_the_reference() -> None:
