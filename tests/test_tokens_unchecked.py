@@ -1,8 +1,8 @@
 """Token mode reads the counts of a history's unchanged old messages without checking them, and
 checks the ones its decision reads.
 
-A reducer that reduced a history before plans on the remembered counts of the messages that are
-the very objects of its last reduction, at the same places, then confirms those the decision
+A reducer that reduced a history before plans on the remembered counts of the messages equal
+(``==``, identity first) to those of its last reduction at the same places, then confirms those the decision
 depends on (``reducer._read_by``: the newest messages worth more than ``max_tokens``, and every
 kept message) and plans again with every count checked when one of them changed. So a message
 edited in place is recounted wherever the decision reads its count, and the survivors always
@@ -12,6 +12,7 @@ which may then hold the edited message's count from before the edit (docs/tokens
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import operator
 import random
@@ -316,9 +317,26 @@ def test_a_failed_summary_kept_whole_reports_checked_counts() -> None:
     assert got.stats.tokens_before == got.stats.tokens_after == want.stats.tokens_after == total
 
 
+def replace(msgs: list[Any], op: str, value: int) -> list[Any]:
+    """A new list with messages replaced by other objects (nothing changed in place): ``copy``
+    one message by an equal copy, ``copy_rest`` every message but the first, ``reword`` one by a
+    copy with other text (its id kept)."""
+    out = list(msgs)
+    if op == "copy_rest":
+        return [out[0], *map(copy.deepcopy, out[1:])]
+    i = value % len(out)
+    out[i] = copy.deepcopy(out[i])
+    if op == "reword":
+        edit(out[i], " y" * (1 + value % 5))
+    return out
+
+
 STEPS = st.lists(
     st.tuples(
-        st.sampled_from(("append", "replace_last", "edit", "truncate", "same")), st.integers(0, 10_000)
+        st.sampled_from(
+            ("append", "replace_last", "edit", "truncate", "same", "copy", "copy_rest", "reword")
+        ),
+        st.integers(0, 10_000),
     ),
     min_size=1,
     max_size=12,
@@ -349,6 +367,8 @@ def test_unchecked_counts_confirmed_are_fresh_counts(
             edit(msgs[value % len(msgs)], " x" * (1 + value % 7))
         elif op == "truncate":
             msgs = msgs[: 1 + value % len(msgs)]
+        elif op in ("copy", "copy_rest", "reword"):
+            msgs = replace(msgs, op, value)
         counts, infos, unchecked = counter.read_and_count_unchecked(list(msgs))
         want = exact.read_and_count(msgs)
         if unchecked is None or counter.confirm(msgs, unchecked, 0):
@@ -359,3 +379,39 @@ def test_unchecked_counts_confirmed_are_fresh_counts(
             assert all(map(operator.is_, handle.snapshots[: handle.upto], before))
         if unchecked is not None:
             earlier.append((unchecked, unchecked.snapshots[: unchecked.upto]))
+
+
+@pytest.mark.parametrize("dicts", [False, True])
+@settings(max_examples=100, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    turns=st.integers(1, 30),
+    share=st.floats(0.05, 1.2),
+    steps=st.lists(
+        st.tuples(st.sampled_from(("copy", "copy_rest", "reword", "grow")), st.integers(0, 10_000)),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_warm_equals_fresh_after_messages_are_replaced(
+    dicts: bool, seed: int, turns: int, share: float, steps: list[tuple[str, int]]
+) -> None:
+    """A warm reduction takes the old counts of the messages equal (``==``) to those of its
+    last list at the same places; a message replaced by another object with other text, where
+    the decision does not read it, is counted anew all the same: no edit is in place, so every
+    figure equals a fresh reducer's."""
+    pool = history(turns + 10, seed, dicts=dicts)
+    msgs = pool[: max(2, len(pool) - 12)]
+    cfg = config(msgs, share)
+    reducer = warm_reducer(cfg, msgs)
+    for op, value in steps:
+        if op == "grow":
+            msgs = pool[: len(msgs) + 1 + value % 3]
+        else:
+            msgs = replace(msgs, op, value)
+        new = new_message(dicts)
+        got = reducer.reduce(msgs, [new])
+        want = fresh(cfg).reduce(msgs, [new])
+        assert [id(m) for m in got.surviving] == [id(m) for m in want.surviving]
+        assert [id(m) for m in got.pruned] == [id(m) for m in want.pruned]
+        assert got.stats == want.stats

@@ -19,6 +19,7 @@ from agentstate_reducer.messages import (
     unchanged,
 )
 from agentstate_reducer.messages.fields import FAST_VIEWS, apply_view, fast_view
+from agentstate_reducer.messages.structure import leading_equal
 from agentstate_reducer.tokens.rules import (
     HEURISTIC_CHARS_PER_TOKEN,
     IMAGE_TOKENS,
@@ -45,6 +46,28 @@ def _unchanged_each(
     compared whole, else the message's ``fast_view`` (``views``: one per message, unused for
     dicts); stops at the shortest of ``snaps`` and ``live``."""
     return map(eq, snaps, live if dicts else map(apply_view, views, live))
+
+
+def _lead(own: list[Any], live: list[Any]) -> int:
+    """How many leading messages of ``live`` equal (``==``, identity first) those of ``own``, a
+    memo's list, at the same places: all the two share when they differ at most in the last
+    place they share (a list extending the memo's, a turn's new message in place of its last),
+    else at least those that are the same objects. Equal messages that are other objects (a
+    reloaded copy) replace ``own``'s, so that the next call finds them the same objects."""
+    m = min(len(own), len(live))
+    try:
+        k = m if own[m - 1] is live[m - 1] or own[m - 1] == live[m - 1] else m - 1
+        if leading_equal(own, live, k):
+            if k and (own[k - 1] is not live[k - 1] or own[k // 2] is not live[k // 2]):
+                own[:k] = live[:k]
+            return k
+    except Exception:  # an == that raises: by identity
+        pass
+    same = list(map(is_, live, own))
+    try:
+        return same.index(False)
+    except ValueError:
+        return len(same)
 
 
 def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[int]:
@@ -94,7 +117,7 @@ Found = tuple[list[int], list[MessageInfo], list[int]]
 
 
 class _Memo(NamedTuple):
-    """The columns of a recent call checked by columns, to check the same objects again without
+    """The columns of a recent call checked by columns, to check the same messages again without
     a lookup per message: ``snapshots[i]`` is the cached snapshot of ``messages[i]`` (or one equal
     to nothing when it was not cached), ``views[i]`` its ``fast_view`` (unused for dicts).
     Each snapshot was taken with its count and reading, so a message equal to its snapshot has
@@ -130,8 +153,8 @@ Checked = tuple[
 
 
 class Unchecked(NamedTuple):
-    """The leading ``upto`` messages of a call whose counts and readings were taken from the
-    last call of the same objects without a check, with what ``TokenCounter.confirm`` compares
+    """The leading ``upto`` messages of a call whose counts and readings were taken from a
+    remembered call of the same messages without a check, with what ``TokenCounter.confirm`` compares
     them with: the snapshots (and, for models, the ``fast_view`` of each) of the whole call.
     The lists are the counter's own, shared with its memo: read them, never change them."""
 
@@ -178,9 +201,10 @@ class TokenCounter:
     message's class, declared fields and extras); other lists are checked one message at a
     time. The columns of the last two such calls whose lists start with different messages are
     remembered (a history reduced warm and its copy reloaded from a checkpoint alternate): the
-    leading messages that are the very objects of such a call, at the same places, take their
-    snapshots, counts and readings from its columns instead of a lookup each (the snapshots are
-    still compared). Their messages are evicted last, and an eviction that must take one of
+    leading messages of a list that starts with the same object as such a call and equal its
+    messages at the same places (``==``, identity first, as the reducer compares its last
+    output) take their snapshots, counts and readings from its columns instead of a lookup each
+    (the snapshots are still compared). Their messages are evicted last, and an eviction that must take one of
     them forgets the calls remembered before it. Each remembered column pairs a snapshot with
     the count and reading taken with it (a message not cached gets a snapshot equal to nothing),
     so a message that passes the check has the right count, cached or not.
@@ -253,9 +277,9 @@ class TokenCounter:
     def read_and_count_unchecked(
         self, messages: Sequence[Any]
     ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
-        """``read_and_count``, except that the leading messages that are the very objects, at the
-        same places, of a remembered call (``_Memo``: one of the last two lists counted) take
-        that call's counts and readings without the check that they are unchanged. The third
+        """``read_and_count``, except that the leading messages equal (``==``, identity first) to
+        those at the same places of a remembered call (``_Memo``: one of the last two lists
+        counted) take that call's counts and readings without the check that they are unchanged. The third
         value says which (``Unchecked.upto``), or is None when every message was checked; the
         caller confirms those its decision read with ``confirm`` and, when one changed, calls
         ``read_and_count``, which checks them all (and recounts the changed ones). The counts and
@@ -514,8 +538,8 @@ class TokenCounter:
         Each cached snapshot is compared with ``==`` (at C speed, identity first) with the live
         message: a dict whole, a model's ``fast_view`` (class, declared fields, extras: one C
         call). The snapshots come from the entries found by ``id()``, except for the leading
-        messages that are the same objects as in the last such call (``_Memo``): those are taken
-        from its columns, without a lookup. A message whose check fails is looked up again (its
+        messages equal to those of a remembered call at the same places (``_Memo``, ``_lead``):
+        those are taken from its columns, without a lookup. A message whose check fails is looked up again (its
         entry may be newer than the memo) and checked on its own.
 
         With ``trust``, the leading messages taken from the memo are not compared (but those the
@@ -533,13 +557,7 @@ class TokenCounter:
         for recent in self._memos:
             if recent.dicts is dicts and n and recent.messages[0] is msgs[0]:
                 memo = recent
-        k = 0
-        if memo.messages:  # the first message that is not the memo's object at its place
-            same = list(map(is_, msgs, memo.messages))
-            try:
-                k = same.index(False)
-            except ValueError:
-                k = len(same)
+        k = _lead(memo.messages, msgs) if memo.messages else 0
         tail = msgs[k:] if k else msgs
         tail_views: list[Any] = []
         if dicts:
