@@ -539,8 +539,8 @@ class TokenCounter:
         message: a dict whole, a model's ``fast_view`` (class, declared fields, extras: one C
         call). The snapshots come from the entries found by ``id()``, except for the leading
         messages equal to those of a remembered call at the same places (``_Memo``, ``_lead``):
-        those are taken from its columns, without a lookup. A message whose check fails is looked up again (its
-        entry may be newer than the memo) and checked on its own.
+        those are taken from its columns, without a lookup. A message whose check fails is
+        looked up again (its entry may be newer than the memo) and checked on its own.
 
         With ``trust``, the leading messages taken from the memo are not compared (but those the
         memo has no snapshot of): the last value says how many lead (0 without ``trust``).
