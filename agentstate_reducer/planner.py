@@ -38,7 +38,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import add, ne
 from typing import Any, Final
 
@@ -59,21 +59,39 @@ class Plan:
     #: made by ``table.plan_by_table``: when triggered, the decision read the costs of no message
     #: older than the newest ones worth more than the trigger, but of the kept ones
     windowed: bool = field(default=False, compare=False, repr=False)
+    #: ``(amount, start)`` when the planner found where the newest messages worth more than
+    #: ``amount`` start (``table.newest_over`` of the costs it planned with)
+    newest: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     def split(self, messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """``(surviving, pruned)``, each in input order; built from slices, not per-item checks."""
         kept = self.kept
         if len(kept) == len(messages):
             return list(messages), []
-        surviving: list[Any] = []
-        pruned: list[Any] = []
+        msgs = messages if type(messages) is list else list(messages)
+        surviving: list[list[Any]] = []
+        pruned: list[list[Any]] = []
         prev = 0
         for lo, hi in self.runs if self.runs is not None else runs_of(kept):
-            pruned += messages[prev:lo]
-            surviving += messages[lo:hi]
+            if lo > prev:
+                pruned.append(msgs[prev:lo])
+            surviving.append(msgs[lo:hi])
             prev = hi
-        pruned += messages[prev:]
-        return surviving, pruned
+        if prev < len(msgs):
+            pruned.append(msgs[prev:])
+        return _joined(surviving), _joined(pruned)
+
+
+def _joined(pieces: list[list[Any]]) -> list[Any]:
+    """The pieces in order, as one list: the longest one grows in place, so its items are not
+    copied again (on a long history a copy of each item costs more than moving it)."""
+    if not pieces:
+        return []
+    longest = max(range(len(pieces)), key=lambda i: len(pieces[i]))
+    out = pieces[longest]
+    out[:0] = chain.from_iterable(pieces[:longest])
+    out += chain.from_iterable(pieces[longest + 1 :])
+    return out
 
 
 def runs_of(kept: Sequence[int]) -> list[tuple[int, int]]:

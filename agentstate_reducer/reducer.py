@@ -124,7 +124,7 @@ def _read_by(
     live turn); any other plan on every message."""
     if held or not p.triggered or not p.windowed:
         return 0, []
-    s = newest_over(costs, max_tokens)
+    s = p.newest[1] if p.newest is not None and p.newest[0] == max_tokens else newest_over(costs, max_tokens)
     lo = min(s, upto)
     kept = p.kept
     return lo, list(kept[: bisect_left(kept, lo)])  # kept ascends
@@ -352,7 +352,7 @@ class MessageReducer:
             return whole
         step = self._begin(existing, new)
         text, message, error = None, None, None
-        if step.to_summarize and self._summarizes:
+        if self._summarizes and step.to_summarize:
             try:
                 text = _summary.summarize(self._config, step.to_summarize)
                 message = self._summary_message(step, text)
@@ -371,7 +371,7 @@ class MessageReducer:
             return whole
         step = self._begin(existing, new)
         text, message, error = None, None, None
-        if step.to_summarize and self._summarizes:
+        if self._summarizes and step.to_summarize:
             try:
                 text = await _summary.asummarize(self._config, step.to_summarize)
                 message = self._summary_message(step, text)

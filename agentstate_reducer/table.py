@@ -125,6 +125,7 @@ def plan_by_table(
         first = _first_unit(read, n)
         if first:
             pinned = sorted({*pinned, *first})
+    newest = None
     if costs is None:
         pinned_cost = len(pinned)
         room = budget
@@ -134,7 +135,9 @@ def plan_by_table(
         pinned_cost = sum(map(costs.__getitem__, pinned))
         room = budget - pinned_cost
         # the newest messages worth more than the room, then some
-        lo = newest_over(costs, max(room, 0) + pinned_cost) - slack
+        amount = max(room, 0) + pinned_cost
+        newest = (amount, newest_over(costs, amount))
+        lo = newest[1] - slack
     lo = max(min(lo, n - 1), 0)
     table: Structure | None = None
     if prior is not None:  # the remembered window, cut to what the decision reads first
@@ -170,7 +173,7 @@ def plan_by_table(
         kept: tuple[int, ...] = (*below, *members, *above)
     else:
         kept = tuple(sorted([*pinned, *members]) if pinned else members)
-    return Plan(kept, triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, True)
+    return Plan(kept, triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, True, newest)
 
 
 def newest_over(costs: Sequence[int], amount: int) -> int:

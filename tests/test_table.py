@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from agentstate_reducer import MessageReducer
 from agentstate_reducer.messages import read_message
-from agentstate_reducer.planner import UNLIMITED, Plan, plan
+from agentstate_reducer.planner import UNLIMITED, Plan, plan, runs_of
 from agentstate_reducer.table import TableMemo, newest_over, plan_by_table
 from tests.convo import BUILDERS, MULTI_RESULT_FORMATS, PROPERTY_BUILDERS, Spec
 from tests.test_properties import conversations
@@ -372,3 +372,24 @@ def test_a_pinned_kind_the_pinned_indices_miss_is_left_to_the_reference() -> Non
     assert read_message(odd).kind == "system"
     for budget in [*range(len(msgs) + 1), UNLIMITED]:
         _both(msgs, False, budget, False, False, 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(0, 40),
+    picks=st.lists(st.booleans(), max_size=40),
+    with_runs=st.booleans(),
+    as_tuple=st.booleans(),
+)
+def test_a_plan_splits_a_list_into_its_kept_and_pruned_messages(
+    n: int, picks: list[bool], with_runs: bool, as_tuple: bool
+) -> None:
+    msgs = [object() for _ in range(n)]
+    kept = tuple(i for i in range(n) if i < len(picks) and picks[i])
+    p = Plan(kept, True, False, n, len(kept), runs_of(kept) if with_runs else None)
+    given_list = tuple(msgs) if as_tuple else list(msgs)
+    surviving, pruned = p.split(given_list)
+    assert type(surviving) is list and type(pruned) is list
+    assert [id(m) for m in surviving] == [id(msgs[i]) for i in kept]
+    assert [id(m) for m in pruned] == [id(msgs[i]) for i in range(n) if i not in kept]
+    assert list(given_list) == msgs  # the given list is left as it was
