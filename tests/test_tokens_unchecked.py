@@ -250,7 +250,8 @@ def test_read_by_starts_at_the_newest_messages_worth_more_than_max_tokens(
     assert extra == [i for i in kept if i < lo]
     # where the planner found the newest messages worth more than max_tokens, that is taken;
     # found for another amount, it is searched again
-    assert _read_by(dataclasses.replace(p, newest=(max_tokens, s)), costs, max_tokens, upto, ()) == (lo, extra)
+    found = dataclasses.replace(p, newest=(max_tokens, s))
+    assert _read_by(found, costs, max_tokens, upto, ()) == (lo, extra)
     other = dataclasses.replace(p, newest=(max_tokens + 1, n))
     assert _read_by(other, costs, max_tokens, upto, ()) == (lo, extra)
     # a plan not made by the table, or untriggered, or around a held summary: every message
