@@ -215,12 +215,16 @@ def _fields(
 
 def joined(older: Structure, newer: Structure) -> Structure:
     """One ``Structure`` of two adjacent windows (``older`` ends where ``newer`` starts)."""
+
+    def both(a: dict[int, Any], b: dict[int, Any]) -> dict[int, Any]:
+        return {**a, **b} if b else a  # (the maps are never changed: shared when b adds none)
+
     return Structure(
         older.lo,
         older.kinds + newer.kinds,
-        {**older.calls, **newer.calls},
-        {**older.results, **newer.results},
-        {**older.leads, **newer.leads},
+        both(older.calls, newer.calls),
+        both(older.results, newer.results),
+        both(older.leads, newer.leads),
         older.text + newer.text,
     )
 
