@@ -8,7 +8,8 @@ reports ratios (reference time / bulk time).
 
 * ``read_plain``: ``read_plain`` (then ``read_message`` of what it leaves) vs ``read_message``
   and ``tool_call_payloads`` of each message;
-* warm check: ``map(eq, snaps, live_fields_columns(msgs))`` vs ``unchanged`` of each message;
+* warm check: ``map(eq, snaps, map(apply_view, fast_views(msgs), msgs))`` vs ``unchanged`` of
+  each message;
 * warm lookup: ``TokenCounter._lookup`` (the whole warm cache check by columns) vs
   ``_lookup_each``, over a cache holding every message;
 * cold count: ``TokenCounter.count_messages`` without a cache (everything above at work) vs
@@ -37,7 +38,7 @@ from typing import Any
 
 from agentstate_reducer.messages import (
     PINNED_KINDS,
-    live_fields_columns,
+    fast_views,
     pinned_indices,
     read_message,
     read_plain,
@@ -45,6 +46,7 @@ from agentstate_reducer.messages import (
     tool_call_payloads,
     unchanged,
 )
+from agentstate_reducer.messages.fields import apply_view
 from agentstate_reducer.messages.jsontext import _JSON, json_text
 from agentstate_reducer.messages.structure import read_structure
 from agentstate_reducer.planner import plan
@@ -106,11 +108,11 @@ def pairs(msgs: list[Any]) -> dict[str, tuple[Callable[[], Any], Callable[[], An
     by_columns = {
         "warm check": (
             lambda: [unchanged(s, m) for s, m in zip(snaps, msgs, strict=True)],
-            lambda: list(map(eq, snaps, live_fields_columns(msgs) or ())),
+            lambda: list(map(eq, snaps, map(apply_view, fast_views(msgs) or (), msgs))),
         ),
         "warm lookup": (lambda: counter._lookup_each(msgs), lambda: counter._lookup(msgs)),
     }
-    if live_fields_columns(msgs) is None:  # dicts: snapshots and warm checks go one by one
+    if fast_views(msgs) is None:  # dicts: snapshots and warm checks go one by one
         by_columns = {}
     else:
         warm = counter._lookup(msgs)

@@ -13,7 +13,7 @@ in one place.
 
 from __future__ import annotations
 
-from agentstate_reducer.messages.bulk import Calls, live_fields_columns, pinned_indices, read_plain, snapshots
+from agentstate_reducer.messages.bulk import Calls, fast_views, pinned_indices, read_plain, snapshots
 from agentstate_reducer.messages.fields import (
     PYDANTIC_EXTRA,
     READ_FIELDS,
@@ -48,10 +48,10 @@ __all__ = [
     "MessageInfo",
     "Uncacheable",
     "arguments_text",
+    "fast_views",
     "fields_in_dict",
     "is_message_like",
     "json_text",
-    "live_fields_columns",
     "pinned_indices",
     "read_message",
     "read_plain",

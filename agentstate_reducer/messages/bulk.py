@@ -5,7 +5,8 @@ reference returns (tests/test_messages_bulk.py checks it with hypothesis); each 
 measured gain over its reference (benchmarks/bench_bulk.py):
 
 * ``read_plain``: ``read_message`` (and ``tool_call_payloads``) of the plain messages;
-* ``live_fields_columns``: ``unchanged``'s view of each message, to compare with snapshots;
+* ``fast_views``: with ``apply_view``, ``watched`` of each message (what ``unchanged`` compares
+  its snapshot with);
 * ``pinned_indices``: the indices whose ``read_message(m).kind`` is in ``PINNED_KINDS``.
 
 ``snapshots`` is ``[snapshot(m) for m in messages]``: by columns it gained too little to stay.
@@ -19,11 +20,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, repeat
 from operator import attrgetter, eq, is_, is_not
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from agentstate_reducer.messages.fields import (
     FAST_VIEWS,
-    apply_view,
+    FastView,
     fast_view,
     fields_in_dict,
     snapshot,
@@ -278,14 +279,14 @@ def snapshots(messages: Sequence[Any]) -> list[Any]:
     return list(map(snapshot, messages))
 
 
-def live_fields_columns(messages: Sequence[Any]) -> Iterable[Any] | None:
-    """What ``unchanged`` compares each snapshot with, by columns: ``watched`` of each message,
-    read with one C call each; None unless every message is an instance of a ``fast_view``
-    class (dicts: check those one by one)."""
+def fast_views(messages: Sequence[Any]) -> list[FastView] | None:
+    """The ``fast_view`` of each message, or None unless every message is an instance of a
+    ``fast_view`` class (dicts: compared whole). ``map(apply_view, views, messages)`` is then
+    ``watched`` of each message, what ``unchanged`` compares its snapshot with: one C call each."""
     types = list(map(type, messages))
     if None in list(map(fast_view, set(types))):
         return None
-    return map(apply_view, map(FAST_VIEWS.__getitem__, types), messages)
+    return cast("list[FastView]", list(map(FAST_VIEWS.__getitem__, types)))
 
 
 # --- the planner's one full pass ---

@@ -39,7 +39,7 @@ def fields_in_dict(cls: type) -> bool:
     ``__dict__``, so that reading that dict gives what ``getattr`` (and so ``read_message``) gives.
 
     The one test of "fields live in ``__dict__``" for every reader by columns (``read_plain``,
-    ``snapshots``, ``live_fields_columns``) and for ``snapshot`` of one message. It holds when
+    ``snapshots``, ``fast_views``) and for ``snapshot`` of one message. It holds when
     the class is no ``Mapping``, serves attributes with ``object.__getattribute__``, serves none
     of the fields at class level (no property, slot, descriptor or class attribute) and has no
     ``__getattr__``, except pydantic's: that one serves only private attributes and the model's

@@ -13,12 +13,13 @@ from typing import Any, Final, NamedTuple, cast
 
 from agentstate_reducer.messages import (
     MessageInfo,
+    fast_views,
     read_message,
     read_plain,
     snapshots,
     unchanged,
 )
-from agentstate_reducer.messages.fields import FAST_VIEWS, apply_view, fast_view
+from agentstate_reducer.messages.fields import apply_view, fast_view
 from agentstate_reducer.messages.structure import leading_equal
 from agentstate_reducer.tokens.rules import (
     HEURISTIC_CHARS_PER_TOKEN,
@@ -421,15 +422,14 @@ class TokenCounter:
         if not messages or len(messages) > self.cache_size or self._evictions != evictions:
             return  # some of its entries may be out of the cache
         if views is None:  # not read (the cache was empty): the shapes are not checked yet
-            types = list(map(type, messages))
             if dicts:
-                if set(types) != {dict}:
+                if set(map(type, messages)) != {dict}:
                     return
                 views = []
             else:
-                if None in list(map(fast_view, set(types))):
+                views = fast_views(messages)
+                if views is None:
                     return
-                views = list(map(FAST_VIEWS.__getitem__, types))
         first = messages[0]
         others = [m for m in self._memos if m.messages[0] is not first]
         if not shared:
@@ -559,15 +559,14 @@ class TokenCounter:
                 memo = recent
         k = _lead(memo.messages, msgs) if memo.messages else 0
         tail = msgs[k:] if k else msgs
-        tail_views: list[Any] = []
         if dicts:
             if tail and set(map(type, tail)) != {dict}:
                 return None
+            tail_views: list[Any] | None = []
         else:
-            types = list(map(type, tail))
-            if None in list(map(fast_view, set(types))):
-                return None
-            tail_views = list(map(FAST_VIEWS.__getitem__, types))
+            tail_views = fast_views(tail)
+        if tail_views is None:
+            return None
         entries = list(map(cache.get, map(id, tail), repeat(_NO_ENTRY)))
         tail_snaps = list(map(_entry_snapshot, entries))
         try:
