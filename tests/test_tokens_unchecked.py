@@ -16,6 +16,7 @@ import copy
 import dataclasses
 import operator
 import random
+import threading
 from itertools import accumulate
 from typing import Any
 
@@ -31,8 +32,10 @@ from langchain_core.messages import (
 )
 
 from agentstate_reducer import MessageReducer, ReducerConfig
+from agentstate_reducer import reducer as reducer_module
 from agentstate_reducer.planner import Plan
 from agentstate_reducer.reducer import _read_by
+from agentstate_reducer.table import plan_by_table
 from agentstate_reducer.tokens import TokenCounter, heuristic_counter
 
 
@@ -421,3 +424,98 @@ def test_warm_equals_fresh_after_messages_are_replaced(
         assert [id(m) for m in got.surviving] == [id(m) for m in want.surviving]
         assert [id(m) for m in got.pruned] == [id(m) for m in want.pruned]
         assert got.stats == want.stats
+
+
+def test_lists_handed_out_stay_as_they_were_while_another_thread_counts() -> None:
+    """A caller still planning on the counts and readings ``read_and_count_unchecked`` handed it
+    while another thread counts the same history with another last message, then with more:
+    the other thread's calls copy what they need instead of taking those lists over."""
+    counter = heuristic_counter()
+    h = history(10, 3)
+    for _ in range(3):
+        counter.read_and_count_unchecked(h)
+    counts, infos, _ = counter.read_and_count_unchecked([*h, HumanMessage("short", id="x1")])
+    before = (list(counts), list(infos))
+
+    def other_thread() -> None:
+        theirs = [*h, AIMessage("long " * 400, id="x2")]
+        counter.read_and_count_unchecked(theirs)
+        counter.read_and_count_unchecked([*theirs, HumanMessage("more", id="x3")])
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    worker.join()
+    assert counts == before[0] and infos == before[1]
+    assert all(map(operator.is_, infos, before[1]))
+
+
+def test_a_reduction_in_another_thread_while_one_plans_changes_nothing_it_reads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two reducers sharing one counter: while the first plans, the second reduces the same
+    history with a long last message in another thread. The first keeps what a fresh reducer
+    keeps."""
+    msgs = [SystemMessage("sys", id="s")] + [
+        (HumanMessage if i % 2 == 0 else AIMessage)("word " * 10, id=f"m{i}") for i in range(40)
+    ]
+    counter = heuristic_counter()
+    cfg = ReducerConfig(max_tokens=300, target_tokens=200, token_counter=counter)
+    first = warm_reducer(cfg, msgs)
+    planner = plan_by_table
+
+    def plan_while_another_thread_reduces(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(reducer_module, "plan_by_table", planner)
+        other = threading.Thread(
+            target=MessageReducer(config=cfg).reduce, args=(msgs, [AIMessage("long " * 2000, id="b")])
+        )
+        other.start()
+        other.join()
+        return planner(*args, **kwargs)
+
+    monkeypatch.setattr(reducer_module, "plan_by_table", plan_while_another_thread_reduces)
+    new = HumanMessage("short", id="a")
+    got = first.reduce(msgs, [new])
+    want = fresh(cfg).reduce(msgs, [new])
+    assert [id(m) for m in got.surviving] == [id(m) for m in want.surviving]
+    assert got.stats == want.stats
+
+
+class _SameId:
+    """``==`` by message id only, not by content."""
+
+    id: Any
+
+    def __eq__(self, other: object) -> bool:
+        return getattr(other, "id", None) == self.id
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class _IdHuman(_SameId, HumanMessage):
+    pass
+
+
+class _IdSystem(_SameId, SystemMessage):
+    pass
+
+
+class _IdAI(_SameId, AIMessage):
+    pass
+
+
+def test_a_message_class_with_its_own_equality_is_compared_by_identity() -> None:
+    """A message replaced by a system message with the same id, of classes whose ``==`` compares
+    ids only: a warm reduction keeps the new system message, as a fresh reducer does."""
+    msgs: list[Any] = [_IdSystem(content="sys", id="s0")]
+    for t in range(30):
+        msgs += [_IdHuman(content="hello " * 20, id=f"h{t}"), _IdAI(content="answer " * 20, id=f"a{t}")]
+    cfg = ReducerConfig(max_tokens=600, target_tokens=400, token_counter=heuristic_counter())
+    reducer = warm_reducer(cfg, msgs)
+    replaced = list(msgs)
+    replaced[3] = _IdSystem(content="pinned instructions", id=msgs[3].id)
+    new = _IdHuman(content="next", id="new")
+    got = reducer.reduce(replaced, [new])
+    want = fresh(cfg).reduce(replaced, [new])
+    assert any(m is replaced[3] for m in want.surviving)
+    assert [id(m) for m in got.surviving] == [id(m) for m in want.surviving]
+    assert got.stats == want.stats

@@ -119,12 +119,16 @@ FAST_VIEWS: Final[dict[type, FastView | None]] = {}
 
 
 def fast_view(cls: type) -> FastView | None:
-    """For a pydantic (v2) model class keeping its fields in ``__dict__`` (``fields_in_dict``,
-    LangChain's messages): ``attrgetter("__class__", *declared, "__pydantic_extra__")``, where
-    ``declared`` are the ``READ_FIELDS`` the class declares; else None.
+    """For a pydantic (v2) model class keeping its fields in ``__dict__`` (``fields_in_dict``)
+    and comparing with pydantic's own ``==`` (LangChain's messages):
+    ``attrgetter("__class__", *declared, "__pydantic_extra__")``, where ``declared`` are the
+    ``READ_FIELDS`` the class declares; else None.
 
     One C call reads what a count of an instance depends on: every field ``getattr`` (and so
-    ``read_message``) can read is a declared one or lives in the extras.
+    ``read_message``) can read is a declared one or lives in the extras. Lists of such
+    instances are remembered and compared with ``==`` (the token counter's memo), which for
+    pydantic's ``==`` means equal class and fields: a class with its own ``__eq__`` is read
+    the slower way.
     """
     try:
         return FAST_VIEWS[cls]
@@ -134,7 +138,8 @@ def fast_view(cls: type) -> FastView | None:
     main = sys.modules.get("pydantic.main")
     model = getattr(main, "BaseModel", None)
     try:
-        if model is not None and issubclass(cls, model) and fields_in_dict(cls):
+        pydantic_eq = model is not None and issubclass(cls, model) and cls.__eq__ is model.__eq__
+        if pydantic_eq and fields_in_dict(cls):
             declared = getattr(cls, "model_fields", None)
             if isinstance(declared, Mapping):
                 view = attrgetter("__class__", *[f for f in READ_FIELDS if f in declared], PYDANTIC_EXTRA)

@@ -127,9 +127,11 @@ class _Memo(NamedTuple):
     ``uncached``: the indices whose snapshot is the one equal to nothing, ascending.
 
     A call that extends the memo's list takes its lists over and changes them in place (from its
-    first new message on) instead of copying them; ``lent``: the most leading entries of them
-    that a caller of ``read_and_count_unchecked`` may still compare with (``Unchecked.upto``),
-    which no call changes."""
+    first new message on) instead of copying them, when it runs in the thread that made the memo
+    (``owner``, a thread identifier): a caller of ``read_and_count_unchecked`` in another thread
+    may still be reading the counts and readings it was handed, and one in this thread has
+    finished (it made no call in between); ``lent``: the most leading entries of them that an
+    earlier ``Unchecked`` may still compare with (``Unchecked.upto``), which no call changes."""
 
     dicts: bool
     messages: list[Any]
@@ -139,9 +141,10 @@ class _Memo(NamedTuple):
     infos: list[MessageInfo]
     uncached: list[int]
     lent: int
+    owner: int
 
 
-_NO_MEMO: Final = _Memo(False, [], [], [], [], [], [], 0)
+_NO_MEMO: Final = _Memo(False, [], [], [], [], [], [], 0, 0)
 #: memos kept: the last calls of lists that start with different messages (two lists that
 #: alternate, as a history reduced warm and its copy reloaded from a checkpoint)
 _MEMOS: Final = 2
@@ -284,7 +287,9 @@ class TokenCounter:
         value says which (``Unchecked.upto``), or is None when every message was checked; the
         caller confirms those its decision read with ``confirm`` and, when one changed, calls
         ``read_and_count``, which checks them all (and recounts the changed ones). The counts and
-        readings are lists the counter keeps: read them, never change them."""
+        readings are lists the counter keeps: read them, never change them; they stay as they
+        are until the next call of this counter in the same thread (a call in another thread
+        never changes them)."""
         return self._read_and_count(messages, trust=True)
 
     def confirm(
@@ -435,7 +440,7 @@ class TokenCounter:
         if not shared:
             counts, infos = counts.copy(), infos.copy()
         kept = own if own is not None else list(messages)
-        memo = _Memo(dicts, kept, views, snaps, counts, infos, uncached, lent)
+        memo = _Memo(dicts, kept, views, snaps, counts, infos, uncached, lent, threading.get_ident())
         self._memos = [memo, *others][:_MEMOS]
 
     def _count_fresh(
@@ -585,7 +590,13 @@ class TokenCounter:
         # snapshot (set below when found cached now)
         lent = memo.lent
         own: list[Any] | None = None
-        if trust and k and k >= lent and (not memo.uncached or memo.uncached[0] >= lent):
+        if (
+            trust
+            and k
+            and k >= lent
+            and (not memo.uncached or memo.uncached[0] >= lent)
+            and memo.owner == threading.get_ident()
+        ):
             self._memos = [m for m in self._memos if m is not memo]
             own, views, snaps, counts, infos = (
                 memo.messages, memo.views, memo.snapshots, memo.counts, memo.infos
