@@ -18,6 +18,7 @@ which this equals wherever it answers (tests/test_table.py checks it with hypoth
 from __future__ import annotations
 
 import re
+import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate, chain, compress, repeat
@@ -43,39 +44,70 @@ class TableMemo:
     In count mode the messages are compared: like the reducer's validity memo, it takes a message
     that is the same object as before to have the same structure (kind, call ids, answered ids).
     In token mode their readings are: the count cache hands back a new reading for a message
-    changed in place. The lists are replaced as one tuple, so a reducer shared by threads never
-    mixes two lists' memos."""
+    changed in place.
 
-    __slots__ = ("last",)
+    The memo keeps its own copy of each list (``messages`` may be the list handed back to the
+    caller, who may change it; the count cache changes its readings' list in place). A plan that
+    starts from a remembered list of the same first message takes that list out of the memo
+    (``recall``) and makes it its own by replacing its items from the first new one, instead of
+    copying a long history again; ``remember`` puts the result back. Both hold a lock, and a list
+    is changed only while out of the memo, so a reducer shared by threads never mixes two lists'
+    memos."""
+
+    __slots__ = ("_lock", "last")
 
     def __init__(self) -> None:
         self.last: tuple[_State, ...] = ()
+        self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[type[TableMemo], tuple[()]]:
+        return TableMemo, ()  # a copy (deepcopy, pickle) starts empty: the memo only saves time
+
+    def recall(self, source: list[Any]) -> tuple[list[Any], int, _State | None]:
+        """``(keys, known, state)``: ``keys``, a list equal to ``source`` that the memo may keep;
+        ``known``, how many leading items of ``source`` the remembered ``state`` holds (see
+        ``_known``), or 0 and None."""
+        with self._lock:
+            same = [s for s in self.last if source and s[0] and s[0][0] is source[0]]
+            if same:
+                state = same[0]
+                known = _known(state, state[0], source)
+                if known:  # the remembered list becomes this one's, out of the memo
+                    state[0][known:] = source[known:]
+                    self.last = tuple(s for s in self.last if s is not state)
+                    return state[0], known, state
+                return list(source), 0, None
+            keys = list(source)
+            for state in self.last[:1]:  # the newest list, of another first message
+                known = _known(state, keys, state[0])
+                if known:
+                    return keys, known, state
+            return keys, 0, None
 
     def remember(self, state: _State) -> None:
-        keys = state[0]
-        older = [s for s in self.last[:1] if not (keys and s[0] and s[0][0] is keys[0])]
-        self.last = (state, *older)
+        with self._lock:
+            keys = state[0]
+            older = [s for s in self.last[:1] if not (keys and s[0] and s[0][0] is keys[0])]
+            self.last = (state, *older)
 
 
-def _known(states: tuple[_State, ...], keys: list[Any]) -> tuple[int, _State | None]:
-    """How many leading ``keys`` a remembered list holds, and that list: all of it, or all but
-    its last message (a turn's new message in place of the last one's), or none. The list whose
-    first message is the very first of ``keys`` is tried, else the newest. ``keys``: a list the
-    caller owns (see ``leading_equal``)."""
-    same_start = [s for s in states if keys and s[0] and s[0][0] is keys[0]]
-    for last in same_start[:1] or states[:1]:
-        m = len(last[0])
-        for k in (m, m - 1):
-            if k <= 0 or len(keys) < k or k < last[2].lo:
-                continue
-            try:
-                if k == m and keys[k - 1] is not last[0][k - 1] and keys[k - 1] != last[0][k - 1]:
-                    continue  # the common turn replaced the last message: one pass, not two
-                if leading_equal(keys, last[0], k):
-                    return k, last
-            except Exception:  # an element whose == cannot answer
-                return 0, None
-    return 0, None
+def _known(state: _State, own: list[Any], other: list[Any]) -> int:
+    """How many leading items of the list planned now the remembered ``state`` holds: all of its
+    list, or all but its last item (a turn's new message in place of the last one's), or none.
+    One of ``own`` and ``other`` is the state's list, the other the list planned now; ``own``
+    is one no other code reads or changes meanwhile (see ``leading_equal``)."""
+    m = len(state[0])
+    for k in (m, m - 1):
+        if k <= 0 or len(own) < k or len(other) < k or k < state[2].lo:
+            continue
+        try:
+            if k == m and own[k - 1] is not other[k - 1] and own[k - 1] != other[k - 1]:
+                continue  # the common turn replaced the last message: one pass, not two
+            if leading_equal(own, other, k):
+                return k
+        except Exception:  # an element whose == cannot answer
+            return 0
+    return 0
 
 
 def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
@@ -105,15 +137,16 @@ def plan_by_table(
     ``memo``: the last lists planned (read and updated); ``slack``: how many messages the first
     window reads beyond the budget's worth."""
     n = len(messages)
-    # messages may be the list handed back to the caller, who may change it, and the count
-    # cache's readings its own memo's list, which it changes in place: the memo keeps a copy
-    keys = list(messages if infos is None else infos) if memo is not None else []
-    known, last = _known(memo.last, keys) if memo is not None else (0, None)
+    keys: list[Any] = []
+    known, last = 0, None
+    if memo is not None:
+        source = messages if infos is None else infos
+        keys, known, last = memo.recall(source if type(source) is list else list(source))
     prior: Structure | None = None
     if known:
         assert last is not None
         prior = last[2]
-        pinned = last[1] if known == len(last[0]) else [p for p in last[1] if p < known]
+        pinned = [p for p in last[1] if p < known]
         if known < n:
             more = _pinned(messages[known:], infos[known:] if infos is not None else None)
             pinned = pinned + [known + p for p in more]

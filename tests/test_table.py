@@ -3,13 +3,16 @@ answers, and answers for every history of plain structure (hypothesis)."""
 
 from __future__ import annotations
 
+import copy
+import operator
+import pickle
 from itertools import accumulate
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentstate_reducer import MessageReducer
+from agentstate_reducer import MessageReducer, ReducerConfig
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.planner import UNLIMITED, Plan, plan, runs_of
 from agentstate_reducer.table import TableMemo, newest_over, plan_by_table
@@ -393,3 +396,31 @@ def test_a_plan_splits_a_list_into_its_kept_and_pruned_messages(
     assert [id(m) for m in surviving] == [id(msgs[i]) for i in kept]
     assert [id(m) for m in pruned] == [id(msgs[i]) for i in range(n) if i not in kept]
     assert list(given_list) == msgs  # the given list is left as it was
+
+
+def test_a_recalled_list_is_out_of_the_memo_until_remembered_again() -> None:
+    """``recall`` hands back the remembered list made equal to the one planned now (no copy of
+    it) and takes that state out of the memo, so no other plan (another thread's) reads it while
+    it changes; the list planned now is never changed."""
+    msgs = BUILDERS["langchain_object"]([("human", "h1"), ("ai", "a1"), ("human", "h2"), ("ai", "a2")])
+    memo = TableMemo()
+    assert plan_by_table(msgs, None, trigger_cost=4, budget=2, preserve_first=True,
+                         start_on_human=True, memo=memo) is not None  # fmt: skip
+    (state,) = memo.last
+    turn = [*msgs[:-1], BUILDERS["langchain_object"]([("ai", "a3")])[0]]
+    before = list(turn)
+    keys, known, recalled = memo.recall(turn)
+    assert recalled is state and known == len(msgs) - 1
+    assert keys is state[0] and keys == turn and all(map(operator.is_, keys, turn))
+    assert memo.last == () and all(map(operator.is_, turn, before))
+    again, known_again, none = memo.recall(turn)  # nothing remembered now: a copy, nothing known
+    assert (known_again, none) == (0, None) and again == turn and again is not turn
+
+
+def test_a_reducer_that_planned_copies_to_one_with_an_empty_memo() -> None:
+    msgs = BUILDERS["langchain_object"]([("human", f"h{i}") for i in range(6)])
+    reducer = MessageReducer(config=ReducerConfig(max_messages=3, min_messages=2))
+    kept = reducer.reduce(msgs).surviving
+    for other in (copy.deepcopy(reducer), pickle.loads(pickle.dumps(reducer))):
+        assert other._table.last == ()
+        assert [m.id for m in other.reduce(msgs).surviving] == [m.id for m in kept]
