@@ -158,9 +158,9 @@ Checked = tuple[
 
 class Unchecked(NamedTuple):
     """The leading ``upto`` messages of a call whose counts and readings were taken from a
-    remembered call of the same messages without a check, with what ``TokenCounter.confirm`` compares
-    them with: the snapshots (and, for models, the ``fast_view`` of each) of the whole call.
-    The lists are the counter's own, shared with its memo: read them, never change them."""
+    remembered call of the same messages without a check, with what ``TokenCounter.confirm``
+    compares them with: the snapshots (and, for models, the ``fast_view`` of each) of the whole
+    call. The lists are the counter's own, shared with its memo: read them, never change them."""
 
     upto: int
     dicts: bool
@@ -208,8 +208,8 @@ class TokenCounter:
     leading messages of a list that starts with the same object as such a call and equal its
     messages at the same places (``==``, identity first, as the reducer compares its last
     output) take their snapshots, counts and readings from its columns instead of a lookup each
-    (the snapshots are still compared). Their messages are evicted last, and an eviction that must take one of
-    them forgets the calls remembered before it. Each remembered column pairs a snapshot with
+    (the snapshots are still compared). Their messages are evicted last, and an eviction that
+    must take one of them forgets the calls remembered before it. Each remembered column pairs a snapshot with
     the count and reading taken with it (a message not cached gets a snapshot equal to nothing),
     so a message that passes the check has the right count, cached or not.
 
@@ -283,13 +283,13 @@ class TokenCounter:
     ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
         """``read_and_count``, except that the leading messages equal (``==``, identity first) to
         those at the same places of a remembered call (``_Memo``: one of the last two lists
-        counted) take that call's counts and readings without the check that they are unchanged. The third
-        value says which (``Unchecked.upto``), or is None when every message was checked; the
-        caller confirms those its decision read with ``confirm`` and, when one changed, calls
-        ``read_and_count``, which checks them all (and recounts the changed ones). The counts and
-        readings are lists the counter keeps: read them, never change them; they stay as they
-        are until the next call of this counter in the same thread (a call in another thread
-        never changes them)."""
+        counted) take that call's counts and readings without the check that they are
+        unchanged. The third value says which (``Unchecked.upto``), or is None when every
+        message was checked; the caller confirms those its decision read with ``confirm`` and,
+        when one changed, calls ``read_and_count``, which checks them all (and recounts the
+        changed ones). The counts and readings are lists the counter keeps: read them, never
+        change them; they stay as they are until the next call of this counter in the same
+        thread (a call in another thread never changes them)."""
         return self._read_and_count(messages, trust=True)
 
     def confirm(
