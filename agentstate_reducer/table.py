@@ -73,9 +73,13 @@ class TableMemo:
                 state = same[0]
                 known = _known(state, state[0], source)
                 if known:  # the remembered list becomes this one's, out of the memo
-                    state[0][known:] = source[known:]
+                    own = state[0]
+                    if own[known - 1] is not source[known - 1] or own[known // 2] is not source[known // 2]:
+                        own[:] = source  # equal copies (reloaded): the same objects next time
+                    else:
+                        own[known:] = source[known:]
                     self.last = tuple(s for s in self.last if s is not state)
-                    return state[0], known, state
+                    return own, known, state
                 return list(source), 0, None
             keys = list(source)
             for state in self.last[:1]:  # the newest list, of another first message

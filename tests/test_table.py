@@ -424,3 +424,18 @@ def test_a_reducer_that_planned_copies_to_one_with_an_empty_memo() -> None:
     for other in (copy.deepcopy(reducer), pickle.loads(pickle.dumps(reducer))):
         assert other._table.last == ()
         assert [m.id for m in other.reduce(msgs).surviving] == [m.id for m in kept]
+
+
+def test_a_reloaded_copy_of_a_remembered_list_is_remembered_by_its_own_objects() -> None:
+    """A list that keeps the first message but holds equal copies of the rest (a history
+    reloaded from a checkpoint under the app's own system prompt) is known from the memo, and
+    the memo keeps the copies, so the next turn compares identities, not fields."""
+    spec: Spec = [("system", "s0")] + [(("human", "ai")[i % 2], f"m{i}") for i in range(12)]
+    msgs = BUILDERS["langchain_object"](spec)
+    memo = TableMemo()
+    plan_by_table(msgs, None, trigger_cost=13, budget=6, preserve_first=True, start_on_human=True, memo=memo)
+    reloaded = [msgs[0], *copy.deepcopy(msgs[1:])]
+    turn = [*reloaded, BUILDERS["langchain_object"]([("human", "new")])[0]]
+    keys, known, _ = memo.recall(turn)
+    assert known == len(msgs)
+    assert all(map(operator.is_, keys, turn))
