@@ -2,12 +2,13 @@
 checks the ones its decision reads.
 
 A reducer that reduced a history before plans on the remembered counts of the messages equal
-(``==``, identity first) to those of its last reduction at the same places, then confirms those the decision
-depends on (``reducer._read_by``: the newest messages worth more than ``max_tokens``, and every
-kept message) and plans again with every count checked when one of them changed. So a message
-edited in place is recounted wherever the decision reads its count, and the survivors always
-equal a fresh reducer's; an edit older than that window changes only ``stats.tokens_before``,
-which may then hold the edited message's count from before the edit (docs/tokens.md).
+(``==``, identity first) to those of its last reduction at the same places, then confirms those
+the decision depends on (``reducer._read_by``: the newest messages worth more than
+``max_tokens``, and every kept message) and plans again with every count checked when one of
+them changed. So a message edited in place is recounted wherever the decision reads its count,
+and the survivors always equal a fresh reducer's; an edit older than that window changes only
+``stats.tokens_before``, which may then hold the edited message's count from before the edit
+(docs/tokens.md).
 """
 
 from __future__ import annotations
