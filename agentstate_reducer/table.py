@@ -26,7 +26,7 @@ from operator import attrgetter, ne, sub
 from typing import Any, Final
 
 from .messages import PINNED_KINDS, MessageInfo, pinned_indices, read_message
-from .messages.structure import Structure, joined, leading_equal, read_structure, structure_of_infos, window
+from .messages.structure import Structure, common_lead, joined, read_structure, structure_of_infos, window
 from .planner import Plan, _first_unit, runs_of
 
 #: the messages of the window that the decision does not need read again when it grows
@@ -96,22 +96,16 @@ class TableMemo:
 
 
 def _known(state: _State, own: list[Any], other: list[Any]) -> int:
-    """How many leading items of the list planned now the remembered ``state`` holds: all of its
-    list, or all but its last item (a turn's new message in place of the last one's), or none.
-    One of ``own`` and ``other`` is the state's list, the other the list planned now; ``own``
-    is one no other code reads or changes meanwhile (see ``leading_equal``)."""
-    m = len(state[0])
-    for k in (m, m - 1):
-        if k <= 0 or len(own) < k or len(other) < k or k < state[2].lo:
-            continue
-        try:
-            if k == m and own[k - 1] is not other[k - 1] and own[k - 1] != other[k - 1]:
-                continue  # the common turn replaced the last message: one pass, not two
-            if leading_equal(own, other, k):
-                return k
-        except Exception:  # an element whose == cannot answer
-            return 0
-    return 0
+    """How many leading items of the list planned now the remembered ``state`` holds
+    (``common_lead``: all they share, or all but the last), or 0; at least the first of the
+    state's window, whose table covers the rest. One of ``own`` and ``other`` is the state's
+    list, the other the list planned now; ``own`` is one no other code reads or changes
+    meanwhile."""
+    try:
+        k = common_lead(own, other)
+    except Exception:  # an element whose == cannot answer
+        return 0
+    return k if k >= state[2].lo else 0
 
 
 def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:

@@ -13,6 +13,7 @@ from agentstate_reducer.messages import read_message
 from agentstate_reducer.messages.structure import (
     LETTERS,
     Structure,
+    common_lead,
     joined,
     leading_equal,
     read_structure,
@@ -163,3 +164,20 @@ def test_leading_equal_compares_the_leading_items_and_leaves_own_as_it_was(
     else:
         assert got == (len(own) >= k and len(other) >= k and own[:k] == other[:k])
     assert len(own) == len(before) and all(map(operator.is_, own, before))
+
+
+@settings(max_examples=300, deadline=None)
+@given(own=st.lists(st.integers(0, 2), max_size=6), other=st.lists(st.integers(0, 2), max_size=6))
+def test_common_lead_is_what_two_lists_share_when_they_differ_at_most_last(
+    own: list[int], other: list[int]
+) -> None:
+    m = min(len(own), len(other))
+    before = list(own)
+    if own[:m] == other[:m]:
+        expected = m
+    elif own[: m - 1] == other[: m - 1]:
+        expected = m - 1
+    else:
+        expected = 0
+    assert common_lead(own, other) == expected
+    assert own == before

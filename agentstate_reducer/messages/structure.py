@@ -273,3 +273,16 @@ def leading_equal(own: list[Any], other: list[Any], k: int) -> bool:
         return own == other
     finally:
         own[k:] = saved
+
+
+def common_lead(own: list[Any], other: list[Any]) -> int:
+    """How many leading items of ``other`` equal ``own``'s (``==``, identity first) when the two
+    differ at most in the last place they share (a list grown from the other, a turn's new
+    message in place of the last one): the length they share, or one less; else 0. The last
+    shared item is compared first, so such lists cost one pass (``leading_equal``: ``own`` as
+    there). Raises what an item's ``==`` raises."""
+    m = min(len(own), len(other))
+    if not m:
+        return 0
+    k = m if own[m - 1] is other[m - 1] or own[m - 1] == other[m - 1] else m - 1
+    return k if leading_equal(own, other, k) else 0

@@ -20,7 +20,7 @@ from agentstate_reducer.messages import (
     unchanged,
 )
 from agentstate_reducer.messages.fields import apply_view, fast_view
-from agentstate_reducer.messages.structure import leading_equal
+from agentstate_reducer.messages.structure import common_lead
 from agentstate_reducer.tokens.rules import (
     HEURISTIC_CHARS_PER_TOKEN,
     IMAGE_TOKENS,
@@ -55,15 +55,14 @@ def _lead(own: list[Any], live: list[Any]) -> int:
     place they share (a list extending the memo's, a turn's new message in place of its last),
     else at least those that are the same objects. Equal messages that are other objects (a
     reloaded copy) replace ``own``'s, so that the next call finds them the same objects."""
-    m = min(len(own), len(live))
     try:
-        k = m if own[m - 1] is live[m - 1] or own[m - 1] == live[m - 1] else m - 1
-        if leading_equal(own, live, k):
-            if k and (own[k - 1] is not live[k - 1] or own[k // 2] is not live[k // 2]):
-                own[:k] = live[:k]
-            return k
+        k = common_lead(own, live)
     except Exception:  # an == that raises: by identity
-        pass
+        k = 0
+    if k:
+        if own[k - 1] is not live[k - 1] or own[k // 2] is not live[k // 2]:
+            own[:k] = live[:k]
+        return k
     same = list(map(is_, live, own))
     try:
         return same.index(False)
