@@ -56,11 +56,10 @@ class Plan:
     cost_after: int
     #: ``kept`` as ``(start, stop)`` runs of consecutive indices, when the planner has them
     runs: Sequence[tuple[int, int]] | None = field(default=None, compare=False, repr=False)
-    #: made by ``table.plan_by_table``: when triggered, the decision read the costs of no message
-    #: older than the newest ones worth more than the trigger, but of the kept ones
-    windowed: bool = field(default=False, compare=False, repr=False)
-    #: ``(amount, start)`` when the planner found where the newest messages worth more than
-    #: ``amount`` start (``table.newest_over`` of the costs it planned with)
+    #: ``(amount, start)``: made by ``table.plan_by_table`` with costs, which found where the
+    #: newest messages worth more than ``amount`` start (``table.newest_over``); when triggered,
+    #: the decision read the costs of no message older than the newest ones worth more than the
+    #: trigger, but of the kept ones. None for any other plan.
     newest: tuple[int, int] | None = field(default=None, compare=False, repr=False)
 
     def split(self, messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:

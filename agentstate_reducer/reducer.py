@@ -117,14 +117,15 @@ def _read_by(
     """``(lo, extra)``: of the first ``upto`` messages, those whose costs and readings the
     decision ``p`` depends on are ``lo`` on and the indices in ``extra``.
 
-    A triggered plan made by the table (``Plan.windowed``, no held summary) depends only on the
+    A triggered plan made by the table (``Plan.newest``, no held summary) depends only on the
     newest messages worth more than ``max_tokens`` (from the largest ``s`` with ``sum(costs[s:])
     > max_tokens``: their true costs alone prove the trigger, and as ``target_tokens <=
     max_tokens`` nothing older is kept by the budget) and on the kept ones (pinned messages, the
     live turn); any other plan on every message."""
-    if held or not p.triggered or not p.windowed:
+    if held or not p.triggered or p.newest is None:
         return 0, []
-    s = p.newest[1] if p.newest is not None and p.newest[0] == max_tokens else newest_over(costs, max_tokens)
+    amount, start = p.newest
+    s = start if amount == max_tokens else newest_over(costs, max_tokens)
     lo = min(s, upto)
     kept = p.kept
     return lo, list(kept[: bisect_left(kept, lo)])  # kept ascends

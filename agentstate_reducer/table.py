@@ -204,7 +204,7 @@ def plan_by_table(
         kept: tuple[int, ...] = (*below, *members, *above)
     else:
         kept = tuple(sorted([*pinned, *members]) if pinned else members)
-    return Plan(kept, triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, True, newest)
+    return Plan(kept, triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, newest)
 
 
 def newest_over(costs: Sequence[int], amount: int) -> int:

@@ -246,21 +246,19 @@ def test_read_by_starts_at_the_newest_messages_worth_more_than_max_tokens(
     n = len(costs)
     upto = int(n * upto_share)
     kept = (0, n - 1)
-    p = Plan(kept, True, False, total, 0, None, True)
+    p = Plan(kept, True, False, total, 0, None, (max_tokens + 1, n))  # found for another amount
     lo, extra = _read_by(p, costs, max_tokens, upto, ())
     suffix = list(accumulate(reversed(costs)))  # suffix[j]: the newest j + 1 messages
     s = n - 1 - next(j for j, v in enumerate(suffix) if v > max_tokens)
     assert lo == min(s, upto)
     assert extra == [i for i in kept if i < lo]
-    # where the planner found the newest messages worth more than max_tokens, that is taken;
-    # found for another amount, it is searched again
+    # where the planner found the newest messages worth more than max_tokens, that is taken
     found = dataclasses.replace(p, newest=(max_tokens, s))
     assert _read_by(found, costs, max_tokens, upto, ()) == (lo, extra)
-    other = dataclasses.replace(p, newest=(max_tokens + 1, n))
-    assert _read_by(other, costs, max_tokens, upto, ()) == (lo, extra)
     # a plan not made by the table, or untriggered, or around a held summary: every message
-    assert _read_by(Plan(kept, True, False, total, 0, None, False), costs, max_tokens, upto, ()) == (0, [])
-    assert _read_by(Plan(kept, False, False, total, 0, None, True), costs, max_tokens, upto, ()) == (0, [])
+    assert _read_by(Plan(kept, True, False, total, 0, None), costs, max_tokens, upto, ()) == (0, [])
+    untriggered = dataclasses.replace(found, triggered=False)
+    assert _read_by(untriggered, costs, max_tokens, upto, ()) == (0, [])
     assert _read_by(p, costs, max_tokens, upto, (0,)) == (0, [])
 
 
