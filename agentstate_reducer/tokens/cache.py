@@ -208,9 +208,9 @@ class TokenCounter:
     messages at the same places (``==``, identity first, as the reducer compares its last
     output) take their snapshots, counts and readings from its columns instead of a lookup each
     (the snapshots are still compared). Their messages are evicted last, and an eviction that
-    must take one of them forgets the calls remembered before it. Each remembered column pairs a snapshot with
-    the count and reading taken with it (a message not cached gets a snapshot equal to nothing),
-    so a message that passes the check has the right count, cached or not.
+    must take one of them forgets the calls remembered before it. Each remembered column pairs a
+    snapshot with the count and reading taken with it (a message not cached gets a snapshot
+    equal to nothing), so a message that passes the check has the right count, cached or not.
 
     Messages not in the cache are read by columns (``read_plain``) and snapshot by columns
     (``snapshots``). The heuristic counts the plain messages and tool calls it reads by columns
