@@ -13,12 +13,25 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   commit first) is left untouched;
 * any other namespace (a ``checkpointer=True`` subgraph, or one without a ``parents`` link) keeps
   its newest ``keep_last`` checkpoints, as the root does;
+* on blob savers, a checkpoint a run may still be extending is kept whatever ``keep_last`` says:
+  one made less than ``branch_grace`` ago (by the time in its uuid6 id; default one hour) after
+  which a step is due (its ``updated_channels`` name a trigger: ``__start__``, a ``branch:to:``
+  channel, a ``Send``; unknown counts as due) and that no stored checkpoint continues as the
+  next step of its run (a child with metadata ``source == "loop"``, one ``step`` later). That
+  run's next checkpoint names this one's blobs: two runs on one thread (the second starts from the first one's
+  checkpoint and writes newer ones), or a worker between two steps while another finishes a
+  turn. Older, it is an abandoned run and goes by the rules above. Row savers (SQLite) store each
+  checkpoint whole, so deleting such a parent loses nothing there;
 * a blob (blob savers: InMemorySaver, the Postgres savers) is shared by every checkpoint whose
   ``channel_versions`` names its (channel, version): it is deleted only when a deleted checkpoint
-  named it and no kept checkpoint of its namespace does;
-* writes go with the checkpoint they belong to: they are deleted by the ids of the checkpoints
-  deleted, never as "writes without a checkpoint" (a run's writes can commit before their
-  checkpoint does);
+  named it and no kept checkpoint of its namespace does, and the deletion checks again, in the
+  same transaction, that no stored checkpoint names it;
+* writes go with the checkpoint they belong to: they are deleted with the checkpoints deleted,
+  and writes whose checkpoint is not stored (they landed after retention deleted it) are deleted
+  when their checkpoint id is older than every checkpoint kept in their namespace (a namespace
+  with none kept: than every kept root checkpoint; a subgraph call dropped whole: all of them).
+  Writes of a checkpoint not stored *yet* are newer than what their run has stored, and that is
+  kept (its latest checkpoint, or one a run may still be extending), so they stay;
 * never deleted: the checkpoints in ``protect`` (the one a put just wrote), the latest root
   checkpoint (the running step's pending writes and an open interrupt belong to it), and
   anything of another thread: every statement names the thread;
@@ -59,6 +72,7 @@ import asyncio
 import json
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -90,6 +104,42 @@ __all__ = [
 logger = logging.getLogger("agentstate_reducer.checkpointers")
 
 ROOT_NS = ""
+
+#: How long a branch tip is kept after it was written, whatever ``keep_last`` says (module doc).
+BRANCH_GRACE = timedelta(hours=1)
+
+# uuid6 timestamps count 100 ns intervals since the Gregorian calendar's start (RFC 9562).
+_GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
+
+
+def checkpoint_time(checkpoint_id: str) -> datetime | None:
+    """When a checkpoint was made, from its id (LangGraph's ids are uuid6); None for other ids.
+
+    >>> checkpoint_time("1f0c7f3e-9a4b-6d2c-8000-000000000000").year
+    2025
+    >>> checkpoint_time("r01") is None
+    True
+    """
+    try:
+        u = uuid.UUID(checkpoint_id)
+    except (ValueError, TypeError, AttributeError):
+        return None
+    if u.version != 6:
+        return None
+    stamp = ((u.int >> 80) << 12) | ((u.int >> 64) & 0x0FFF)
+    return datetime.fromtimestamp((stamp - _GREGORIAN_TO_UNIX_100NS) / 1e7, timezone.utc)
+
+
+def validate_branch_grace(branch_grace: object) -> timedelta:
+    """``branch_grace`` as a ``timedelta`` >= 0; anything else raises with what to pass."""
+    if not isinstance(branch_grace, timedelta):
+        raise TypeError(
+            "branch_grace must be a datetime.timedelta >= 0 (how long a branch tip is kept for a run "
+            f"that may still extend it), got {type(branch_grace).__name__} {branch_grace!r}"
+        )
+    if branch_grace < timedelta(0):
+        raise ValueError(f"branch_grace must be >= timedelta(0), got {branch_grace}")
+    return branch_grace
 
 
 class DeltaChannelRetentionError(NotImplementedError):
@@ -136,6 +186,14 @@ class StoredCheckpoint:
     delta: bool = False
     #: ``channel_versions`` (blob savers only; row savers store values inline)
     versions: Mapping[str, str] = field(default_factory=dict)
+    #: the parent checkpoint's id in the same namespace (None: the first of its branch)
+    parent: str | None = None
+    #: metadata ``source == "loop"``: a step of the run that made its parent
+    loop: bool = False
+    #: metadata ``step`` (LangGraph counts it along each branch; None: not recorded)
+    step: int | None = None
+    #: a step is due after it (``updated_channels`` name a trigger; True when unknown)
+    due: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,55 +225,75 @@ class RetentionPlan:
     checkpoints: Mapping[str, tuple[str, ...]]
     #: (namespace, channel) -> blob versions deleted
     blobs: Mapping[tuple[str, str], tuple[str, ...]]
-    #: write rows that go with the deleted checkpoints
+    #: write rows that go: those of the deleted checkpoints and the orphaned ones
     writes: int
     #: namespace -> ids kept
     kept: Mapping[str, tuple[str, ...]]
+    #: namespace -> ids of checkpoints not stored whose writes are deleted (orphaned writes)
+    orphans: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def checkpoint_count(self) -> int:
         return sum(len(ids) for ids in self.checkpoints.values())
 
     @property
+    def blob_count(self) -> int:
+        return sum(len(v) for v in self.blobs.values())
+
+    @property
     def empty(self) -> bool:
-        return not self.checkpoints and not self.blobs
+        return not self.checkpoints and not self.blobs and not self.orphans
 
 
 def plan_retention(
-    thread: ThreadState, *, keep_last: int, protect: Collection[tuple[str, str]] = ()
+    thread: ThreadState,
+    *,
+    keep_last: int,
+    protect: Collection[tuple[str, str]] = (),
+    now: datetime | None = None,
+    branch_grace: timedelta = BRANCH_GRACE,
 ) -> RetentionPlan:
     """What to delete of ``thread`` to keep ``keep_last`` root checkpoints (rules: module doc).
 
-    ``protect``: (namespace, checkpoint id) pairs never deleted. Raises
+    ``protect``: (namespace, checkpoint id) pairs never deleted. ``now`` (default: the clock) and
+    ``branch_grace`` decide which checkpoints a run may still be extending. Raises
     ``DeltaChannelRetentionError`` for a thread using a DeltaChannel.
     """
     keep_last = validate_keep_last(keep_last) or 1
+    branch_grace = validate_branch_grace(branch_grace)
     if any(c.delta for c in thread.checkpoints):
         raise DeltaChannelRetentionError(thread.thread_id)
+    now = datetime.now(timezone.utc) if now is None else now
     by_ns: dict[str, list[StoredCheckpoint]] = {}
     for c in thread.checkpoints:
         by_ns.setdefault(c.ns, []).append(c)
     for stored in by_ns.values():
         stored.sort(key=lambda c: c.id, reverse=True)
+    protected = set(protect)
+    # a subgraph call follows its root checkpoint (a running call's root is itself extended)
+    extended: set[tuple[str, str]] = set()
+    if thread.blobs is not None:
+        extended = {(ns, c.id) for ns, stored in by_ns.items() if not _is_call(ns, stored[0])
+                    for c in _extended(stored, now, branch_grace)}
     roots = [c.id for c in by_ns.get(ROOT_NS, [])]
-    kept_roots = set(roots[:keep_last])
+    spared = protected | extended
+    kept_roots = set(roots[:keep_last]) | {i for ns, i in spared if ns == ROOT_NS}
     oldest_root = roots[-1] if roots else None
     interrupted = {(w.ns, w.id) for w in thread.writes if w.interrupt}
-    protected = set(protect)
 
     kept: dict[str, list[StoredCheckpoint]] = {}
     for ns, stored in by_ns.items():
         head = stored[0]
-        if ns == ROOT_NS or ":" not in ns or head.root is None:
+        if not _is_call(ns, head):
             keep = stored[:keep_last]
         elif (ns, head.id) in interrupted or head.root in kept_roots:
             keep = [head]
-        elif head.root in roots or (oldest_root is not None and head.root < oldest_root):
+        elif head.root in roots or (oldest_root is not None and str(head.root) < oldest_root):
             keep = []  # the call's root checkpoint is deleted: nothing needs the call any more
         else:
             keep = stored  # its root checkpoint is not saved yet
         keep_ids = {c.id for c in keep}
-        keep += [c for c in stored if c.id not in keep_ids and (ns, c.id) in protected]
+        keep += [c for c in stored if c.id not in keep_ids and (ns, c.id) in spared]
         kept[ns] = keep
 
     deleted: dict[str, tuple[str, ...]] = {}
@@ -235,14 +313,67 @@ def plan_retention(
                     garbage.setdefault(ch, set()).add(str(v))
         blobs.update(((ns, ch), tuple(sorted(vs))) for ch, vs in garbage.items())
     gone_keys = {(ns, i) for ns, ids in deleted.items() for i in ids}
-    writes = sum(w.count for w in thread.writes if (w.ns, w.id) in gone_keys)
+    orphans = _orphaned_writes(thread, by_ns, kept)
+    orphan_keys = {(ns, i) for ns, ids in orphans.items() for i in ids}
+    writes = sum(w.count for w in thread.writes if (w.ns, w.id) in gone_keys or (w.ns, w.id) in orphan_keys)
     return RetentionPlan(
         thread_id=thread.thread_id,
         checkpoints=deleted,
         blobs=blobs,
         writes=writes,
         kept={ns: tuple(c.id for c in keep) for ns, keep in kept.items()},
+        orphans=orphans,
     )
+
+
+def _is_call(ns: str, head: StoredCheckpoint) -> bool:
+    """A subgraph call's namespace (``"node:<task id>"`` with a root link): it keeps its latest
+    checkpoint only while its root checkpoint is kept."""
+    return ns != ROOT_NS and ":" in ns and head.root is not None
+
+
+def _extended(
+    stored: Sequence[StoredCheckpoint], now: datetime, grace: timedelta
+) -> list[StoredCheckpoint]:
+    """The checkpoints of one namespace a run may still be extending (rules: module doc): made
+    less than ``grace`` before ``now`` (or after it: a writer's clock ahead of ours), a step due
+    after them, and no stored step of their run after them. An id that tells no time is old."""
+    steps = {c.id: c.step for c in stored}
+    # a parent relinked past deleted checkpoints (Cosmos DB) is continued only one step later
+    continued = {c.parent for c in stored if c.loop and c.parent is not None and (
+        c.step is None or steps.get(c.parent) is None or c.step == steps[c.parent] + 1)}  # type: ignore[operator]
+    out = []
+    for c in stored:
+        made = checkpoint_time(c.id)
+        if c.due and c.id not in continued and made is not None and now - made < grace:
+            out.append(c)
+    return out
+
+
+def _orphaned_writes(
+    thread: ThreadState, by_ns: Mapping[str, Sequence[StoredCheckpoint]],
+    kept: Mapping[str, Sequence[StoredCheckpoint]],
+) -> dict[str, tuple[str, ...]]:
+    """Namespace -> ids of checkpoints not stored whose writes go (rules: module doc)."""
+    kept_roots = [c.id for c in kept.get(ROOT_NS, ())]
+    stored_ids = {(c.ns, c.id) for c in thread.checkpoints}
+    orphans: dict[str, list[str]] = {}
+    for w in thread.writes:
+        if (w.ns, w.id) in stored_ids:
+            continue
+        stored = by_ns.get(w.ns, ())
+        keep = kept.get(w.ns, ())
+        if keep:
+            floor: str | None = min(c.id for c in keep)
+        elif stored:
+            floor = None  # a call dropped whole: every write of it goes
+        elif kept_roots:
+            floor = min(kept_roots)
+        else:
+            continue  # nothing kept to compare with: the thread's first checkpoint may be on its way
+        if floor is None or w.id < floor:
+            orphans.setdefault(w.ns, []).append(w.id)
+    return {ns: tuple(sorted(ids)) for ns, ids in orphans.items()}
 
 
 # -- operations and flows --------------------------------------------------------------------------
@@ -260,7 +391,18 @@ class DeleteCheckpoints(NamedTuple):
     ids: tuple[str, ...]
 
 
+class DeleteWrites(NamedTuple):
+    """Delete the writes of these checkpoints (not stored) of one namespace; result: rows deleted."""
+
+    thread_id: str
+    ns: str
+    ids: tuple[str, ...]
+
+
 class DeleteBlobs(NamedTuple):
+    """Delete these blob versions of one channel, each unless a stored checkpoint names it
+    (checked when deleting); result: blobs deleted."""
+
     thread_id: str
     ns: str
     channel: str
@@ -281,7 +423,7 @@ class NewestTs(NamedTuple):
     thread_id: str
 
 
-Op = LoadThread | DeleteCheckpoints | DeleteBlobs | DeleteThread | ListThreads | NewestTs
+Op = LoadThread | DeleteCheckpoints | DeleteWrites | DeleteBlobs | DeleteThread | ListThreads | NewestTs
 Flow = Generator[Op, Any, Any]
 
 
@@ -300,19 +442,22 @@ def apply_flow(plan: RetentionPlan) -> Generator[Op, Any, Deleted]:
         c, w = yield DeleteCheckpoints(plan.thread_id, ns, ids)
         checkpoints += c
         writes += w
+    for ns, ids in plan.orphans.items():
+        writes += yield DeleteWrites(plan.thread_id, ns, ids)
     for (ns, channel), versions in plan.blobs.items():
         blobs += yield DeleteBlobs(plan.thread_id, ns, channel, versions)
     return Deleted(checkpoints, writes, blobs)
 
 
 def retain_flow(
-    thread_id: str, keep_last: int, protect: Collection[tuple[str, str]] = (), *, dry_run: bool = False
+    thread_id: str, keep_last: int, protect: Collection[tuple[str, str]] = (), *, dry_run: bool = False,
+    branch_grace: timedelta = BRANCH_GRACE,
 ) -> Generator[Op, Any, Deleted]:
     """Load ``thread_id``, plan its retention, delete what the plan says (unless ``dry_run``)."""
     state = yield LoadThread(thread_id)
-    plan = plan_retention(state, keep_last=keep_last, protect=protect)
+    plan = plan_retention(state, keep_last=keep_last, protect=protect, branch_grace=branch_grace)
     if dry_run or plan.empty:
-        return Deleted(plan.checkpoint_count, plan.writes, sum(len(v) for v in plan.blobs.values()))
+        return Deleted(plan.checkpoint_count, plan.writes, plan.blob_count)
     return (yield from apply_flow(plan))
 
 
@@ -344,14 +489,42 @@ def _loads_json(raw: Any) -> Any:
     return json.loads(raw) if isinstance(raw, str) else raw
 
 
-def _checkpoint_row(ns: str, cid: str, metadata: Any, versions: Any = None) -> StoredCheckpoint:
+#: channels whose update makes a step due: the input, an edge to a node, a ``Send``
+_TRIGGERS = ("__start__", "branch:to:", "__pregel_tasks")
+
+
+def step_due(updated_channels: Any) -> bool:
+    """Whether a step is due after a checkpoint with these ``updated_channels`` (None: unknown,
+    so due).
+
+    >>> step_due(["branch:to:tools", "messages"]), step_due(["messages"]), step_due(None)
+    (True, False, True)
+    """
+    if not isinstance(updated_channels, (list, tuple)):
+        return True
+    return any(isinstance(ch, str) and ch.startswith(_TRIGGERS) for ch in updated_channels)
+
+
+def _checkpoint_row(
+    ns: str, cid: str, metadata: Any, versions: Any = None, parent: Any = None, updated: Any = None
+) -> StoredCheckpoint:
     meta = metadata if isinstance(metadata, Mapping) else (_loads_json(metadata) or {})
     parents = meta.get("parents") or {}
     root = parents.get(ROOT_NS) if isinstance(parents, Mapping) else None
     delta = "counters_since_delta_snapshot" in meta or "delta_writes_versioned" in meta
     vers = versions if isinstance(versions, Mapping) else (_loads_json(versions) or {})
-    return StoredCheckpoint(ns, cid, root if isinstance(root, str) else None, delta,
-                            {str(k): str(v) for k, v in vers.items()})
+    if isinstance(updated, (str, bytes, bytearray, memoryview)):
+        updated = _loads_json(updated)
+    return StoredCheckpoint(
+        ns, cid, root if isinstance(root, str) else None, delta,
+        {str(k): str(v) for k, v in vers.items()}, None if parent is None else str(parent),
+        meta.get("source") == "loop", checkpoint_step(meta.get("step")), step_due(updated),
+    )
+
+
+def checkpoint_step(value: Any) -> int | None:
+    """A metadata ``step`` as an int, or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class Sql(NamedTuple):
@@ -385,6 +558,8 @@ class _SqlDialect:
         if isinstance(op, DeleteCheckpoints):
             args = (op.thread_id, op.ns, self.ids(op.ids))
             return [Sql(self.delete_checkpoints, args), Sql(self.delete_writes, args)]
+        if isinstance(op, DeleteWrites):
+            return [Sql(self.delete_writes, (op.thread_id, op.ns, self.ids(op.ids)))]
         if isinstance(op, DeleteBlobs):
             assert self.delete_blobs is not None
             return [Sql(self.delete_blobs, (op.thread_id, op.ns, op.channel, self.ids(op.versions)))]
@@ -403,7 +578,7 @@ class _SqlDialect:
             return ThreadState(op.thread_id, checkpoints, writes)
         if isinstance(op, DeleteCheckpoints):
             return (results[0], results[1])
-        if isinstance(op, DeleteBlobs):
+        if isinstance(op, (DeleteWrites, DeleteBlobs)):
             return results[0]
         if isinstance(op, ListThreads):
             return [r[0] for r in results[0]]
@@ -412,7 +587,7 @@ class _SqlDialect:
         return None
 
     def checkpoint(self, row: Sequence[Any]) -> StoredCheckpoint:
-        return _checkpoint_row(row[0], row[1], row[2])
+        return _checkpoint_row(row[0], row[1], row[2], parent=row[3])
 
     def ts(self, row: Sequence[Any]) -> str | None:
         raise NotImplementedError
@@ -420,7 +595,8 @@ class _SqlDialect:
 
 class _SqliteDialect(_SqlDialect):
     load_checkpoints = (
-        "SELECT checkpoint_ns, checkpoint_id, CAST(metadata AS TEXT) FROM checkpoints WHERE thread_id = ?"
+        "SELECT checkpoint_ns, checkpoint_id, CAST(metadata AS TEXT), parent_checkpoint_id FROM checkpoints "
+        "WHERE thread_id = ?"
     )
     load_writes = (
         "SELECT checkpoint_ns, checkpoint_id, COUNT(*), MAX(channel = ?) FROM writes "
@@ -458,7 +634,8 @@ class _SqliteDialect(_SqlDialect):
 
 class _PostgresDialect(_SqlDialect):
     load_checkpoints = (
-        "SELECT checkpoint_ns, checkpoint_id, metadata, checkpoint -> 'channel_versions' "
+        "SELECT checkpoint_ns, checkpoint_id, metadata, parent_checkpoint_id, "
+        "checkpoint -> 'channel_versions' AS versions, checkpoint -> 'updated_channels' AS updated "
         "FROM checkpoints WHERE thread_id = %s"
     )
     load_writes = (
@@ -472,9 +649,13 @@ class _PostgresDialect(_SqlDialect):
         "DELETE FROM checkpoint_writes WHERE thread_id = %s AND checkpoint_ns = %s "
         "AND checkpoint_id = ANY(%s)"
     )
+    # A checkpoint committed since the thread was loaded (another run's put) may name a version
+    # the plan found unreferenced: the statement checks again.
     delete_blobs = (
-        "DELETE FROM checkpoint_blobs WHERE thread_id = %s AND checkpoint_ns = %s AND channel = %s "
-        "AND version = ANY(%s)"
+        "DELETE FROM checkpoint_blobs b WHERE b.thread_id = %s AND b.checkpoint_ns = %s "
+        "AND b.channel = %s AND b.version = ANY(%s) AND NOT EXISTS (SELECT 1 FROM checkpoints c "
+        "WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
+        "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
     )
     delete_thread = (
         "DELETE FROM checkpoints WHERE thread_id = %s",
@@ -507,7 +688,7 @@ class _PostgresDialect(_SqlDialect):
         return value
 
     def checkpoint(self, row: Sequence[Any]) -> StoredCheckpoint:
-        return _checkpoint_row(row[0], row[1], row[2], row[3])
+        return _checkpoint_row(row[0], row[1], row[2], row[4], row[3], row[5])
 
     def ts(self, row: Sequence[Any]) -> str | None:
         return str(row[0]) if row[0] is not None else None
@@ -600,9 +781,12 @@ class _MemoryBackend(Backend):
         if isinstance(op, LoadThread):
             rows = []
             for ns, stored in list(s.storage.get(op.thread_id, {}).items()):
-                for cid, (typed, meta, _parent) in list(stored.items()):
-                    versions = s.serde.loads_typed(typed).get("channel_versions", {})
-                    rows.append(_checkpoint_row(ns, cid, s.serde.loads_typed(meta), versions))
+                for cid, (typed, meta, parent) in list(stored.items()):
+                    body = s.serde.loads_typed(typed)
+                    rows.append(_checkpoint_row(
+                        ns, cid, s.serde.loads_typed(meta), body.get("channel_versions", {}), parent,
+                        body.get("updated_channels"),
+                    ))
             pending = [
                 StoredWrites(ns, cid, len(w), any(v[1] == INTERRUPT for v in w.values()))
                 for (tid, ns, cid), w in list(s.writes.items())
@@ -618,8 +802,15 @@ class _MemoryBackend(Backend):
                     checkpoints += 1
                 writes += len(s.writes.pop((op.thread_id, op.ns, cid), None) or ())
             return checkpoints, writes
+        if isinstance(op, DeleteWrites):
+            return sum(len(s.writes.pop((op.thread_id, op.ns, cid), None) or ()) for cid in op.ids)
         if isinstance(op, DeleteBlobs):
-            popped = [s.blobs.pop((op.thread_id, op.ns, op.channel, v), None) for v in op.versions]
+            named = {  # checked again: another run's put since the load may name a version
+                str(s.serde.loads_typed(typed).get("channel_versions", {}).get(op.channel))
+                for typed, _meta, _parent in list(s.storage.get(op.thread_id, {}).get(op.ns, {}).values())
+            }
+            popped = [s.blobs.pop((op.thread_id, op.ns, op.channel, v), None) for v in op.versions
+                      if v not in named]
             return sum(b is not None for b in popped)
         if isinstance(op, DeleteThread):
             s.delete_thread(op.thread_id)
@@ -1035,7 +1226,7 @@ def _sweep_thread_flow(
         return
     report.threads_trimmed.append(thread_id)
     if dry_run:
-        report.add(Deleted(plan.checkpoint_count, plan.writes, sum(len(v) for v in plan.blobs.values())))
+        report.add(Deleted(plan.checkpoint_count, plan.writes, plan.blob_count))
         return
     report.add((yield from apply_flow(plan)))
 
@@ -1182,10 +1373,14 @@ class RetentionSettings:
 
     _keep_last: int | None
     _retention_every: int
+    _branch_grace: timedelta
     _schedule: RetentionSchedule | None
 
-    def _init_retention(self, keep_last: object, retention_every: object) -> None:
+    def _init_retention(
+        self, keep_last: object, retention_every: object, branch_grace: object = BRANCH_GRACE
+    ) -> None:
         self._keep_last = validate_keep_last(keep_last)
+        self._branch_grace = validate_branch_grace(branch_grace)
         if isinstance(retention_every, bool) or not isinstance(retention_every, int) or retention_every < 1:
             raise ValueError(
                 f"retention_every must be an int >= 1 (puts of a thread between two retention runs), "
@@ -1194,7 +1389,7 @@ class RetentionSettings:
         self._retention_every = retention_every
         self._schedule = None
         if self._keep_last is not None:
-            self._schedule = RetentionSchedule(self._keep_last, retention_every)
+            self._schedule = RetentionSchedule(self._keep_last, retention_every, self._branch_grace)
 
     @property
     def keep_last(self) -> int | None:
@@ -1207,40 +1402,57 @@ class RetentionSettings:
         return self._retention_every
 
     @property
+    def branch_grace(self) -> timedelta:
+        """With ``keep_last``: how long a branch tip is kept for a run that may still extend it."""
+        return self._branch_grace
+
+    @property
     def retention_stats(self) -> RetentionStats | None:
         """Counters of the per-put retention (None without ``keep_last``)."""
         return None if self._schedule is None else self._schedule.stats
 
 
 class RetentionSchedule:
-    """Runs a thread's retention at every ``every``-th put of it, after the put has stored its
-    checkpoint, on the thread that ran the put (LangGraph's background writer, not the step).
+    """Runs a thread's retention after a put that stored its checkpoint, on the thread that ran
+    the put (LangGraph's background writer, not the step).
 
-    A failing run never fails the put: it is logged on ``agentstate_reducer.checkpointers``,
-    counted in ``stats``, and the thread is retried at its next put. A DeltaChannel thread is
-    logged once and left alone. One run per thread at a time; runs of different threads may
-    overlap (each is one transaction).
+    Which puts run it is read from what they store, so the bound holds whichever process serves
+    each turn: a put whose metadata ``step`` (LangGraph counts it along each branch, across runs)
+    plus one is a multiple of ``every``, in any namespace; a put without a ``step`` counts in
+    this process. A failing run never fails the put: it is logged on
+    ``agentstate_reducer.checkpointers``, counted in ``stats``, and the thread is retried at its
+    next put. A DeltaChannel thread is logged once and left alone. One run per thread at a time
+    in a process; runs of different threads may overlap (each is one transaction).
     """
 
-    def __init__(self, keep_last: int, every: int) -> None:
+    def __init__(self, keep_last: int, every: int, branch_grace: timedelta = BRANCH_GRACE) -> None:
         self.keep_last = keep_last
         self.every = every
+        self.branch_grace = branch_grace
         self.stats = RetentionStats()
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
+        self._retry: set[str] = set()
         self._running: set[str] = set()
 
-    def _due(self, saved: Mapping[str, Any]) -> tuple[str, frozenset[tuple[str, str]]] | None:
+    def _due(
+        self, saved: Mapping[str, Any], metadata: Mapping[str, Any] | None
+    ) -> tuple[str, frozenset[tuple[str, str]]] | None:
         conf = saved.get("configurable", {})
         thread_id = str(conf.get("thread_id"))
+        step = (metadata or {}).get("step")
         with self._lock:
             if thread_id in self.stats.refused or thread_id in self._running:
                 return None
-            count = self._counts.get(thread_id, 0) + 1
-            if count < self.every:
-                self._counts[thread_id] = count
+            if isinstance(step, int) and not isinstance(step, bool):
+                due = (step + 1) % self.every == 0
+            else:
+                count = self._counts.get(thread_id, 0) + 1
+                due = count >= self.every
+                self._counts[thread_id] = 0 if due else count
+            if not due and thread_id not in self._retry:
                 return None
-            self._counts.pop(thread_id, None)
+            self._retry.discard(thread_id)
             self._running.add(thread_id)
         return thread_id, frozenset({(str(conf.get("checkpoint_ns", "")), str(conf.get("checkpoint_id")))})
 
@@ -1259,31 +1471,39 @@ class RetentionSchedule:
                 return
             self.stats.failures += 1
             self.stats.last_error = f"{type(error).__name__}: {error}"
-            self._counts[thread_id] = self.every - 1  # retried at the thread's next put
+            self._retry.add(thread_id)  # retried at the thread's next put
         logger.warning(
             "keep_last=%d: retention of thread %r failed, retried at its next put (%s)",
             self.keep_last, thread_id, self.stats.last_error,
         )
 
-    def after_put(self, backend: Backend, saved: Mapping[str, Any]) -> None:
-        due = self._due(saved)
+    def after_put(
+        self, backend: Backend, saved: Mapping[str, Any], metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        due = self._due(saved, metadata)
         if due is None:
             return
         thread_id, protect = due
         try:
-            deleted = backend.run(retain_flow(thread_id, self.keep_last, protect))
+            deleted = backend.run(
+                retain_flow(thread_id, self.keep_last, protect, branch_grace=self.branch_grace)
+            )
         except Exception as exc:
             self._done(thread_id, None, exc)
         else:
             self._done(thread_id, deleted, None)
 
-    async def aafter_put(self, backend: Backend, saved: Mapping[str, Any]) -> None:
-        due = self._due(saved)
+    async def aafter_put(
+        self, backend: Backend, saved: Mapping[str, Any], metadata: Mapping[str, Any] | None = None
+    ) -> None:
+        due = self._due(saved, metadata)
         if due is None:
             return
         thread_id, protect = due
         try:
-            deleted = await backend.arun(retain_flow(thread_id, self.keep_last, protect))
+            deleted = await backend.arun(
+                retain_flow(thread_id, self.keep_last, protect, branch_grace=self.branch_grace)
+            )
         except Exception as exc:
             self._done(thread_id, None, exc)
         else:

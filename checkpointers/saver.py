@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
@@ -93,8 +94,12 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             list again). It only acts when the reducer has a summarizer.
         keep_last: keep each thread's newest ``keep_last`` root checkpoints (an int >= 1); None (the
             default) keeps all. Needs an inner saver ``checkpointers.retention`` supports.
-        retention_every: with ``keep_last``, run a thread's retention at every
-            ``retention_every``-th put of it (int >= 1).
+        retention_every: with ``keep_last``, run a thread's retention at every put whose
+            metadata ``step`` + 1 is a multiple of ``retention_every`` (int >= 1), whichever
+            process makes it.
+        branch_grace: with ``keep_last``, how long a branch tip (a checkpoint no other one
+            continues) is kept whatever ``keep_last`` says, since another run on the thread may
+            still be extending it (a ``timedelta`` >= 0; default one hour).
 
     Raises:
         TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``;
@@ -120,6 +125,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         summary_memo: SummaryMemo | DefaultMemo | None = DEFAULT_MEMO,
         keep_last: int | None = None,
         retention_every: int = 8,
+        branch_grace: timedelta = _retention.BRANCH_GRACE,
     ) -> None:
         # No super().__init__(): it would set a serde of our own; ``serde`` is the inner saver's.
         if not isinstance(inner, BaseCheckpointSaver):
@@ -144,7 +150,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         #: True when the inner saver applies the reducer itself: puts pass through unchanged.
         self._passthrough = _adopt(inner, reducer, messages_key, on_reduce)
         self._summary_memo = resolve_memo(summary_memo)
-        self._init_retention(keep_last, retention_every)
+        self._init_retention(keep_last, retention_every, branch_grace)
         self._backend: _retention.Backend | None = None
         if self._keep_last is not None:
             if not _retention.supports_retention(type(inner)):
@@ -222,7 +228,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         # same storage, same threads: the clone shares the memo
         clone = type(self)(inner, self._reducer, messages_key=self._messages_key, on_reduce=self._on_reduce,
                            summary_memo=self._summary_memo, keep_last=self._keep_last,
-                           retention_every=self._retention_every)
+                           retention_every=self._retention_every, branch_grace=self._branch_grace)
         clone._schedule = self._schedule  # same threads: one schedule
         return clone
 
@@ -268,7 +274,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             )
         saved = self._inner.put(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:
-            self._schedule.after_put(self._backend, saved)
+            self._schedule.after_put(self._backend, saved, metadata)
         return saved
 
     async def aput(
@@ -285,7 +291,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             )
         saved = await self._inner.aput(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:
-            await self._schedule.aafter_put(self._backend, saved)
+            await self._schedule.aafter_put(self._backend, saved, metadata)
         return saved
 
     def put_writes(

@@ -11,6 +11,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -151,6 +152,7 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         client_kwargs: Mapping[str, Any] | None = None,
         keep_last: int | None = None,
         retention_every: int = 8,
+        branch_grace: timedelta = _retention.BRANCH_GRACE,
     ) -> None:
         self._require_sdk()
         super().__init__(serde=serde)
@@ -213,7 +215,7 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         self.messages_key = messages_key
         self.on_reduce = on_reduce
         self.summary_memo = resolve_memo(summary_memo)
-        self._init_retention(keep_last, retention_every)
+        self._init_retention(keep_last, retention_every, branch_grace)
 
     # -- subclass hooks ---------------------------------------------------------------------------
 
@@ -308,13 +310,13 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
 
     # -- retention ---------------------------------------------------------------------------------
 
-    def _after_put(self, saved: RunnableConfig) -> None:
+    def _after_put(self, saved: RunnableConfig, metadata: CheckpointMetadata) -> None:
         if self._schedule is not None:
-            self._schedule.after_put(_retention.backend_for(self), saved)
+            self._schedule.after_put(_retention.backend_for(self), saved, metadata)
 
-    async def _aafter_put(self, saved: RunnableConfig) -> None:
+    async def _aafter_put(self, saved: RunnableConfig, metadata: CheckpointMetadata) -> None:
         if self._schedule is not None:
-            await self._schedule.aafter_put(_retention.backend_for(self), saved)
+            await self._schedule.aafter_put(_retention.backend_for(self), saved, metadata)
 
     @property
     def ttl(self) -> int | None:

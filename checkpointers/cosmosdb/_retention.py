@@ -14,6 +14,8 @@ with their ``execute``. Invariants:
   checkpoints (and the parent links of kept checkpoints whose parent went, set to their nearest
   kept ancestor or None, as ``prune``/``delete_for_runs`` do) in transactional batches of at most
   100 operations, then the values, so a reader never meets a checkpoint whose values are gone.
+  Before the values go, the thread's checkpoint items are read again: a value a checkpoint
+  stored since the load names (another run's put) stays;
   Cosmos DB has no transaction across batches: a process stopped between batches leaves the kept
   checkpoints whole (only deletable items may remain; the next run deletes them);
 * a retention flow that raises deletes nothing.
@@ -39,8 +41,8 @@ from ._queries import IS_CHECKPOINT, PAGE_SIZE
 __all__ = ["documents_bytes", "retention_flow", "stored_bytes_flow"]
 
 _CHECKPOINTS_SQL = (
-    "SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.blobs, "
-    'c.metadata.parents[""] AS root, '
+    "SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.blobs, c.updated_channels, "
+    'c.metadata.parents[""] AS root, c.metadata.source AS source, c.metadata.step AS step, '
     "(IS_DEFINED(c.metadata.counters_since_delta_snapshot) OR IS_DEFINED(c.metadata.delta_writes_versioned)) "
     f"AS delta FROM c WHERE {IS_CHECKPOINT} AND c.thread_id = @thread"
 )
@@ -54,6 +56,7 @@ _NEWEST_SQL = (
 )
 # The local test server has no DISTINCT: thread ids are deduplicated here.
 _THREADS_SQL = f"SELECT c.thread_id FROM c WHERE {IS_CHECKPOINT}"
+_NAMED_SQL = f"SELECT c.blobs FROM c WHERE {IS_CHECKPOINT} AND c.thread_id = @thread"
 
 
 @dataclass(slots=True)
@@ -72,7 +75,8 @@ class _Thread:
     value_ids: dict[str, list[str]]
     remove: set[str] = field(default_factory=set)
     writes: list[str] = field(default_factory=list)
-    values: list[str] = field(default_factory=list)
+    #: value head id -> ids of its items, to delete
+    values: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _load(thread_id: str) -> Generator[Any, Any, tuple[r.ThreadState, _Thread]]:
@@ -84,9 +88,12 @@ def _load(thread_id: str) -> Generator[Any, Any, tuple[r.ThreadState, _Thread]]:
     for row in rows:
         root = row.get("root")
         refs = row.get("blobs") or ()
+        parent = row.get("parent_checkpoint_id")
         checkpoints.append(r.StoredCheckpoint(
             str(row["checkpoint_ns"]), str(row["checkpoint_id"]), root if isinstance(root, str) else None,
-            bool(row.get("delta")), {str(ref): "" for ref in refs},
+            bool(row.get("delta")), {str(ref): "" for ref in refs}, None if parent is None else str(parent),
+            row.get("source") == "loop", r.checkpoint_step(row.get("step")),
+            r.step_due(row.get("updated_channels")),
         ))
     write_ids: dict[tuple[str, str], list[str]] = {}
     heads: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
@@ -119,7 +126,7 @@ def _delete_ops(ids: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
     return [("delete", (i,)) for i in ids]
 
 
-def _flush(thread: _Thread) -> CosmosFlow[None]:
+def _flush(thread: _Thread, thread_id: str) -> CosmosFlow[None]:
     ops = _delete_ops(thread.writes) + _delete_ops([i for i in thread.checkpoint_ids.values()
                                                     if i in thread.remove])
     ops += [
@@ -128,7 +135,12 @@ def _flush(thread: _Thread) -> CosmosFlow[None]:
     ]
     for batch in plan_batches(ops):
         yield Batch(thread.pk, tuple(batch), missing_ok=True)
-    for batch in plan_batches(_delete_ops(thread.values)):
+    if not thread.values:
+        return
+    rows = yield Query(_NAMED_SQL, (("@thread", thread_id),), thread.pk)
+    named = {str(ref) for row in rows for ref in (row.get("blobs") or ())}
+    values = [i for ref, ids in thread.values.items() if ref not in named for i in ids]
+    for batch in plan_batches(_delete_ops(values)):
         yield Batch(thread.pk, tuple(batch), missing_ok=True)
 
 
@@ -151,12 +163,19 @@ def _perform(
             thread.writes.extend(thread.write_ids.get((op.ns, cid), []))
             writes += thread.write_counts.get((op.ns, cid), 0)
         return checkpoints, writes
+    if isinstance(op, r.DeleteWrites):
+        thread = threads[op.thread_id]
+        writes = 0
+        for cid in op.ids:
+            thread.writes.extend(thread.write_ids.pop((op.ns, cid), []))
+            writes += thread.write_counts.pop((op.ns, cid), 0)
+        return writes
     if isinstance(op, r.DeleteBlobs):
         thread = threads[op.thread_id]
         ids = thread.value_ids.pop(op.channel, None)
         if not ids:
             return 0
-        thread.values.extend(ids)
+        thread.values[op.channel] = ids
         return 1
     if isinstance(op, r.DeleteThread):
         threads.pop(op.thread_id, None)
@@ -194,9 +213,9 @@ def retention_flow(flow: r.Flow, serde: SerializerProtocol) -> CosmosFlow[Any]:
             result = yield from _perform(op, threads, serde)
         except Exception as exc:
             error = exc
-    for thread in threads.values():
-        if thread.remove or thread.values:
-            yield from _flush(thread)
+    for thread_id, thread in threads.items():
+        if thread.remove or thread.writes or thread.values:
+            yield from _flush(thread, thread_id)
     return returned
 
 

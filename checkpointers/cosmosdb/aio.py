@@ -256,7 +256,7 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
         result = await self._run(m.put_flow(plan))
         self._written_by(plan, started)
-        await self._aafter_put(result)
+        await self._aafter_put(result, metadata)
         return result
 
     async def aput_writes(

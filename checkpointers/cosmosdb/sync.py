@@ -81,8 +81,8 @@ class CosmosDBSaver(CosmosSaverBase):
             run in the thread's partition, in transactional batches of at most 100 operations,
             after the put stored its checkpoint; a failing one never fails the put (logged,
             counted in ``retention_stats``, retried at the thread's next put).
-        retention_every: with ``keep_last``, run a thread's retention at every
-            ``retention_every``-th put of it (int >= 1).
+        retention_every, branch_grace: when retention runs, and how long a branch tip another
+            run may still extend is kept, as for ``ReducingCheckpointSaver``.
 
     ``prune(thread_ids, strategy="keep_latest" | "delete")`` follows the same rules (``keep_latest``
     is ``keep_last=1``); ``checkpointers.retention.sweep``/``asweep`` work on this saver too.
@@ -297,7 +297,7 @@ class CosmosDBSaver(CosmosSaverBase):
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
         result = self._run(m.put_flow(plan))
         self._written_by(plan, started)
-        self._after_put(result)
+        self._after_put(result, metadata)
         return result
 
     def put_writes(
