@@ -170,6 +170,7 @@ class ReducingSession:
         """The reduced history (the stored items replaced when the reduction prunes), or at most
         ``limit`` of its newest items, cut at the start only, to a start that can be sent."""
         async with self._lock:
+            self._items = None  # unknown until what is stored is reduced
             stored = await self._read_all()
             result = await self.reducer.areduce(stored, namespace=self._namespace)
             if result.pruned:
@@ -194,13 +195,14 @@ class ReducingSession:
         if not batch:
             return
         async with self._lock:
+            known, self._items = self._items, None  # unknown until this write is reduced
             await self.session.add_items(batch)
-            if self._items is None:
+            if known is None:
                 previous: list[Any] = await self._read_all()
                 result = await self.reducer.areduce(previous, namespace=self._namespace)
             else:
-                previous = [*self._items, *batch]
-                result = await self.reducer.areduce(self._items, batch, namespace=self._namespace)
+                previous = [*known, *batch]
+                result = await self.reducer.areduce(known, batch, namespace=self._namespace)
             if result.pruned:
                 await self._replace(previous, result)
             else:
@@ -278,11 +280,11 @@ class ReducingSession:
         for _ in range(_REPLACE_ATTEMPTS):
             limit = len(previous) + 1
             snapshot = await reader(limit)
-            while _is_snapshot(snapshot) and not snapshot.complete:  # more stored than read: read all
-                limit *= 2
+            while _is_snapshot(snapshot) and not snapshot.complete and len(snapshot.items) >= limit:
+                limit *= 2  # more stored than read: read them all
                 snapshot = await reader(limit)
-            if not _is_snapshot(snapshot):
-                return False
+            if not _is_snapshot(snapshot) or not snapshot.complete:
+                return False  # none, or older items it would not replace (unreadable ones)
             stored = list(snapshot.items)
             if stored != previous:  # another writer, or items that read back differently
                 previous = stored

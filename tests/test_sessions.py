@@ -451,3 +451,31 @@ async def test_runner_with_a_session_limit_sends_a_sendable_history(tmp_path: Pa
         assert len(stored) <= 16 and stored[-1]["id"] == f"msg_{turn}"
     model.assert_complete()
     inner.close()
+
+
+async def test_after_a_reduction_raises_the_stored_items_are_read_again(tmp_path: Path) -> None:
+    class Plain(SQLiteSession):
+        """A subclass: no atomic replacement, the stored items are cleared and written."""
+
+    failing = [True]
+
+    def tokens(message: Any) -> int:
+        if message.get("content") == "q1" and failing[0]:
+            failing[0] = False
+            raise RuntimeError("counter down")
+        return 1
+
+    pruned: list[Any] = []
+    inner = Plain("s", str(tmp_path / "s.db"))
+    session = ReducingSession(
+        inner, max_tokens=6, target_tokens=3, token_counter=tokens, on_prune=[collect(pruned)]
+    )
+    await session.add_items(pairs(1))
+    with pytest.raises(Exception, match="counter down"):
+        await session.add_items(pairs(1, start=1))  # stored, then the reduction raised
+    await session.add_items(pairs(1, start=2))
+    await session.add_items(pairs(1, start=3))  # 8 items of a token each: reduced to 3 tokens
+    stored: list[Any] = await inner.get_items()
+    assert stored == pairs(1, start=3)
+    assert pruned == pairs(3)  # every item is kept or handed to on_prune
+    inner.close()
