@@ -12,9 +12,10 @@ reasoning item with the item after it, the newest whole turns are kept.
   it holds in memory plus the new items. Untriggered, that costs a check of the new items only
   (the reducer's memo of its last output), and the inner session is not read again.
 * When a reduction prunes, the stored items are replaced by the survivors. Where the inner
-  session has the SDK's atomic replacement (the operation its ``OpenAIResponsesCompactionSession``
-  uses; ``SQLiteSession``, ``AsyncSQLiteSession``, ``SQLAlchemySession`` and an
-  ``EncryptedSession`` over one of them), that is one transaction that also checks the stored
+  session has the SDK's atomic replacement (``_get_compaction_snapshot``, internal to the SDK,
+  which its ``OpenAIResponsesCompactionSession`` uses; ``SQLiteSession``, ``AsyncSQLiteSession``,
+  ``SQLAlchemySession`` and an ``EncryptedSession`` over one of them, not their subclasses), that
+  is one transaction that also checks the stored
   items are the ones reduced: a crash leaves the old items or the survivors, and a writer in
   another process makes the reduction start again from what is stored. Any other session has no
   replace in its protocol: ``clear_session``, then ``add_items`` of the survivors, and if either

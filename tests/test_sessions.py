@@ -479,3 +479,23 @@ async def test_after_a_reduction_raises_the_stored_items_are_read_again(tmp_path
     assert stored == pairs(1, start=3)
     assert pruned == pairs(3)  # every item is kept or handed to on_prune
     inner.close()
+
+
+async def test_two_sessions_over_one_file_writing_at_once_lose_no_items(tmp_path: Path) -> None:
+    pruned: list[Any] = []
+    inners = [SQLiteSession("s", str(tmp_path / "s.db")) for _ in range(2)]
+    writers = [
+        ReducingSession(inner, min_messages=4, max_messages=8, on_prune=[collect(pruned)]) for inner in inners
+    ]
+
+    async def write(k: int) -> None:
+        for i in range(15):
+            await writers[k].add_items([{"role": "user", "content": f"{k}-{i}"}])
+
+    await asyncio.gather(write(0), write(1))
+    stored: list[Any] = await writers[0].get_items()  # reads what is stored, reduces it
+    assert len(stored) <= 8 and await inners[1].get_items() == stored
+    sent = {f"{k}-{i}" for k in range(2) for i in range(15)}
+    assert {m["content"] for m in pruned + stored} == sent
+    for inner in inners:
+        inner.close()
