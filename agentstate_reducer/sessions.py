@@ -157,8 +157,10 @@ class ReducingSession:
         self.session.session_settings = value
 
     def __getattr__(self, name: str) -> Any:
-        # other methods of the inner session (close, get_conversation_turns, ...)
-        if name in ("session", "__setstate__"):
+        # other public methods of the inner session (close, get_conversation_turns, ...); its
+        # private ones (the SDK's _get_compaction_snapshot, _atomic_replace_items) would write the
+        # stored items behind this wrapper, so an SDK wrapper around it must not find them here
+        if name == "session" or name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.session, name)
 

@@ -185,6 +185,9 @@ async def test_pop_and_clear_go_to_the_inner_session(tmp_path: Path) -> None:
     assert inner.session_settings == SessionSettings(limit=3)
     protocol: Session = session  # the SDK's protocol, checked by mypy and at run time
     assert isinstance(protocol, Session)
+    # the inner session's public methods are there, not its private storage operations
+    assert session.close == inner.close and session.get_items != inner.get_items
+    assert getattr(session, "_get_compaction_snapshot", None) is None
     inner.close()
 
 
