@@ -335,6 +335,7 @@ def test_a_process_killed_while_replacing_the_items_loses_none(tmp_path: Path, k
         capture_output=True,
         text=True,
         check=False,
+        timeout=300,  # a hung child fails the test; the run takes a few seconds
     )
     assert child.returncode == -signal.SIGKILL, child.stderr  # killed at the step boundary
     survivors = [*history[-2:], NEW_ITEM]
