@@ -94,6 +94,11 @@ def _checked_items(items: object) -> list[Any]:
             f"add_items takes a list of Responses items, got one item (a {type(items).__name__}); "
             "pass a list: add_items([item])"
         )
+    if callable(getattr(items, "model_dump", None)):  # pydantic models iterate over their fields
+        raise TypeError(
+            f"add_items takes a list of Responses items, got one SDK object ({type(items).__name__}); "
+            "pass a list of dicts: add_items([item.model_dump(exclude_unset=True)])"
+        )
     if not isinstance(items, Iterable):
         raise TypeError(f"add_items takes a list of Responses items, got {type(items).__name__}")
     batch = list(items)

@@ -241,6 +241,8 @@ def pairs(n: int, start: int = 0) -> list[Any]:
         ([{"content": "hi"}], r"item 0 has no 'type' or 'role' \(its keys: 'content'\)"),
         ([ResponseReasoningItem(type="reasoning", id="rs", summary=[])],
          r"item 0 is a ResponseReasoningItem.*model_dump"),
+        (ResponseReasoningItem(type="reasoning", id="rs", summary=[]),
+         r"got one SDK object \(ResponseReasoningItem\); pass a list of dicts"),
     ],
 )  # fmt: skip
 @pytest.mark.parametrize("stored", [0, 4])
