@@ -8,7 +8,7 @@ import pty
 import sqlite3
 import subprocess
 import sys
-import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -127,11 +127,13 @@ def test_keep_last_1_on_cosmos(request: pytest.FixtureRequest, monkeypatch: pyte
 
 
 def test_dry_run_predicts_the_run_with_older_than_and_keep_last(store_url: str) -> None:  # noqa: F811
-    seed_threads(store_url, {"old": 3})
-    time.sleep(1.5)
+    # "old" was last written 3 days ago, the others now: ages stated, not waited for
+    three_days_ago = datetime.now(timezone.utc) - timedelta(days=3)
+    seed_threads(store_url, {"old": 3}, written_at=three_days_ago)
     seed_threads(store_url, {"long": 14, "short": 3})
+    assert latest(store_url, "old").checkpoint["ts"] == three_days_ago.isoformat()
     before = dump_rows(store_url)
-    args = ["compact", store_url, "--older-than", "1s", "--keep-last", "2"]
+    args = ["compact", store_url, "--older-than", "2d", "--keep-last", "2"]
     dry = cli.execute([*args, "--dry-run"])
     assert dump_rows(store_url) == before
     assert dry.threads_deleted == ["old"] and sorted(dry.threads_trimmed) == ["long", "short"]
