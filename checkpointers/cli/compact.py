@@ -32,6 +32,7 @@ from .errors import PROG, CliError, require
 from .options import reducer_from
 from .render import Progress, human_bytes, plural, table
 from .stores import CheckpointDb, open_checkpoint_db
+from .urls import in_text
 
 if TYPE_CHECKING:
     from checkpointers.compact import StoreCompaction, ThreadCompaction
@@ -146,7 +147,7 @@ def _confirm(db: CheckpointDb, plan: StoreCompaction) -> None:
     )
     if plan.threads_deleted:
         what += f", and {plural(len(plan.threads_deleted), 'whole thread')}"
-    print(f"{PROG} compact will delete {what} in {db.label}.", file=sys.stderr)
+    print(f"{PROG} compact will delete {what} in {in_text(db.label)}.", file=sys.stderr)
     try:
         answer = input("Delete them? [y/N] ")
     except EOFError:
@@ -187,7 +188,8 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
         wanted = list(args.thread) if args.thread else sorted(rows)
         missing = [thread_id for thread_id in wanted if thread_id not in rows]
         if missing:
-            raise CliError(f"no such thread in {db.label}: {', '.join(map(repr, missing))}", exit_code=2)
+            names = ", ".join(map(repr, missing))
+            raise CliError(f"no such thread in {in_text(db.label)}: {names}", exit_code=2)
         checkpoints_before = sum(rows[thread_id].checkpoints for thread_id in wanted)
         bytes_before = _store_bytes(db)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -23,6 +24,7 @@ from .errors import PROG, CliError, require
 from .options import TokenCounter, count_tokens, reducer_from
 from .render import Progress, ascii_chart, chart_format, human_bytes, table, write_chart
 from .stores import CheckpointDb, open_checkpoint_db
+from .urls import in_text
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class DemoReport:
     reduced: DemoRun
     plot: str | None = None
     kept_paths: list[str] = field(default_factory=list)
+    #: what to give ``inspect`` for each of ``kept_paths`` (the store's label)
+    kept_stores: list[str] = field(default_factory=list)
     temporary: bool = False  # the default SQLite files, deleted after the run (--db-dir keeps them)
 
 
@@ -163,7 +167,8 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
                 ("reduced", shared, f"demo-reduced-{stamp}"),
             ]
             separate = False
-            kept = [f"{shared.label} threads demo-bare-{stamp}, demo-reduced-{stamp}"]
+            kept = [f"{in_text(shared.label)} threads demo-bare-{stamp}, demo-reduced-{stamp}"]
+            kept_stores = [shared.label]
         else:
             if args.db_dir:
                 base = Path(args.db_dir).expanduser()
@@ -185,6 +190,7 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
                 runs_to_make.append((name, db, f"demo-{name}"))
             separate = True
             kept = [] if tmp_dir else [f"sqlite:///{base / f'demo-{n}.sqlite'}" for n in ("bare", "reduced")]
+            kept_stores = kept
         runs = []
         for name, db, thread_id in runs_to_make:
             saver = db.saver
@@ -217,6 +223,7 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
             reduced=runs[1],
             plot=args.plot,
             kept_paths=kept,
+            kept_stores=kept_stores,
             temporary=tmp_dir is not None,
         )
     finally:
@@ -298,7 +305,7 @@ def _print_demo(report: DemoReport) -> None:
         f"messages and tokens: the latest stored checkpoint; the reducer pruned on {reduced.reductions} puts."
     )
     print(f"bytes: {report.bytes_meaning}.")
-    for kept in report.kept_paths:
-        print(f"kept: {kept}  (try: {PROG} inspect {kept.split(' ')[0]})")
+    for kept, store in zip(report.kept_paths, report.kept_stores, strict=True):
+        print(f"kept: {kept}  (try: {PROG} inspect {shlex.quote(store)})")
     if report.temporary:
         print("the two SQLite files were temporary and are deleted; --db-dir DIR keeps them for inspect")

@@ -5,10 +5,11 @@
     agentstate-reducer compact STORE [--thread T] [--keep-last N] [--older-than 30d] [--vacuum]
                                      [--dry-run] [--yes] [--force] [--max-messages 40 --min-messages 20]
 
-STORE is ``sqlite:///path`` (or a plain file path), ``postgresql://...`` or ``cosmosdb://...``
-(see ``urls``). The CLI imports nothing beyond the standard library and the core at import time:
-langgraph, psycopg, azure-cosmos and matplotlib are imported by the command that needs them, and a
-missing one is reported as one line naming the extra to install.
+STORE is ``sqlite:///path`` (or a plain file path), ``postgresql://...`` (or libpq's keyword
+form, ``host=... dbname=...``) or ``cosmosdb://...`` (see ``urls``). The CLI imports nothing
+beyond the standard library and the core at import time: langgraph, psycopg, azure-cosmos and
+matplotlib are imported by the command that needs them, and a missing one is reported as one line
+naming the extra to install.
 
 ``execute(argv)`` runs a command and returns its report (a dataclass) for programs and tests;
 ``main(argv)`` is the console script: it prints errors as one line and returns the exit code.
@@ -41,8 +42,8 @@ from .redact import RedactingStream, Redactor, activate_redactor, active_redacto
 
 STORE_FORMS = (
     "STORE: sqlite:///relative/path, sqlite:////absolute/path (or a plain path), "
-    "postgresql://user@host:port/db (password in PGPASSWORD), cosmosdb://host:port/database/container "
-    "(key in COSMOSDB_KEY)"
+    "postgresql://user@host:port/db (password in PGPASSWORD) or libpq's 'host=... dbname=... user=...', "
+    "cosmosdb://host:port/database/container (key in COSMOSDB_KEY)"
 )
 STORE_HELP = "the checkpoint store: a SQLite file, a PostgreSQL or a Cosmos DB URL (forms below)"
 

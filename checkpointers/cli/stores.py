@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from .errors import CliError, missing_extra, one_line, require
 from .redact import redact
-from .urls import StoreUrl, parse_store_url
+from .urls import StoreUrl, in_text, parse_store_url
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,7 @@ def _open_postgres(url: StoreUrl, *, create: bool, feature: str) -> CheckpointDb
             url.url, autocommit=True, prepare_threshold=0, row_factory=dict_row, connect_timeout=10
         )
     except psycopg.Error as exc:
-        raise CliError(f"cannot connect to PostgreSQL at {url.label}: {one_line(exc)}") from exc
+        raise CliError(f"cannot connect to PostgreSQL at {in_text(url.label)}: {one_line(exc)}") from exc
     try:
         saver = PostgresSaver(conn)
         if create:
@@ -318,7 +318,7 @@ def _open_postgres(url: StoreUrl, *, create: bool, feature: str) -> CheckpointDb
             ).fetchone()
             if not row["ok"]:
                 raise CliError(
-                    f"{url.label} has no LangGraph checkpoint tables (run PostgresSaver.setup() "
+                    f"{in_text(url.label)} has no LangGraph checkpoint tables (run PostgresSaver.setup() "
                     "first, or check the database name)"
                 )
     except BaseException:
