@@ -5,7 +5,9 @@ labels that paste back as URLs, and warnings and missing extras as one line."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import subprocess
 import sys
 import uuid
 from pathlib import Path
@@ -17,6 +19,9 @@ import checkpointers.cli.demo as demo_module
 import checkpointers.cli.main as cli
 from checkpointers.cli.render import Progress, ascii_chart
 from checkpointers.cli.urls import parse_store_url
+from tests.test_cli import open_saver, seed_threads
+
+ROOT = Path(__file__).resolve().parent.parent
 
 ERROR = "agentstate-reducer: error: "
 TITLE = "Stored bytes of the thread after each turn (running total, 3 turns)"
@@ -112,6 +117,57 @@ def test_the_legend_names_the_overlap_glyph_when_the_lines_overlap() -> None:
     together = ascii_chart([("bare", "*", [0, 100]), ("reduced", "o", [0, 50])], width=2, height=4)
     assert together.splitlines()[-1].strip() == "* bare   o reduced   @ both"
     assert together.splitlines()[-4].endswith("|@")
+
+
+# --- a reader that goes away (| head) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "streams"),
+    [
+        (["inspect", "{url}"], "stdout"),
+        (["inspect", "{url}", "--json"], "stdout"),
+        (["--help"], "stdout"),
+        (["compact", "{url}", "--keep-last", "1", "--yes"], "stdout"),
+        (["compact", "{url}", "--keep-last", "1", "--yes"], "stdout and stderr"),
+        (["inspect", "{url}", "--thread", "x"], "stdout and stderr"),  # a usage error, unread
+    ],
+)
+def test_a_reader_that_went_away_ends_the_command_quietly(
+    argv: list[str], streams: str, tmp_path: Path
+) -> None:
+    """``agentstate-reducer inspect ... | head -5``: once the reader has gone, the command writes
+    nothing more, prints no error and no traceback, and exits 141 (128 + SIGPIPE) like the
+    other tools of a pipeline. The work is done all the same."""
+    url = f"sqlite:///{tmp_path / 'x.sqlite'}"
+    seed_threads(url, {"a": 3, "b": 3})
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # a reader that is already gone: every write to the pipe fails
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "checkpointers.cli", *(a.replace("{url}", url) for a in argv)],
+            stdout=write_end, stderr=write_end if streams != "stdout" else subprocess.PIPE,
+            text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr
+    assert done.stderr in ("", None)
+    if argv[0] == "compact":
+        with open_saver(url) as saver:
+            for thread_id in ("a", "b"):
+                assert len(list(saver.list({"configurable": {"thread_id": thread_id}}))) == 1
+
+
+def test_progress_stops_when_its_reader_went_away() -> None:
+    class Gone(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    with Progress(3, "bare", stream=Gone(), enabled=True) as bar:
+        for _ in range(3):
+            bar.update()
+    assert bar.done == 3 and bar.silenced
 
 
 # --- progress without a terminal, and the temporary database ---------------------------------

@@ -23,7 +23,9 @@ traceback or a driver's error text write goes through the same streams.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import signal
 import sys
 import traceback
 import warnings
@@ -133,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
 def redacted_output(argv: Sequence[str]) -> Iterator[Redactor]:
     """Route stdout and stderr through the redactor of ``argv`` (and the environment) and make it
     the active one (``one_line`` uses it) until the block ends; inside another such block, the
-    outer redactor stays."""
+    outer redactor stays. A block that ends while the reader of either stream has gone raises
+    ``BrokenPipeError``."""
     outer = active_redactor()
     if outer is not None:
         yield outer
@@ -143,6 +146,7 @@ def redacted_output(argv: Sequence[str]) -> Iterator[Redactor]:
     out, err = sys.stdout, sys.stderr
     wrapped = [RedactingStream(out, redactor.text), RedactingStream(err, redactor.text)]
     sys.stdout, sys.stderr = (cast(TextIO, w) for w in wrapped)
+    reader_gone = False
     try:
         yield redactor
     finally:
@@ -151,8 +155,11 @@ def redacted_output(argv: Sequence[str]) -> Iterator[Redactor]:
                 stream.flush()
             except (OSError, ValueError):  # a closed pipe: nothing more can be written anyway
                 pass
+            reader_gone = reader_gone or stream.reader_gone
         sys.stdout, sys.stderr = out, err
         restore()
+    if reader_gone:  # seen, and swallowed, by a writer such as argparse's: said here (``main``)
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
 
 
 def execute(argv: Sequence[str] | None = None) -> Any:
@@ -174,13 +181,46 @@ def execute(argv: Sequence[str] | None = None) -> Any:
             raise
 
 
+#: The exit status when the reader of the output went away (``inspect ... | head``): what a shell
+#: reports for a process that SIGPIPE ended, as for the other tools of a pipeline.
+EXIT_READER_GONE = 128 + int(getattr(signal, "SIGPIPE", 13))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script: one line per error on stderr, a non-zero exit code, no traceback
-    unless ``--debug``."""
+    unless ``--debug``. When the reader of stdout (or stderr) goes away (``... | head``), it
+    stops writing and exits quietly with ``EXIT_READER_GONE``; the work is not cut short by it:
+    progress lines are dropped, and the report is printed after the work."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    with redacted_output(args_list), warnings.catch_warnings():
-        warnings.showwarning = _warning_line
-        return _run_and_report(args_list)
+    try:
+        with redacted_output(args_list), warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            code = _run_and_report(args_list)
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()  # a closed pipe shows here at the latest, not in Python's exit handler
+    except BrokenPipeError:
+        _discard_output()
+        return EXIT_READER_GONE
+    return code
+
+
+def _discard_output() -> None:
+    """Point stdout and stderr at the null device, so what is still buffered for the reader that
+    went away is dropped at exit instead of failing there ("Exception ignored ... BrokenPipeError")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError):  # not a file (a test's capture): nothing to drop
+                pass
+    finally:
+        os.close(devnull)
+
+
+def _reader_gone() -> bool:
+    """Whether the reader of the command's stdout or stderr went away (not a network peer)."""
+    return any(getattr(stream, "reader_gone", False) for stream in (sys.stdout, sys.stderr))
 
 
 def _warning_line(
@@ -213,6 +253,8 @@ def _run_and_report(args_list: list[str]) -> int:
         print(f"{PROG}: interrupted; nothing half-written: re-run to continue", file=sys.stderr)
         return 130
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and _reader_gone():
+            raise  # nobody reads: nothing more to say (main)
         if debug:
             traceback.print_exc()
         print(

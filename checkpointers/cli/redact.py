@@ -205,12 +205,21 @@ class RedactingStream:
         self.stream = stream
         self.redact = redact
         self._pending = ""
+        #: set when the wrapped stream's reader went away (``BrokenPipeError``, raised on)
+        self.reader_gone = False
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(self.redact(text))
+        except BrokenPipeError:
+            self.reader_gone = True
+            raise
 
     def write(self, text: str) -> int:
         self._pending += text
         if "\n" in self._pending:
             done, self._pending = self._pending.rsplit("\n", 1)
-            self.stream.write(self.redact(done + "\n"))
+            self._write(done + "\n")
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
@@ -220,8 +229,12 @@ class RedactingStream:
     def flush(self) -> None:
         if self._pending:
             text, self._pending = self._pending, ""
-            self.stream.write(self.redact(text))
-        self.stream.flush()
+            self._write(text)
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self.reader_gone = True
+            raise
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)

@@ -72,6 +72,7 @@ class Progress:
         self._start = time.perf_counter()
         self._last_draw = 0.0
         self._last_line = self._start
+        self.silenced = False  # the stream's reader went away (``_write``)
 
     def update(self, n: int = 1, *, note: str = "") -> None:
         self.done += n
@@ -82,11 +83,21 @@ class Progress:
                 self._draw(note)
         elif now - self._last_line >= self.every and self.done < self.total:
             self._last_line = now
-            self.stream.write(
+            self._write(
                 f"{self.label.strip()}: {self.done}/{self.total} after {now - self._start:.0f} s"
                 f"{' ' + note if note else ''}\n"
             )
+
+    def _write(self, text: str) -> None:
+        """Progress is for a person watching: when nobody reads the stream any more, the work
+        goes on and progress stops (the command's report says what happened)."""
+        if self.silenced:
+            return
+        try:
+            self.stream.write(text)
             self.stream.flush()
+        except BrokenPipeError:
+            self.silenced = True
 
     def _draw(self, note: str) -> None:
         width = 30
@@ -94,16 +105,12 @@ class Progress:
         filled = int(width * frac)
         bar = "#" * filled + "." * (width - filled)
         elapsed = time.perf_counter() - self._start
-        self.stream.write(
-            f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:5.1f}s {note}".rstrip() + " "
-        )
-        self.stream.flush()
+        self._write(f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:5.1f}s {note}".rstrip() + " ")
 
     def close(self) -> None:
         if self.enabled:
             self._draw("")
-            self.stream.write("\n")
-            self.stream.flush()
+            self._write("\n")
 
     def __enter__(self) -> Progress:
         return self
