@@ -78,6 +78,22 @@ def test_a_plot_path_that_cannot_be_written_is_refused_before_the_run(
     assert list(db_dir.iterdir()) == []  # the run never started
 
 
+def test_a_db_dir_that_cannot_hold_the_files_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for db_dir, why in [
+        ("/proc/nope", "cannot create a folder in '/proc' (No such file or directory)"),
+        (f"{a_file}/sub", f"{str(a_file)!r} is a file, not a folder"),
+        (str(a_file), "is a file, not a folder: give a folder"),
+    ]:
+        assert cli.main(["demo", "--turns", "1", "--db-dir", db_dir]) == 2
+        line = only_line(capsys.readouterr().err)
+        assert line.startswith(f"{ERROR}--db-dir {db_dir!r}") and why in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_a_chart_that_fails_after_the_run_is_reported_after_the_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -77,6 +77,30 @@ def check_plot_path(path: str) -> None:
         raise CliError(f"--plot {path!r}: no permission to write there", exit_code=2)
 
 
+def db_dir(path: str) -> Path:
+    """The ``--db-dir`` folder, created when missing; ``CliError`` saying why it cannot hold the
+    demo's files (before the run, so nothing is lost)."""
+    base = Path(path).expanduser()
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CliError(f"--db-dir {path!r} is a file, not a folder: give a folder", exit_code=2) from None
+    except OSError as exc:
+        existing = next(p for p in (base.absolute(), *base.absolute().parents) if p.exists())
+        why = (
+            f"{str(existing)!r} is a file, not a folder"
+            if not existing.is_dir()
+            else f"cannot create a folder in {str(existing)!r} ({exc.strerror or exc})"
+        )
+        raise CliError(
+            f"--db-dir {path!r}: {why}; give a folder you can write to (it is created when missing)",
+            exit_code=2,
+        ) from None
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise CliError(f"--db-dir {path!r}: no permission to write in the folder", exit_code=2)
+    return base
+
+
 def chart_title(turns: int, reducer: str) -> str:
     """The image chart's title: each point is the thread's stored total after that turn."""
     return f"Stored bytes of the thread after each turn (running total, {turns} turns)\n{reducer}"
@@ -171,8 +195,7 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
             kept_stores = [shared.label]
         else:
             if args.db_dir:
-                base = Path(args.db_dir).expanduser()
-                base.mkdir(parents=True, exist_ok=True)
+                base = db_dir(args.db_dir)
             else:
                 tmp_dir = tempfile.mkdtemp(prefix="agentstate-demo-")
                 base = Path(tmp_dir)
