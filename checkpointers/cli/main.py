@@ -35,7 +35,7 @@ from typing import Any, TextIO, cast
 
 from agentstate_reducer import __version__
 
-from .compact import add_compact_options, run_compact
+from .compact import VALUE_OPTIONS, add_compact_options, run_compact
 from .demo import run_demo
 from .errors import PROG, CliError, one_line
 from .inspect import run_inspect
@@ -165,7 +165,7 @@ def redacted_output(argv: Sequence[str]) -> Iterator[Redactor]:
 def execute(argv: Sequence[str] | None = None) -> Any:
     """Run one command and return its report; errors propagate (``CliError`` for expected ones,
     its message redacted like the output)."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    args_list = _join_dash_values(list(sys.argv[1:] if argv is None else argv))
     with redacted_output(args_list) as redactor:
         parser = build_parser()
         args, unknown = parser.parse_known_args(args_list)
@@ -184,6 +184,22 @@ def execute(argv: Sequence[str] | None = None) -> Any:
 #: The exit status when the reader of the output went away (``inspect ... | head``): what a shell
 #: reports for a process that SIGPIPE ended, as for the other tools of a pipeline.
 EXIT_READER_GONE = 128 + int(getattr(signal, "SIGPIPE", 13))
+
+
+def _join_dash_values(args: list[str]) -> list[str]:
+    """``--older-than -5d`` as ``--older-than=-5d`` (``compact.VALUE_OPTIONS``), up to a ``--``."""
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            out += [arg, *rest]
+            break
+        following = next(rest, None) if arg in VALUE_OPTIONS else None
+        if following is not None and following.startswith("-") and following[1:2].isdigit():
+            out.append(f"{arg}={following}")
+        else:
+            out += [arg] if following is None else [arg, following]
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:

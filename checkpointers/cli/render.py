@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,6 +27,18 @@ def human_bytes(n: int | None) -> str:
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def human_duration(delta: timedelta) -> str:
+    """``delta`` in words, largest unit first: "30 days", "1 day 12 hours", "90 seconds" stays
+    "1 minute 30 seconds"; whole seconds (a fraction is dropped, a zero delta is "0 seconds")."""
+    left = int(delta.total_seconds())
+    parts = []
+    for word, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        count, left = divmod(left, size)
+        if count:
+            parts.append(plural(count, word))
+    return " ".join(parts) or "0 seconds"
 
 
 def table(

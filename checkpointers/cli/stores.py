@@ -60,6 +60,11 @@ class CheckpointDb:
         """The size of the whole store where it has one (a file, tables), else None."""
         return None
 
+    def whole_database_bytes(self) -> int | None:
+        """The size of the whole database the store lives in, as its server reports it (SQLite:
+        the file, as ``database_bytes``; PostgreSQL: ``pg_database_size``), else None."""
+        return self.database_bytes()
+
     def flush(self) -> None:
         """Make ``database_bytes`` final (SQLite: fold the write-ahead log into the file)."""
 
@@ -177,6 +182,9 @@ class PostgresCheckpointDb(CheckpointDb):
             f"COALESCE(pg_total_relation_size(to_regclass('{table}')), 0)" for table in self._TABLES
         )
         return int(self._query(f"SELECT {parts} AS n")[0]["n"])
+
+    def whole_database_bytes(self) -> int | None:
+        return int(self._query("SELECT pg_database_size(current_database()) AS n")[0]["n"])
 
     def close(self) -> None:
         self.conn.close()
