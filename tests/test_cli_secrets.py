@@ -387,6 +387,11 @@ def test_known_secrets_are_hidden_at_token_boundaries_in_any_text() -> None:
     )
 
 
+def test_a_blank_part_of_a_password_is_no_secret() -> None:
+    r = Redactor.for_command(["inspect", "postgresql://user:S3cr3t@ @127.0.0.1:5/db"], {})
+    assert r.text("error: bad URL, S3cr3t here") == "error: bad URL, *** here"  # spaces stay spaces
+
+
 def test_secrets_from_the_environment() -> None:
     r = Redactor.for_command(
         ["inspect", "cosmosdb:///db/c"],

@@ -137,7 +137,7 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         spellings: set[str] = set()
         for secret in secrets:
-            if secret:
+            if secret.strip():  # a blank part ("pw@ @host" splits into "pw" and " ") hides nothing
                 spellings |= _spellings(secret)
         # A URL part is compared by its text and its percent-decoded value.
         self._values = frozenset(spellings | {unquote(s) for s in spellings})
