@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -190,13 +191,17 @@ def test_progress_stops_when_its_reader_went_away() -> None:
 
 
 def test_without_a_terminal_progress_is_a_plain_line_every_few_seconds() -> None:
+    def clock(*seconds: float) -> Callable[[], float]:  # the times the bar reads, in turn
+        return iter(seconds).__next__
+
     stream = io.StringIO()
-    with Progress(3, "   bare", stream=stream, every=0.0) as bar:
-        for _ in range(3):
+    with Progress(4, "   bare", stream=stream, every=5.0, clock=clock(0, 2, 6, 9, 12)) as bar:
+        for _ in range(4):
             bar.update()
-    assert stream.getvalue().splitlines() == ["bare: 1/3 after 0 s", "bare: 2/3 after 0 s"]
+    # a line when 5 s have passed since the last one; none for the last update (the run is done)
+    assert stream.getvalue().splitlines() == ["bare: 2/4 after 6 s"]
     quiet = io.StringIO()
-    with Progress(3, "bare", stream=quiet, every=60.0) as bar:
+    with Progress(3, "bare", stream=quiet, every=60.0, clock=clock(0, 10, 20, 30)) as bar:
         for _ in range(3):
             bar.update()
     assert quiet.getvalue() == ""  # a run shorter than the interval prints nothing

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
@@ -63,7 +63,7 @@ class Progress:
     """Progress on stderr: on a terminal, a one-line bar redrawn at most ten times a second; else
     (captured or redirected output) one plain line every ``every`` seconds, so a long run is
     never silent and a log gets no carriage-return noise. A run shorter than ``every`` prints no
-    line at all."""
+    line at all. ``clock`` (seconds, monotonic) is what elapsed time is read from."""
 
     def __init__(
         self,
@@ -73,6 +73,7 @@ class Progress:
         stream: TextIO | None = None,
         enabled: bool | None = None,
         every: float = 5.0,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.total = max(total, 0)
         self.label = label
@@ -82,14 +83,15 @@ class Progress:
         )
         self.every = every
         self.done = 0
-        self._start = time.perf_counter()
+        self.clock = clock
+        self._start = clock()
         self._last_draw = 0.0
         self._last_line = self._start
         self.silenced = False  # the stream's reader went away (``_write``)
 
     def update(self, n: int = 1, *, note: str = "") -> None:
         self.done += n
-        now = time.perf_counter()
+        now = self.clock()
         if self.enabled:
             if now - self._last_draw >= 0.1 or self.done >= self.total:
                 self._last_draw = now
@@ -117,7 +119,7 @@ class Progress:
         frac = self.done / self.total if self.total else 1.0
         filled = int(width * frac)
         bar = "#" * filled + "." * (width - filled)
-        elapsed = time.perf_counter() - self._start
+        elapsed = self.clock() - self._start
         self._write(f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:5.1f}s {note}".rstrip() + " ")
 
     def close(self) -> None:
