@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -122,10 +123,18 @@ def dump_rows(url: str) -> list[Any]:
         ]
 
 
-def seed_threads(url: str, turns: dict[str, int]) -> None:
-    """Run the demo agent unreduced on ``url``: ``{thread_id: number of turns}``."""
+def seed_threads(url: str, turns: dict[str, int], *, written_at: datetime | None = None) -> None:
+    """Run the demo agent unreduced on ``url``: ``{thread_id: number of turns}``.
+
+    ``written_at``: the ``ts`` every checkpoint of these turns carries (as if they had been written
+    then), so a test states a thread's age exactly instead of waiting for it to age."""
     with open_saver(url) as saver:
         saver.setup()
+        if written_at is not None:
+            put, stamp = saver.put, written_at.isoformat()
+            saver.put = lambda config, checkpoint, metadata, versions: put(
+                config, {**checkpoint, "ts": stamp}, metadata, versions
+            )
         graph = build_demo_graph(saver)
         for thread_id, n in turns.items():
             for turn in range(1, n + 1):

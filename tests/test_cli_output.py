@@ -5,9 +5,12 @@ labels that paste back as URLs, and warnings and missing extras as one line."""
 from __future__ import annotations
 
 import io
+import os
 import shutil
+import subprocess
 import sys
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,9 @@ import checkpointers.cli.demo as demo_module
 import checkpointers.cli.main as cli
 from checkpointers.cli.render import Progress, ascii_chart
 from checkpointers.cli.urls import parse_store_url
+from tests.test_cli import open_saver, seed_threads
+
+ROOT = Path(__file__).resolve().parent.parent
 
 ERROR = "agentstate-reducer: error: "
 TITLE = "Stored bytes of the thread after each turn (running total, 3 turns)"
@@ -73,6 +79,22 @@ def test_a_plot_path_that_cannot_be_written_is_refused_before_the_run(
     assert list(db_dir.iterdir()) == []  # the run never started
 
 
+def test_a_db_dir_that_cannot_hold_the_files_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    for db_dir, why in [
+        ("/proc/nope", "cannot create a folder in '/proc' (No such file or directory)"),
+        (f"{a_file}/sub", f"{str(a_file)!r} is a file, not a folder"),
+        (str(a_file), "is a file, not a folder: give a folder"),
+    ]:
+        assert cli.main(["demo", "--turns", "1", "--db-dir", db_dir]) == 2
+        line = only_line(capsys.readouterr().err)
+        assert line.startswith(f"{ERROR}--db-dir {db_dir!r}") and why in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_a_chart_that_fails_after_the_run_is_reported_after_the_results(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -114,17 +136,72 @@ def test_the_legend_names_the_overlap_glyph_when_the_lines_overlap() -> None:
     assert together.splitlines()[-4].endswith("|@")
 
 
+# --- a reader that goes away (| head) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "streams"),
+    [
+        (["inspect", "{url}"], "stdout"),
+        (["inspect", "{url}", "--json"], "stdout"),
+        (["--help"], "stdout"),
+        (["compact", "{url}", "--keep-last", "1", "--yes"], "stdout"),
+        (["compact", "{url}", "--keep-last", "1", "--yes"], "stdout and stderr"),
+        (["inspect", "{url}", "--thread", "x"], "stdout and stderr"),  # a usage error, unread
+    ],
+)
+def test_a_reader_that_went_away_ends_the_command_quietly(
+    argv: list[str], streams: str, tmp_path: Path
+) -> None:
+    """``agentstate-reducer inspect ... | head -5``: once the reader has gone, the command writes
+    nothing more, prints no error and no traceback, and exits 141 (128 + SIGPIPE) like the
+    other tools of a pipeline. The work is done all the same."""
+    url = f"sqlite:///{tmp_path / 'x.sqlite'}"
+    seed_threads(url, {"a": 3, "b": 3})
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # a reader that is already gone: every write to the pipe fails
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "checkpointers.cli", *(a.replace("{url}", url) for a in argv)],
+            stdout=write_end, stderr=write_end if streams != "stdout" else subprocess.PIPE,
+            text=True, timeout=120, cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr
+    assert done.stderr in ("", None)
+    if argv[0] == "compact":
+        with open_saver(url) as saver:
+            for thread_id in ("a", "b"):
+                assert len(list(saver.list({"configurable": {"thread_id": thread_id}}))) == 1
+
+
+def test_progress_stops_when_its_reader_went_away() -> None:
+    class Gone(io.StringIO):
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+    with Progress(3, "bare", stream=Gone(), enabled=True) as bar:
+        for _ in range(3):
+            bar.update()
+    assert bar.done == 3 and bar.silenced
+
+
 # --- progress without a terminal, and the temporary database ---------------------------------
 
 
 def test_without_a_terminal_progress_is_a_plain_line_every_few_seconds() -> None:
+    def clock(*seconds: float) -> Callable[[], float]:  # the times the bar reads, in turn
+        return iter(seconds).__next__
+
     stream = io.StringIO()
-    with Progress(3, "   bare", stream=stream, every=0.0) as bar:
-        for _ in range(3):
+    with Progress(4, "   bare", stream=stream, every=5.0, clock=clock(0, 2, 6, 9, 12)) as bar:
+        for _ in range(4):
             bar.update()
-    assert stream.getvalue().splitlines() == ["bare: 1/3 after 0 s", "bare: 2/3 after 0 s"]
+    # a line when 5 s have passed since the last one; none for the last update (the run is done)
+    assert stream.getvalue().splitlines() == ["bare: 2/4 after 6 s"]
     quiet = io.StringIO()
-    with Progress(3, "bare", stream=quiet, every=60.0) as bar:
+    with Progress(3, "bare", stream=quiet, every=60.0, clock=clock(0, 10, 20, 30)) as bar:
         for _ in range(3):
             bar.update()
     assert quiet.getvalue() == ""  # a run shorter than the interval prints nothing

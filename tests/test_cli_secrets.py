@@ -12,6 +12,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -26,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import checkpointers.cli.main as cli
+from checkpointers.cli.conninfo import redact_conninfo
 from checkpointers.cli.errors import CliError, one_line
 from checkpointers.cli.redact import (
     RedactingStream,
@@ -35,6 +38,7 @@ from checkpointers.cli.redact import (
     redact_url,
     secrets_in_url,
 )
+from checkpointers.cli.urls import parse_store_url
 from tests.test_cli import seed_threads
 
 MARKER = "S3cr3t"
@@ -103,6 +107,21 @@ CORPUS = [
     Case("pg-env-password", "postgresql://user@127.0.0.1:{port}/db", env={"PGPASSWORD": "S3cr3tXYZ"}),
     Case("pg-ipv6-two-secrets",
          "postgresql://user:S3cr3tXYZ@[::1]:{port}/db?application_name=x&sslpassword=S3cr3tSSL"),
+    # postgres: libpq keyword connection strings, refused at parse time or by the closed port
+    Case("pg-keywords", "host=127.0.0.1 port={port} dbname=db user=u password=S3cr3tXYZ",
+         shown="at 'host=127.0.0.1 port={port} dbname=db user=u password=***': connection failed"),
+    Case("pg-keywords-quoted",
+         "host=127.0.0.1 port={port} password='S3cr3t X\\'Y\\\\Z' sslpassword=S3cr3tSSL",
+         markers=("X'Y",), shown="password=*** sslpassword=***': connection failed"),
+    Case("pg-keywords-spaced", "password = S3cr3tXYZ host = 127.0.0.1 port = {port}", shown="password = ***"),
+    Case("pg-keywords-unclosed-quote", "host=127.0.0.1 port={port} password='S3cr3t XYZ",
+         markers=("XYZ",), shown="opens a quote (') that is never closed"),
+    Case("pg-keywords-misspelt", "host=127.0.0.1 port={port} passwd=S3cr3tXYZ",
+         shown="'host=127.0.0.1 port={port} passwd=***': 'passwd' is not a libpq keyword"),
+    Case("pg-keywords-misspelt-first", "pasword=S3cr3tXYZ dbname=db", shown="'pasword=*** dbname=db'"),
+    Case("pg-keywords-no-equals", "host=127.0.0.1 password S3cr3tXYZ", shown="word 2 has no '='"),
+    Case("pg-keywords-env-password", "host=127.0.0.1 port={port} dbname=db", env={"PGPASSWORD": "S3cr3tXYZ"},
+         shown="connection failed"),
     # cosmosdb
     Case("cosmos-no-endpoint", "cosmosdb:///db/c?key=S3cr3tXYZ",
          shown="'cosmosdb:///db/c?key=***' has no host"),
@@ -195,8 +214,14 @@ def test_corpus_never_prints_a_secret(
         env = {k: v.replace(key, value) for k, v in env.items()}
     if case.id == "sqlite-env-secrets":
         seed_threads(f"sqlite:///{url}", {"t": 3})
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
     results = run_corpus_case(case, url, capfd, monkeypatch, env=env)
     assert len(results) == len(MODES)
+    # no store was created from the URL: no file anywhere is named after a part of it
+    assert list(cwd.iterdir()) == []
+    assert [p for p in tmp_path.rglob("*") if MARKER.lower() in p.name.lower()] == []
     if case.shown is not None:
         _, out, err = results["inspect"]
         assert case.shown.replace("{port}", port) in out + err
@@ -235,7 +260,51 @@ def test_real_postgres_with_secrets_in_the_url_and_the_environment(
     assert "store: postgresql://" in results["inspect"][1]
     assert ":***@" in results["inspect"][1] and "sslpassword=***" in results["inspect"][1]
     assert json.loads(results["inspect --json"][1])["summary"]["threads"] == 2
-    assert f"(try: agentstate-reducer inspect {redact(url)})" in results["demo --turns 1 --store"][1]
+    shown = shlex.quote(redact(url))
+    assert f"(try: agentstate-reducer inspect {shown})" in results["demo --turns 1 --store"][1]
+
+
+@pytest.mark.postgres
+def test_real_postgres_with_a_keyword_connection_string(
+    postgres_server: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``host=... password=...`` (libpq's keyword form) is PostgreSQL: every command works on the
+    database it names, and its password is printed nowhere and names no file."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    plain = postgres_server.new_database("cli_keywords")
+    seed_threads(plain, {"long": 9, "short": 2})
+    params = conninfo_to_dict(plain)
+    password = str(params.pop("password", None) or "S3cr3tPQ")  # the local server trusts any
+    conninfo = make_conninfo("", **params, password=f"{password} x'y")  # quoted, as libpq takes it
+    if "S3cr3t" not in password:  # an external server's own password: it is the secret then
+        conninfo = make_conninfo("", **params, password=password)
+    assert "://" not in conninfo and "password=" in conninfo
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    modes = [*MODES, ["compact", "{url}", "--keep-last", "1", "--older-than", "30d", "--yes"]]
+    results = run_corpus_case(
+        Case("pg-keywords-real", conninfo), conninfo, capfd, monkeypatch, env={}, secrets=(password,),
+        modes=modes,
+    )
+    for mode, (code, _, err) in results.items():
+        if "--thread" not in mode:
+            assert code == 0, (mode, err)
+    shown = redact_conninfo(conninfo)
+    assert shown.endswith("password=***")
+    assert f"store: {shown}" in results["inspect"][1]
+    assert json.loads(results["inspect --json"][1])["summary"]["threads"] == 2
+    assert f"(try: agentstate-reducer inspect {shlex.quote(shown)})" in results["demo --turns 1 --store"][1]
+    # the commands ran on the database the string names, and nothing was written beside it
+    with psycopg.connect(plain) as pg:
+        threads = [row[0] for row in pg.execute("SELECT DISTINCT thread_id FROM checkpoints ORDER BY 1")]
+        per_thread = set(pg.execute("SELECT COUNT(*) FROM checkpoints GROUP BY thread_id"))
+    assert len(threads) == 4 and threads[2:] == ["long", "short"]
+    assert [t.split("-")[1] for t in threads[:2]] == ["bare", "reduced"]
+    assert per_thread == {(1,)}  # the last compact kept one checkpoint per thread
+    assert list(cwd.iterdir()) == []
 
 
 @pytest.mark.cosmos
@@ -318,6 +387,11 @@ def test_known_secrets_are_hidden_at_token_boundaries_in_any_text() -> None:
     )
 
 
+def test_a_blank_part_of_a_password_is_no_secret() -> None:
+    r = Redactor.for_command(["inspect", "postgresql://user:S3cr3t@ @127.0.0.1:5/db"], {})
+    assert r.text("error: bad URL, S3cr3t here") == "error: bad URL, *** here"  # spaces stay spaces
+
+
 def test_secrets_from_the_environment() -> None:
     r = Redactor.for_command(
         ["inspect", "cosmosdb:///db/c"],
@@ -329,6 +403,42 @@ def test_secrets_from_the_environment() -> None:
     )
     text = r.text("key k3yXYZ== pw pgPW endpoint epPW sig s1g other")
     assert text == "key *** pw *** endpoint *** sig *** other"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("host=h port=5 dbname=app user=me password=pw", "host=h port=5 dbname=app user=me password=***"),
+        ("at 'host=h password=pw': refused", "at 'host=h password=***': refused"),
+        ("password = 'a b\\'c' sslpassword=x:y next", "password = *** sslpassword=*** next"),
+        ("connect(password='unclosed and more", "connect(password=***"),
+        ('{"store": "host=h password=pw"}', '{"store": "host=h password=***"}'),
+        ("messages_key=password token_counter=heuristic", "messages_key=password token_counter=heuristic"),
+    ],
+)
+def test_libpq_secret_keywords_are_hidden_in_any_text(text: str, expected: str) -> None:
+    assert Redactor().text(text) == expected
+
+
+def test_a_keyword_connection_string_is_postgres_and_its_secrets_known_by_value() -> None:
+    conninfo = "host=db port=5432 dbname=app user=me password='pw 1' sslpassword=ssl2"
+    url = parse_store_url(conninfo)
+    assert (url.kind, url.url, url.label) == (
+        "postgres", conninfo, "host=db port=5432 dbname=app user=me password=*** sslpassword=***")
+    r = Redactor.for_command(["inspect", conninfo], {})
+    assert r.text("pw 1, ssl2 or 'pw 1'") == "***, *** or ***"
+    # a file name is a SQLite path unless a libpq keyword and '=' start it or a word of it
+    for path in ("run=1.sqlite", "data/host=1.sqlite", "./host=x.sqlite"):
+        assert parse_store_url(path).kind == "sqlite"
+    assert parse_store_url("sqlite:///host=x.sqlite").path == Path("host=x.sqlite")
+    for refused, why in [
+        ("host=db user", "word 2 has no '='"),
+        ("dbname=app passwd=pw", "'passwd' is not a libpq keyword"),
+        ("host=db password='pw", "opens a quote (') that is never closed"),
+    ]:
+        with pytest.raises(CliError, match=re.escape(why)) as caught:
+            parse_store_url(refused)
+        assert caught.value.exit_code == 2 and "pw" not in str(caught.value).replace("password", "")
 
 
 def test_the_stream_sees_a_secret_written_in_pieces() -> None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,83 @@ def test_not_a_checkpoint_database_is_one_line_and_left_alone(
     )
     assert folder_state(tmp_path) == before
     assert os.listdir(tmp_path) == ["x.sqlite"]
+
+
+# --- commands that write, on a file or folder they cannot write ------------------------------
+
+_FS_IOC_GETFLAGS, _FS_IOC_SETFLAGS, _FS_IMMUTABLE_FL = 0x80086601, 0x40086602, 0x10
+
+
+def _set_immutable(path: Path, on: bool) -> None:
+    import fcntl
+    import struct
+
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        (flags,) = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, struct.pack("i", 0)))
+        flags = flags | _FS_IMMUTABLE_FL if on else flags & ~_FS_IMMUTABLE_FL
+        fcntl.ioctl(fd, _FS_IOC_SETFLAGS, struct.pack("i", flags))
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def unwritable(path: Path) -> Iterator[None]:
+    """``path`` (a file or a folder) made unwritable for this process: immutable (``chattr +i``)
+    when it runs as root, whom permission bits do not stop; read-only by its mode otherwise."""
+    mode = path.stat().st_mode
+    as_root = os.geteuid() == 0
+    if as_root:
+        _set_immutable(path, True)
+    else:
+        path.chmod(0o555 if path.is_dir() else 0o444)
+    try:
+        yield
+    finally:
+        if as_root:
+            _set_immutable(path, False)
+        else:
+            path.chmod(mode)
+
+
+WRITING_RUNS = [
+    ["compact", "{url}", "--keep-last", "1", "--yes"],
+    ["compact", "{url}", "--max-messages", "6", "--min-messages", "2"],
+    ["demo", "--turns", "1", "--store", "{url}"],
+]
+
+
+@pytest.mark.parametrize("what", ["file", "folder"])
+@pytest.mark.parametrize("journal", ["wal", "rollback"])
+def test_a_writing_command_on_an_unwritable_database_says_so_before_writing(
+    what: str, journal: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    db = seeded(folder, {"t": 4})
+    if journal == "rollback":
+        with sqlite3.connect(db) as conn:
+            conn.execute("PRAGMA journal_mode=DELETE")
+    before = folder_state(folder)
+    if what == "file":
+        expected = (
+            f"{str(db)!r} is read-only (no write permission, an immutable file or a read-only file "
+            "system), and agentstate-reducer {command} writes to it: make it writable (chmod u+w "
+            f"{db}; lsattr shows an immutable 'i', chattr -i removes it), or copy it somewhere "
+            "writable; agentstate-reducer inspect and compact --dry-run only read it"
+        )
+    else:
+        expected = (
+            f"cannot write in the folder {str(folder)!r} (no write permission, an immutable folder or "
+            "a read-only file system): SQLite creates its -wal and -shm (or -journal) files beside the "
+            "database while agentstate-reducer {command} writes; make the folder writable, or copy the "
+            "database somewhere writable; agentstate-reducer inspect and compact --dry-run only read it"
+        )
+    with unwritable(db if what == "file" else folder):
+        for argv in WRITING_RUNS:
+            assert cli.main([a.replace("{url}", f"sqlite:///{db}") for a in argv]) == 1
+            line = only_line(capsys.readouterr().err)
+            assert line == ERROR + expected.replace("{command}", argv[0])
+        outputs = run_all(f"sqlite:///{db}", capsys)  # reading still works
+    assert "1 thread, 4 checkpoints" in outputs[0]
+    assert folder_state(folder) == before  # nothing written, no -wal/-shm/-journal left behind

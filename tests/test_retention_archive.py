@@ -5,7 +5,6 @@ whole transcript readable."""
 from __future__ import annotations
 
 import sqlite3
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -92,15 +91,16 @@ def test_store_archive_ttl_expires_with_the_store(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "store.db", check_same_thread=False, isolation_level=None)
     store = SqliteStore(conn)
     store.setup()
-    archive = StoreArchive(store, ttl=0.01)  # minutes: 0.6 s
+    archive = StoreArchive(store, ttl=60)  # minutes
     with open_saver("sqlite", path=tmp_path / "c.db") as inner:
         graph = build_graph(ReducingCheckpointSaver(inner, archived_reducer(archive)))
         run_turns(graph, 4, thread_id="t")
     assert archived(archive, "t")
-    expiries = conn.execute("SELECT expires_at FROM store").fetchall()
-    assert expiries and all(e[0] is not None for e in expiries)
+    expiries = conn.execute("SELECT ttl_minutes, expires_at > CURRENT_TIMESTAMP FROM store").fetchall()
+    assert expiries and all(e == (60, 1) for e in expiries)
     assert store.sweep_ttl() == 0  # not expired yet
-    time.sleep(2.1)  # SQLite's CURRENT_TIMESTAMP has whole seconds
+    # the hour passes: every item's expiry is now in the past (stated, not waited for)
+    conn.execute("UPDATE store SET expires_at = DATETIME(CURRENT_TIMESTAMP, '-1 minute')")
     assert store.sweep_ttl() == len(expiries)
     assert archived(archive, "t") == []
 

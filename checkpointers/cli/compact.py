@@ -14,7 +14,11 @@ Invariants:
   PostgreSQL, ``pg_total_relation_size`` of the checkpoint tables; Cosmos DB, the container's stored
   bytes (``checkpointers.retention``). SQLite is vacuumed after a run that deleted something
   (``VACUUM`` rewrites the file: it needs free disk up to the file's size); PostgreSQL only with
-  ``--vacuum`` (``VACUUM (ANALYZE)``; else autovacuum reclaims the space later);
+  ``--vacuum`` (``VACUUM (ANALYZE)``; else autovacuum reclaims the space later); after a vacuum
+  the report states what the whole database's size did from before the run to after it (SQLite:
+  the file; PostgreSQL: ``pg_database_size``), and promises no space back;
+* ``--older-than`` is a positive age and ``--keep-last`` at least 1; anything else is refused
+  before the store is opened, saying the allowed form and why;
 * a second run with the same options changes nothing.
 """
 
@@ -30,44 +34,65 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import PROG, CliError, require
 from .options import reducer_from
-from .render import Progress, human_bytes, plural, table
+from .render import Progress, human_bytes, human_duration, plural, table
 from .stores import CheckpointDb, open_checkpoint_db
+from .urls import in_text
 
 if TYPE_CHECKING:
     from checkpointers.compact import StoreCompaction, ThreadCompaction
 
-_DURATION = re.compile(r"\s*(\d+)\s*([smhdw])\s*\Z")
+_DURATION = re.compile(r"\s*(-?)\s*(\d+)\s*([smhdw])\s*\Z")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+_DURATION_FORM = "a whole number > 0 and a unit, e.g. 30d, 12h, 90m (units: s, m, h, d, w)"
 
 
 def parse_duration(text: str) -> timedelta:
-    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` as a positive timedelta; else ``ArgumentTypeError``."""
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` as a positive timedelta; else ``ArgumentTypeError``
+    saying what is wrong (not a duration, negative, zero)."""
     match = _DURATION.match(text)
-    if match is None or int(match.group(1)) == 0:
+    if match is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration: use {_DURATION_FORM}")
+    sign, number, unit = match.groups()
+    if sign:
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a duration: use a whole number > 0 and a unit, e.g. 30d, 12h, 90m "
-            "(units: s, m, h, d, w)"
+            f"{text!r} is negative: --older-than AGE deletes the threads idle for longer than AGE, "
+            f"so AGE is {_DURATION_FORM}; --older-than {number}{unit} deletes those idle longer than "
+            f"{number} {_UNITS[unit] if int(number) != 1 else _UNITS[unit][:-1]}"
         )
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    if int(number) == 0:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is zero: every thread would count as idle and be deleted; use {_DURATION_FORM}"
+        )
+    return timedelta(**{_UNITS[unit]: int(number)})
 
 
-def positive_int(text: str) -> int:
+def keep_last_count(text: str) -> int:
+    """``--keep-last N``: a whole number >= 1; else ``ArgumentTypeError`` saying the range and why."""
+    why = (
+        "--keep-last N keeps each thread's newest N checkpoints, N >= 1: a thread's latest "
+        "checkpoint is the state it resumes from, so it always stays (--keep-last 1 keeps only it; "
+        "--older-than deletes whole idle threads)"
+    )
     try:
         value = int(text)
     except ValueError:
-        value = 0
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: {why}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of checkpoints: use an int >= 1 (the latest checkpoint always stays)"
-        )
+        raise argparse.ArgumentTypeError(f"{text!r} is too small: {why}")
     return value
+
+
+#: The options whose value may start with "-" ("--older-than -5d"): joined to them as
+#: "--older-than=-5d" before parsing, so the value's own check says what is wrong with it (argparse
+#: would take "-5d" for an option and answer "expected one argument").
+VALUE_OPTIONS = ("--older-than", "--keep-last")
 
 
 def add_compact_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="report what the run would do, change nothing")
     parser.add_argument("--thread", action="append", metavar="ID", help="only this thread (repeatable)")
     parser.add_argument(
-        "--keep-last", type=positive_int, metavar="N",
+        "--keep-last", type=keep_last_count, metavar="N",
         help="then keep only each thread's newest N checkpoints (and what they need)",
     )
     parser.add_argument(
@@ -105,7 +130,9 @@ class CompactReport:
     #: None in a dry run: bytes after are measured, never guessed
     database_bytes_after: int | None
     keep_last: int | None = None
+    #: --older-than in words ("30 days"), and in seconds; None without it
     older_than: str | None = None
+    older_than_seconds: int | None = None
     threads_deleted: list[str] = field(default_factory=list)
     threads_trimmed: list[str] = field(default_factory=list)
     checkpoints_written: int = 0
@@ -116,6 +143,11 @@ class CompactReport:
     kept_whole: dict[str, str] = field(default_factory=dict)
     vacuumed: bool = False
     bytes_meaning: str = ""
+    #: the whole database before the run and after its vacuum (PostgreSQL: pg_database_size; SQLite:
+    #: the file and its -wal); None when not vacuumed
+    vacuum_bytes_before: int | None = None
+    vacuum_bytes_after: int | None = None
+    store_kind: str = ""  # "sqlite", "postgres" or "cosmosdb"
 
     def count(self, action: str) -> int:
         return sum(1 for thread in self.threads if thread.action == action)
@@ -146,7 +178,7 @@ def _confirm(db: CheckpointDb, plan: StoreCompaction) -> None:
     )
     if plan.threads_deleted:
         what += f", and {plural(len(plan.threads_deleted), 'whole thread')}"
-    print(f"{PROG} compact will delete {what} in {db.label}.", file=sys.stderr)
+    print(f"{PROG} compact will delete {what} in {in_text(db.label)}.", file=sys.stderr)
     try:
         answer = input("Delete them? [y/N] ")
     except EOFError:
@@ -187,9 +219,11 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
         wanted = list(args.thread) if args.thread else sorted(rows)
         missing = [thread_id for thread_id in wanted if thread_id not in rows]
         if missing:
-            raise CliError(f"no such thread in {db.label}: {', '.join(map(repr, missing))}", exit_code=2)
+            names = ", ".join(map(repr, missing))
+            raise CliError(f"no such thread in {in_text(db.label)}: {names}", exit_code=2)
         checkpoints_before = sum(rows[thread_id].checkpoints for thread_id in wanted)
         bytes_before = _store_bytes(db)
+        whole_before = None if db.kind == "cosmosdb" else db.whole_database_bytes()
 
         def run(dry_run: bool) -> StoreCompaction:
             with Progress(len(wanted), "compact") as bar:
@@ -206,12 +240,15 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
         done = run(args.dry_run)
         deleted_any = bool(done.checkpoints_deleted or done.blobs_deleted or done.threads_deleted)
         vacuumed = False
+        whole_after = None
         vacuum = (db.kind == "sqlite" and deleted_any) or (args.vacuum and db.kind != "cosmosdb")
         if vacuum and not args.dry_run:
             from checkpointers.retention import backend_for
 
             backend_for(saver).vacuum()
             vacuumed = True
+            db.flush()
+            whole_after = db.whole_database_bytes()
         if args.dry_run:
             checkpoints_after = checkpoints_before + done.checkpoints_written - done.checkpoints_deleted
             bytes_after = None
@@ -222,23 +259,34 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
         prune_note = None
         if deletes:
             verb = "would delete" if args.dry_run else "deleted"
+            what = []
+            if keep_last is not None:
+                what.append(
+                    f"{plural(len(done.threads_trimmed), 'thread')} trimmed to the newest "
+                    f"{plural(keep_last, 'checkpoint')}"
+                )
+            if args.older_than is not None:
+                what.append(
+                    f"{plural(len(done.threads_deleted), 'whole thread')} idle longer than "
+                    f"{human_duration(args.older_than)}"
+                )
             prune_note = (
                 f"{verb} {plural(done.checkpoints_deleted, 'checkpoint')} "
                 f"({plural(done.writes_deleted, 'pending write')}, "
-                f"{plural(done.blobs_deleted, 'stored value')}); "
-                f"{len(done.threads_trimmed)} trimmed to keep_last={keep_last}, "
-                f"{len(done.threads_deleted)} whole threads idle longer than "
-                f"{args.older_than if args.older_than is not None else '-'}"
+                f"{plural(done.blobs_deleted, 'stored value')}): {'; '.join(what)}"
             )
         report = CompactReport(
             db.label, args.dry_run, repr(reducer), done.threads, prune_note, checkpoints_before,
             checkpoints_after, bytes_before, bytes_after,
             keep_last=keep_last,
-            older_than=None if args.older_than is None else str(args.older_than),
+            older_than=None if args.older_than is None else human_duration(args.older_than),
+            older_than_seconds=None if args.older_than is None else int(args.older_than.total_seconds()),
             threads_deleted=done.threads_deleted, threads_trimmed=done.threads_trimmed,
             checkpoints_written=done.checkpoints_written, checkpoints_deleted=done.checkpoints_deleted,
             writes_deleted=done.writes_deleted, blobs_deleted=done.blobs_deleted,
             kept_whole=done.kept_whole, vacuumed=vacuumed, bytes_meaning=_BYTES_MEANING.get(db.kind, ""),
+            vacuum_bytes_before=whole_before if vacuumed else None, vacuum_bytes_after=whole_after,
+            store_kind=db.kind,
         )
     if args.json:
         print(json.dumps({**asdict(report), "threads": [asdict(t) for t in report.threads]}, indent=2))
@@ -273,13 +321,34 @@ def _print_compact(report: CompactReport) -> None:
         f"{within} already within bounds, {skipped} skipped, {report.count('failed')} failed; "
         f"checkpoints {report.checkpoints_before} -> {report.checkpoints_after}"
         + ("" if report.database_bytes_before is None else
-           f"; database {human_bytes(report.database_bytes_before)}{after}")
+           f"; {'checkpoint tables' if report.store_kind == 'postgres' else 'database'} "
+           f"{human_bytes(report.database_bytes_before)}{after}")
     )
     if report.prune:
         print(f"prune: {report.prune}")
     for thread_id, why in sorted(report.kept_whole.items()):
         print(f"kept whole: {thread_id}: {why}")
     if report.vacuumed:
-        print("vacuumed: the freed space is returned")
+        print(f"vacuumed: {vacuum_outcome(report)}")
     if report.count("failed"):
         print("failed threads keep their previous latest checkpoint; re-run compact to retry them")
+
+
+def vacuum_outcome(report: CompactReport) -> str:
+    """What the vacuum did to the database's size, as measured before the run and after it."""
+    before, after = report.vacuum_bytes_before, report.vacuum_bytes_after
+    if report.store_kind == "postgres":
+        what = "VACUUM (ANALYZE) of the checkpoint tables; the database (pg_database_size)"
+    else:
+        what = "VACUUM; the database file (with its -wal)"
+    if before is None or after is None:
+        return f"{what} was not measured"
+    change = f"{what} went {human_bytes(before)} -> {human_bytes(after)}"
+    if after < before:
+        return f"{change}: {human_bytes(before - after)} returned to the file system"
+    if report.store_kind == "postgres":
+        return (
+            f"{change}: the freed pages stay with the tables, reused by the checkpoints written "
+            "next (VACUUM FULL would return them, locking the tables while it rewrites them)"
+        )
+    return f"{change}: nothing returned"

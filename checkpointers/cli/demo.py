@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -23,6 +24,7 @@ from .errors import PROG, CliError, require
 from .options import TokenCounter, count_tokens, reducer_from
 from .render import Progress, ascii_chart, chart_format, human_bytes, table, write_chart
 from .stores import CheckpointDb, open_checkpoint_db
+from .urls import in_text
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class DemoReport:
     reduced: DemoRun
     plot: str | None = None
     kept_paths: list[str] = field(default_factory=list)
+    #: what to give ``inspect`` for each of ``kept_paths`` (the store's label)
+    kept_stores: list[str] = field(default_factory=list)
     temporary: bool = False  # the default SQLite files, deleted after the run (--db-dir keeps them)
 
 
@@ -71,6 +75,30 @@ def check_plot_path(path: str) -> None:
         )
     if not os.access(folder, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise CliError(f"--plot {path!r}: no permission to write there", exit_code=2)
+
+
+def db_dir(path: str) -> Path:
+    """The ``--db-dir`` folder, created when missing; ``CliError`` saying why it cannot hold the
+    demo's files (before the run, so nothing is lost)."""
+    base = Path(path).expanduser()
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CliError(f"--db-dir {path!r} is a file, not a folder: give a folder", exit_code=2) from None
+    except OSError as exc:
+        existing = next(p for p in (base.absolute(), *base.absolute().parents) if p.exists())
+        why = (
+            f"{str(existing)!r} is a file, not a folder"
+            if not existing.is_dir()
+            else f"cannot create a folder in {str(existing)!r} ({exc.strerror or exc})"
+        )
+        raise CliError(
+            f"--db-dir {path!r}: {why}; give a folder you can write to (it is created when missing)",
+            exit_code=2,
+        ) from None
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise CliError(f"--db-dir {path!r}: no permission to write in the folder", exit_code=2)
+    return base
 
 
 def chart_title(turns: int, reducer: str) -> str:
@@ -163,11 +191,11 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
                 ("reduced", shared, f"demo-reduced-{stamp}"),
             ]
             separate = False
-            kept = [f"{shared.label} threads demo-bare-{stamp}, demo-reduced-{stamp}"]
+            kept = [f"{in_text(shared.label)} threads demo-bare-{stamp}, demo-reduced-{stamp}"]
+            kept_stores = [shared.label]
         else:
             if args.db_dir:
-                base = Path(args.db_dir).expanduser()
-                base.mkdir(parents=True, exist_ok=True)
+                base = db_dir(args.db_dir)
             else:
                 tmp_dir = tempfile.mkdtemp(prefix="agentstate-demo-")
                 base = Path(tmp_dir)
@@ -185,6 +213,7 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
                 runs_to_make.append((name, db, f"demo-{name}"))
             separate = True
             kept = [] if tmp_dir else [f"sqlite:///{base / f'demo-{n}.sqlite'}" for n in ("bare", "reduced")]
+            kept_stores = kept
         runs = []
         for name, db, thread_id in runs_to_make:
             saver = db.saver
@@ -217,6 +246,7 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
             reduced=runs[1],
             plot=args.plot,
             kept_paths=kept,
+            kept_stores=kept_stores,
             temporary=tmp_dir is not None,
         )
     finally:
@@ -298,7 +328,7 @@ def _print_demo(report: DemoReport) -> None:
         f"messages and tokens: the latest stored checkpoint; the reducer pruned on {reduced.reductions} puts."
     )
     print(f"bytes: {report.bytes_meaning}.")
-    for kept in report.kept_paths:
-        print(f"kept: {kept}  (try: {PROG} inspect {kept.split(' ')[0]})")
+    for kept, store in zip(report.kept_paths, report.kept_stores, strict=True):
+        print(f"kept: {kept}  (try: {PROG} inspect {shlex.quote(store)})")
     if report.temporary:
         print("the two SQLite files were temporary and are deleted; --db-dir DIR keeps them for inspect")

@@ -5,10 +5,11 @@
     agentstate-reducer compact STORE [--thread T] [--keep-last N] [--older-than 30d] [--vacuum]
                                      [--dry-run] [--yes] [--force] [--max-messages 40 --min-messages 20]
 
-STORE is ``sqlite:///path`` (or a plain file path), ``postgresql://...`` or ``cosmosdb://...``
-(see ``urls``). The CLI imports nothing beyond the standard library and the core at import time:
-langgraph, psycopg, azure-cosmos and matplotlib are imported by the command that needs them, and a
-missing one is reported as one line naming the extra to install.
+STORE is ``sqlite:///path`` (or a plain file path), ``postgresql://...`` (or libpq's keyword
+form, ``host=... dbname=...``) or ``cosmosdb://...`` (see ``urls``). The CLI imports nothing
+beyond the standard library and the core at import time: langgraph, psycopg, azure-cosmos and
+matplotlib are imported by the command that needs them, and a missing one is reported as one line
+naming the extra to install.
 
 ``execute(argv)`` runs a command and returns its report (a dataclass) for programs and tests;
 ``main(argv)`` is the console script: it prints errors as one line and returns the exit code.
@@ -22,7 +23,9 @@ traceback or a driver's error text write goes through the same streams.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import signal
 import sys
 import traceback
 import warnings
@@ -32,7 +35,7 @@ from typing import Any, TextIO, cast
 
 from agentstate_reducer import __version__
 
-from .compact import add_compact_options, run_compact
+from .compact import VALUE_OPTIONS, add_compact_options, run_compact
 from .demo import run_demo
 from .errors import PROG, CliError, one_line
 from .inspect import run_inspect
@@ -41,8 +44,8 @@ from .redact import RedactingStream, Redactor, activate_redactor, active_redacto
 
 STORE_FORMS = (
     "STORE: sqlite:///relative/path, sqlite:////absolute/path (or a plain path), "
-    "postgresql://user@host:port/db (password in PGPASSWORD), cosmosdb://host:port/database/container "
-    "(key in COSMOSDB_KEY)"
+    "postgresql://user@host:port/db (password in PGPASSWORD) or libpq's 'host=... dbname=... user=...', "
+    "cosmosdb://host:port/database/container (key in COSMOSDB_KEY)"
 )
 STORE_HELP = "the checkpoint store: a SQLite file, a PostgreSQL or a Cosmos DB URL (forms below)"
 
@@ -132,7 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
 def redacted_output(argv: Sequence[str]) -> Iterator[Redactor]:
     """Route stdout and stderr through the redactor of ``argv`` (and the environment) and make it
     the active one (``one_line`` uses it) until the block ends; inside another such block, the
-    outer redactor stays."""
+    outer redactor stays. A block that ends while the reader of either stream has gone raises
+    ``BrokenPipeError``."""
     outer = active_redactor()
     if outer is not None:
         yield outer
@@ -142,6 +146,7 @@ def redacted_output(argv: Sequence[str]) -> Iterator[Redactor]:
     out, err = sys.stdout, sys.stderr
     wrapped = [RedactingStream(out, redactor.text), RedactingStream(err, redactor.text)]
     sys.stdout, sys.stderr = (cast(TextIO, w) for w in wrapped)
+    reader_gone = False
     try:
         yield redactor
     finally:
@@ -150,14 +155,17 @@ def redacted_output(argv: Sequence[str]) -> Iterator[Redactor]:
                 stream.flush()
             except (OSError, ValueError):  # a closed pipe: nothing more can be written anyway
                 pass
+            reader_gone = reader_gone or stream.reader_gone
         sys.stdout, sys.stderr = out, err
         restore()
+    if reader_gone:  # seen, and swallowed, by a writer such as argparse's: said here (``main``)
+        raise BrokenPipeError(errno.EPIPE, "the reader of the output went away")
 
 
 def execute(argv: Sequence[str] | None = None) -> Any:
     """Run one command and return its report; errors propagate (``CliError`` for expected ones,
     its message redacted like the output)."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
+    args_list = _join_dash_values(list(sys.argv[1:] if argv is None else argv))
     with redacted_output(args_list) as redactor:
         parser = build_parser()
         args, unknown = parser.parse_known_args(args_list)
@@ -173,13 +181,62 @@ def execute(argv: Sequence[str] | None = None) -> Any:
             raise
 
 
+#: The exit status when the reader of the output went away (``inspect ... | head``): what a shell
+#: reports for a process that SIGPIPE ended, as for the other tools of a pipeline.
+EXIT_READER_GONE = 128 + int(getattr(signal, "SIGPIPE", 13))
+
+
+def _join_dash_values(args: list[str]) -> list[str]:
+    """``--older-than -5d`` as ``--older-than=-5d`` (``compact.VALUE_OPTIONS``), up to a ``--``."""
+    out: list[str] = []
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--":
+            out += [arg, *rest]
+            break
+        following = next(rest, None) if arg in VALUE_OPTIONS else None
+        if following is not None and following.startswith("-") and following[1:2].isdigit():
+            out.append(f"{arg}={following}")
+        else:
+            out += [arg] if following is None else [arg, following]
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The console script: one line per error on stderr, a non-zero exit code, no traceback
-    unless ``--debug``."""
+    unless ``--debug``. When the reader of stdout (or stderr) goes away (``... | head``), it
+    stops writing and exits quietly with ``EXIT_READER_GONE``; the work is not cut short by it:
+    progress lines are dropped, and the report is printed after the work."""
     args_list = list(sys.argv[1:] if argv is None else argv)
-    with redacted_output(args_list), warnings.catch_warnings():
-        warnings.showwarning = _warning_line
-        return _run_and_report(args_list)
+    try:
+        with redacted_output(args_list), warnings.catch_warnings():
+            warnings.showwarning = _warning_line
+            code = _run_and_report(args_list)
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()  # a closed pipe shows here at the latest, not in Python's exit handler
+    except BrokenPipeError:
+        _discard_output()
+        return EXIT_READER_GONE
+    return code
+
+
+def _discard_output() -> None:
+    """Point stdout and stderr at the null device, so what is still buffered for the reader that
+    went away is dropped at exit instead of failing there ("Exception ignored ... BrokenPipeError")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                os.dup2(devnull, stream.fileno())
+            except (OSError, ValueError):  # not a file (a test's capture): nothing to drop
+                pass
+    finally:
+        os.close(devnull)
+
+
+def _reader_gone() -> bool:
+    """Whether the reader of the command's stdout or stderr went away (not a network peer)."""
+    return any(getattr(stream, "reader_gone", False) for stream in (sys.stdout, sys.stderr))
 
 
 def _warning_line(
@@ -212,6 +269,8 @@ def _run_and_report(args_list: list[str]) -> int:
         print(f"{PROG}: interrupted; nothing half-written: re-run to continue", file=sys.stderr)
         return 130
     except Exception as exc:
+        if isinstance(exc, BrokenPipeError) and _reader_gone():
+            raise  # nobody reads: nothing more to say (main)
         if debug:
             traceback.print_exc()
         print(

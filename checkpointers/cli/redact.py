@@ -7,8 +7,11 @@ too). It hides secrets two ways:
 
 * by structure: in every URL of the text, the password of the user info and the value of every
   query parameter whose name contains password, key, secret, token, sig or credential (any case);
+  anywhere in the text, the value of a libpq secret keyword (``password=...``, ``sslpassword=``...:
+  ``conninfo.SECRET_KEYWORDS``), quoted or not;
 * by value: the secrets the user handed over (passwords and such query values of the URLs on the
-  command line, COSMOSDB_KEY, PGPASSWORD, the URL in COSMOSDB_ENDPOINT), raw, percent-decoded and
+  command line, the secret keywords' values of its keyword connection strings, COSMOSDB_KEY,
+  PGPASSWORD, the URL in COSMOSDB_ENDPOINT), raw, percent-decoded and
   as Python or JSON would escape them, wherever they stand as a token in any text, third-party
   error messages included. A part of a URL equal to a secret (a user named like its password) is
   hidden too, since printing it would print the secret.
@@ -30,7 +33,8 @@ from contextvars import ContextVar
 from typing import Any, TextIO
 from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
-MASK = "***"
+from .conninfo import MASK, SECRET_PAIR_IN_TEXT, conninfo_secrets
+
 _SECRET_NAME = re.compile(r"(?i)password|key|secret|token|sig|credential")
 _URL_START = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 # A URL inside free text ends at white space, a quote or an angle bracket, and does not take the
@@ -133,7 +137,7 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         spellings: set[str] = set()
         for secret in secrets:
-            if secret:
+            if secret.strip():  # a blank part ("pw@ @host" splits into "pw" and " ") hides nothing
                 spellings |= _spellings(secret)
         # A URL part is compared by its text and its percent-decoded value.
         self._values = frozenset(spellings | {unquote(s) for s in spellings})
@@ -146,7 +150,7 @@ class Redactor:
         """The secrets of one command line: its URLs, and the secret environment variables."""
         secrets: set[str] = set()
         for arg in argv:
-            secrets |= secrets_in_url(arg)
+            secrets |= secrets_in_url(arg) | conninfo_secrets(arg)
         for name in SECRET_ENV:
             secrets.add(environ.get(name, ""))
         for name in URL_ENV:
@@ -154,8 +158,10 @@ class Redactor:
         return cls(secrets)
 
     def text(self, text: str) -> str:
-        """``text`` with every URL in it redacted, then every known secret standing as a token."""
+        """``text`` with every URL and every libpq secret keyword's value in it redacted, then
+        every known secret standing as a token."""
         text = _URL_IN_TEXT.sub(lambda m: redact_url(m[0], self._values), text)
+        text = SECRET_PAIR_IN_TEXT.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
         return self._known.sub(MASK, text) if self._known is not None else text
 
     def url(self, url: str) -> str:
@@ -185,7 +191,7 @@ def redact_text(text: str) -> str:
 def redact(url: str) -> str:
     """``url`` for printing: its secrets hidden by structure, then by value wherever else they
     occur in it (a user named like its password)."""
-    return Redactor(secrets_in_url(url)).url(url)
+    return Redactor(secrets_in_url(url) | conninfo_secrets(url)).url(url)
 
 
 class RedactingStream:
@@ -199,12 +205,21 @@ class RedactingStream:
         self.stream = stream
         self.redact = redact
         self._pending = ""
+        #: set when the wrapped stream's reader went away (``BrokenPipeError``, raised on)
+        self.reader_gone = False
+
+    def _write(self, text: str) -> None:
+        try:
+            self.stream.write(self.redact(text))
+        except BrokenPipeError:
+            self.reader_gone = True
+            raise
 
     def write(self, text: str) -> int:
         self._pending += text
         if "\n" in self._pending:
             done, self._pending = self._pending.rsplit("\n", 1)
-            self.stream.write(self.redact(done + "\n"))
+            self._write(done + "\n")
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
@@ -214,8 +229,12 @@ class RedactingStream:
     def flush(self) -> None:
         if self._pending:
             text, self._pending = self._pending, ""
-            self.stream.write(self.redact(text))
-        self.stream.flush()
+            self._write(text)
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            self.reader_gone = True
+            raise
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.stream, name)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,6 +27,18 @@ def human_bytes(n: int | None) -> str:
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def human_duration(delta: timedelta) -> str:
+    """``delta`` in words, largest unit first: "30 days", "1 day 12 hours", "90 seconds" stays
+    "1 minute 30 seconds"; whole seconds (a fraction is dropped, a zero delta is "0 seconds")."""
+    left = int(delta.total_seconds())
+    parts = []
+    for word, size in (("day", 86400), ("hour", 3600), ("minute", 60), ("second", 1)):
+        count, left = divmod(left, size)
+        if count:
+            parts.append(plural(count, word))
+    return " ".join(parts) or "0 seconds"
 
 
 def table(
@@ -50,7 +63,7 @@ class Progress:
     """Progress on stderr: on a terminal, a one-line bar redrawn at most ten times a second; else
     (captured or redirected output) one plain line every ``every`` seconds, so a long run is
     never silent and a log gets no carriage-return noise. A run shorter than ``every`` prints no
-    line at all."""
+    line at all. ``clock`` (seconds, monotonic) is what elapsed time is read from."""
 
     def __init__(
         self,
@@ -60,6 +73,7 @@ class Progress:
         stream: TextIO | None = None,
         enabled: bool | None = None,
         every: float = 5.0,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.total = max(total, 0)
         self.label = label
@@ -69,41 +83,49 @@ class Progress:
         )
         self.every = every
         self.done = 0
-        self._start = time.perf_counter()
+        self.clock = clock
+        self._start = clock()
         self._last_draw = 0.0
         self._last_line = self._start
+        self.silenced = False  # the stream's reader went away (``_write``)
 
     def update(self, n: int = 1, *, note: str = "") -> None:
         self.done += n
-        now = time.perf_counter()
+        now = self.clock()
         if self.enabled:
             if now - self._last_draw >= 0.1 or self.done >= self.total:
                 self._last_draw = now
                 self._draw(note)
         elif now - self._last_line >= self.every and self.done < self.total:
             self._last_line = now
-            self.stream.write(
+            self._write(
                 f"{self.label.strip()}: {self.done}/{self.total} after {now - self._start:.0f} s"
                 f"{' ' + note if note else ''}\n"
             )
+
+    def _write(self, text: str) -> None:
+        """Progress is for a person watching: when nobody reads the stream any more, the work
+        goes on and progress stops (the command's report says what happened)."""
+        if self.silenced:
+            return
+        try:
+            self.stream.write(text)
             self.stream.flush()
+        except BrokenPipeError:
+            self.silenced = True
 
     def _draw(self, note: str) -> None:
         width = 30
         frac = self.done / self.total if self.total else 1.0
         filled = int(width * frac)
         bar = "#" * filled + "." * (width - filled)
-        elapsed = time.perf_counter() - self._start
-        self.stream.write(
-            f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:5.1f}s {note}".rstrip() + " "
-        )
-        self.stream.flush()
+        elapsed = self.clock() - self._start
+        self._write(f"\r{self.label} [{bar}] {self.done}/{self.total} {elapsed:5.1f}s {note}".rstrip() + " ")
 
     def close(self) -> None:
         if self.enabled:
             self._draw("")
-            self.stream.write("\n")
-            self.stream.flush()
+            self._write("\n")
 
     def __enter__(self) -> Progress:
         return self

@@ -11,6 +11,8 @@ starts without them and a missing extra is reported as one ``CliError`` line.
 
 from __future__ import annotations
 
+import os
+import shlex
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,9 +20,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import CliError, missing_extra, one_line, require
+from .errors import PROG, CliError, missing_extra, one_line, require
 from .redact import redact
-from .urls import StoreUrl, parse_store_url
+from .urls import StoreUrl, in_text, parse_store_url
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,11 @@ class CheckpointDb:
     def database_bytes(self) -> int | None:
         """The size of the whole store where it has one (a file, tables), else None."""
         return None
+
+    def whole_database_bytes(self) -> int | None:
+        """The size of the whole database the store lives in, as its server reports it (SQLite:
+        the file, as ``database_bytes``; PostgreSQL: ``pg_database_size``), else None."""
+        return self.database_bytes()
 
     def flush(self) -> None:
         """Make ``database_bytes`` final (SQLite: fold the write-ahead log into the file)."""
@@ -176,6 +183,9 @@ class PostgresCheckpointDb(CheckpointDb):
         )
         return int(self._query(f"SELECT {parts} AS n")[0]["n"])
 
+    def whole_database_bytes(self) -> int | None:
+        return int(self._query("SELECT pg_database_size(current_database()) AS n")[0]["n"])
+
     def close(self) -> None:
         self.conn.close()
 
@@ -250,6 +260,42 @@ def _read_only_uri(path: Path, header: bytes) -> str:
     )
 
 
+#: The files SQLite keeps beside a database while it writes (WAL mode, or a rollback journal).
+_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+def _check_writable(path: Path, feature: str) -> None:
+    """``CliError`` unless ``feature`` can write ``path`` (when it exists) and create SQLite's
+    side files beside it: checked before the database is opened, so a read-only or immutable file
+    or folder is reported as such and nothing appears beside it."""
+    folder = path.parent
+    if path.exists() and not os.access(path, os.W_OK):
+        raise CliError(
+            f"{str(path)!r} is read-only (no write permission, an immutable file or a read-only file "
+            f"system), and {feature} writes to it: make it writable (chmod u+w {shlex.quote(str(path))}; "
+            "lsattr shows an immutable 'i', chattr -i removes it), or copy it somewhere writable; "
+            f"{PROG} inspect and compact --dry-run only read it"
+        )
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CliError(
+            f"cannot write in the folder {str(folder)!r} (no write permission, an immutable folder or "
+            f"a read-only file system): SQLite creates its -wal and -shm (or -journal) files beside "
+            f"the database while {feature} writes; make the folder writable, or copy the database "
+            f"somewhere writable; {PROG} inspect and compact --dry-run only read it"
+        )
+
+
+def _remove_new_side_files(path: Path, before: set[str]) -> None:
+    """Remove the side files of ``path`` that a failed open created (an empty log, its index)."""
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size:
+        return  # holds pages: SQLite's own to recover
+    for suffix in _SIDE_FILES:
+        side = Path(f"{path}{suffix}")
+        if suffix not in before and side.exists():
+            side.unlink(missing_ok=True)
+
+
 def _open_sqlite(url: StoreUrl, *, create: bool, read_only: bool, feature: str) -> CheckpointDb:
     require("langgraph.checkpoint.sqlite", extra="sqlite", feature=feature)
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -267,6 +313,9 @@ def _open_sqlite(url: StoreUrl, *, create: bool, read_only: bool, feature: str) 
             f"no SQLite database at {str(path)!r} (check the path; sqlite:////abs/path for an absolute one)"
         )
     header = b"" if create else _sqlite_header(path)
+    if not read_only:
+        _check_writable(path, feature)
+    side_files = {suffix for suffix in _SIDE_FILES if Path(f"{path}{suffix}").exists()}
     conn: sqlite3.Connection | None = None
     try:
         if read_only:
@@ -282,14 +331,14 @@ def _open_sqlite(url: StoreUrl, *, create: bool, read_only: bool, feature: str) 
             saver._has_task_path = "task_path" in writes_columns
         else:
             saver.setup()  # idempotent; creates the tables of a new file
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, CliError) as exc:
         if conn is not None:
             conn.close()
-        raise CliError(f"cannot read the SQLite database {str(path)!r}: {one_line(exc)}") from exc
-    except CliError:
-        if conn is not None:
-            conn.close()
-        raise
+        if not read_only:
+            _remove_new_side_files(path, side_files)
+        if isinstance(exc, CliError):
+            raise
+        raise CliError(f"cannot open the SQLite database {str(path)!r}: {one_line(exc)}") from exc
     return SqliteCheckpointDb(saver, url.label, path, read_only=read_only)
 
 
@@ -305,7 +354,7 @@ def _open_postgres(url: StoreUrl, *, create: bool, feature: str) -> CheckpointDb
             url.url, autocommit=True, prepare_threshold=0, row_factory=dict_row, connect_timeout=10
         )
     except psycopg.Error as exc:
-        raise CliError(f"cannot connect to PostgreSQL at {url.label}: {one_line(exc)}") from exc
+        raise CliError(f"cannot connect to PostgreSQL at {in_text(url.label)}: {one_line(exc)}") from exc
     try:
         saver = PostgresSaver(conn)
         if create:
@@ -318,7 +367,7 @@ def _open_postgres(url: StoreUrl, *, create: bool, feature: str) -> CheckpointDb
             ).fetchone()
             if not row["ok"]:
                 raise CliError(
-                    f"{url.label} has no LangGraph checkpoint tables (run PostgresSaver.setup() "
+                    f"{in_text(url.label)} has no LangGraph checkpoint tables (run PostgresSaver.setup() "
                     "first, or check the database name)"
                 )
     except BaseException:

@@ -3,18 +3,23 @@
 * ``sqlite:///relative/path.sqlite``, ``sqlite:////absolute/path.sqlite`` (SQLAlchemy's
   convention: three slashes then the path), or a plain file path;
 * ``postgresql://user:password@host:port/dbname`` (also ``postgres://``), handed to psycopg;
+* a libpq keyword connection string, ``host=... port=... dbname=... user=... password=...``
+  (``conninfo``: a libpq keyword and ``=`` start the string or a word of it; a SQLite file named
+  so is written ``sqlite:///NAME`` or ``./NAME``), handed to psycopg as it is;
 * ``cosmosdb://host[:port]/database/container`` (``https://host:port/`` is the endpoint), or
   ``cosmosdb:///database/container`` with the endpoint in ``COSMOSDB_ENDPOINT``; the key comes
   from ``COSMOSDB_KEY`` (or a ``?key=`` query parameter, which then lands in shell history).
 
-Refused, each with a message saying what to write instead: an empty URL; an unknown scheme; an
-unbalanced ``[`` or ``]``; a SQLite URL with a host, ``?`` options, a ``#`` part or no path
-(``:memory:`` included); a PostgreSQL URL with neither host nor database; a PostgreSQL or Cosmos DB
-URL with a ``%`` that starts no ``%XX`` escape, an ``@`` other than the one before the host, or a
-port that is not a number; a Cosmos DB URL without exactly ``database/container``, with a user name
-or password, without an endpoint (no host and no ``COSMOSDB_ENDPOINT``) or without a key.
+Refused, each with a message saying what to write instead: an empty URL; a keyword connection
+string with a part that is not ``keyword=value``, an unclosed quote or a keyword libpq does not
+know; an unknown scheme; an unbalanced ``[`` or ``]``; a SQLite URL with a host, ``?`` options, a
+``#`` part or no path (``:memory:`` included); a PostgreSQL URL with neither host nor database; a
+PostgreSQL or Cosmos DB URL with a ``%`` that starts no ``%XX`` escape, an ``@`` other than the one
+before the host, or a port that is not a number; a Cosmos DB URL without exactly
+``database/container``, with a user name or password, without an endpoint (no host and no
+``COSMOSDB_ENDPOINT``) or without a key.
 
-Error messages show the URL only as ``redact.redact`` hides it.
+Error messages show the URL only as ``redact.redact`` (``conninfo.redact_conninfo``) hides it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+from .conninfo import ConninfoError, looks_like_conninfo, parse_conninfo, redact_conninfo
 from .errors import CliError
 from .redact import redact, redact_text
 
@@ -47,6 +53,12 @@ class StoreUrl:
 
 _SCHEMES = "sqlite:///path, postgresql://user@host/db or cosmosdb://host/database/container"
 _ENCODE_HINT = "percent-encode '@' as %40, '/' as %2F, '?' as %3F, '#' as %23 and '%' as %25"
+
+
+def in_text(label: str) -> str:
+    """``label`` as it stands in a sentence: quoted when it holds white space (a keyword connection
+    string), so where it ends is plain."""
+    return repr(label) if any(ch.isspace() for ch in label) else label
 
 
 def _query_value(query: str, name: str) -> str | None:
@@ -88,6 +100,20 @@ def _check_port(url: str, label: str, what: str) -> None:
         ) from None
 
 
+def _parse_conninfo(text: str) -> StoreUrl:
+    """A libpq keyword connection string (``conninfo``), checked as libpq would read it."""
+    try:
+        parse_conninfo(text)
+    except ConninfoError as exc:
+        raise CliError(
+            f"bad PostgreSQL connection string {redact_conninfo(text, strict=True)!r}: {exc}; "
+            "or write postgresql://user@host:port/db "
+            "(a SQLite file whose name looks like this: sqlite:///NAME or ./NAME)",
+            exit_code=2,
+        ) from None
+    return StoreUrl("postgres", text, redact_conninfo(text))
+
+
 def parse_store_url(url: str, *, environ: Mapping[str, str] | None = None) -> StoreUrl:
     """Parse a store URL (see the module docstring); raise ``CliError`` saying what is wrong.
 
@@ -96,6 +122,8 @@ def parse_store_url(url: str, *, environ: Mapping[str, str] | None = None) -> St
     if not url or not url.strip():
         raise CliError(f"empty store URL: use {_SCHEMES}", exit_code=2)
     if "://" not in url:
+        if looks_like_conninfo(url):
+            return _parse_conninfo(url)
         # A plain path: the SQLite file itself (the most common case for a local store).
         return StoreUrl("sqlite", url, url, path=Path(url).expanduser())
     label = redact(url)
