@@ -93,6 +93,46 @@ def _warn_delta(key: str) -> None:
         )
 
 
+def _is_state_channel(name: str) -> bool:
+    """A channel of the graph's state, not one of LangGraph's own (``__start__``, ``branch:to:x``)."""
+    return not name.startswith("__") and ":" not in name
+
+
+class AbsentKeyCheck:
+    """One saver's check that its ``messages_key`` names a channel: the first checkpoint that has
+    state channels but not that one logs a warning naming both (once per saver), since a mistyped
+    key otherwise leaves every checkpoint unreduced without a word. Checkpoints without state
+    channels (the input checkpoint holding only ``__start__``, empty values) say nothing."""
+
+    __slots__ = ("_lock", "_warned")
+
+    def __init__(self) -> None:
+        self._warned = False
+        self._lock = threading.Lock()
+
+    def check(self, saver: str, config: RunnableConfig, checkpoint: Checkpoint, key: str) -> None:
+        """Warn if ``checkpoint`` lacks ``key`` while holding state channels (the first time)."""
+        if self._warned:
+            return
+        values = checkpoint.get("channel_values") or {}
+        if key in values or key in (checkpoint.get("channel_versions") or {}):
+            return
+        channels = sorted(c for c in values if isinstance(c, str) and _is_state_channel(c))
+        if not channels:
+            return
+        with self._lock:
+            if self._warned:
+                return
+            self._warned = True
+        thread = (config.get("configurable") or {}).get("thread_id")
+        logger.warning(
+            "%s: a checkpoint of thread %r has the channels %s but no %r channel, so nothing is "
+            "reduced; pass messages_key= naming the channel that holds the message list "
+            "(warned once per saver)",
+            saver, thread, channels, key,
+        )
+
+
 def _with_messages(checkpoint: Checkpoint, key: str, messages: list[Any] | tuple[Any, ...]) -> Checkpoint:
     values = dict(checkpoint["channel_values"])
     values[key] = messages
