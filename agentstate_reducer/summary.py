@@ -330,6 +330,11 @@ def _message_id(msg: Any) -> str | None:
     return read_message(msg).id  # serialized dict forms keep the id one level down
 
 
+#: Summaries a coverage remembers besides its base (the newest): a retry starts from one of the
+#: last few; an older one is only a miss (the memo is ignored), never a wrong cut.
+_MAX_STEPS: Final = 8
+
+
 @dataclass(frozen=True, slots=True)
 class _Coverage:
     """What a conversation's running summary covers since the list its run started from."""
@@ -372,10 +377,11 @@ class SummaryMemo:
     checkpoint_ns)``); only reductions with a summarizer need a memo.
 
     It is only a cache, bounded to the ``max_threads`` most recently recorded conversations: it
-    applies when the list starts from the summary its run started from, or from one it made since,
-    and holds every id covered after that summary (the same run, a retried call, a run retried
-    after a failed put); it is ignored otherwise (a new run starts from the stored, already
-    reduced list; a fork or replay from another one). A reduction is recorded when it is made, so
+    applies when the list starts from the summary its run started from, or from one of the last
+    summaries it made since, and holds every id covered after that summary (the same run, a
+    retried call, a run retried after a failed put); it is ignored otherwise (a new run starts
+    from the stored list, which carries the newest summary; a fork or replay from a list without
+    those ids). A reduction is recorded when it is made, so
     a summary made for a put that then failed is not asked for again: the retry, from the list the
     last good put stored, gets it in place of the messages it covers, and the summarizer sees each
     message once. Messages need ids; a batch with an id-less message is not remembered.
@@ -489,7 +495,7 @@ class MemoizedReduction:
         covered = self._start.covered.union(i for i in ids if i is not None)
         steps = self._start.steps
         if summary is not None:
-            steps = (*steps, (read_message(summary).content, covered))
+            steps = (*steps, (read_message(summary).content, covered))[-_MAX_STEPS:]
         self._memo._store(
             self._key, _Coverage(self._start.base, covered, summary, self._span(covered), steps)
         )
