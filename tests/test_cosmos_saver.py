@@ -605,9 +605,9 @@ async def test_a_mistyped_messages_key_warns_once_per_saver(
         parent = cp["id"]
     warned = [r.getMessage() for r in caplog.records if "messages_key=" in r.getMessage()]
     assert warned == [
-        f"{type(api.saver).__name__}: a checkpoint of thread 't' has the channels ['messages', 'n'] but no "
-        "'mesages' channel, so nothing is reduced; pass messages_key= naming the channel that holds the "
-        "message list (warned once per saver)"
+        f"{type(api.saver).__name__}: a checkpoint of thread 't' has no channel 'mesages' (its channels: "
+        "['messages', 'n']; messages are in ['messages']), so nothing is reduced; pass messages_key= "
+        "naming the channel that holds the message list (warned once per saver)"
     ]
     stored = (await api.call("get_tuple", cfg("t"))).checkpoint["channel_values"]["messages"]
     assert len(stored) == 31

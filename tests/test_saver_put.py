@@ -328,9 +328,9 @@ def test_a_mistyped_messages_key_warns_once_naming_the_channels(caplog: pytest.L
     graph = build_graph(saver, bookkeeping=True)
     run_turns(graph, 5, thread_id="typo")
     assert _absent_key_warnings(caplog) == [
-        "ReducingCheckpointSaver: a checkpoint of thread 'typo' has the channels ['messages'] but no "
-        "'mesages' channel, so nothing is reduced; pass messages_key= naming the channel that holds "
-        "the message list (warned once per saver)"
+        "ReducingCheckpointSaver: a checkpoint of thread 'typo' has no channel 'mesages' (its "
+        "channels: ['messages']; messages are in ['messages']), so nothing is reduced; pass "
+        "messages_key= naming the channel that holds the message list (warned once per saver)"
     ]
     assert len(graph.get_state(thread_config("typo")).values["messages"]) == 1 + 5 * 4  # sys + 5 turns
     # once per saver: another saver warns again
@@ -338,13 +338,19 @@ def test_a_mistyped_messages_key_warns_once_naming_the_channels(caplog: pytest.L
     checkpoint, versions = make_checkpoint(other, history())
     other.put(config_for("other"), checkpoint, {}, versions)
     assert len(_absent_key_warnings(caplog)) == 2
-    assert "['count', 'messages']" in _absent_key_warnings(caplog)[1]
+    assert "(its channels: ['count', 'messages']; messages are in ['messages'])" in (
+        _absent_key_warnings(caplog)[1])
 
 
 @pytest.mark.parametrize(
     "values",
-    [{}, {"__start__": {"messages": [HumanMessage("hi", id="h")]}}, {"branch:to:agent": None}],
-    ids=["empty", "input-checkpoint", "trigger-only"],
+    [
+        {},
+        {"__start__": {"messages": [HumanMessage("hi", id="h")]}},
+        {"branch:to:agent": None},
+        {"profile": {"name": "x"}, "history": []},
+    ],
+    ids=["empty", "input-checkpoint", "trigger-only", "no-messages-yet"],
 )
 def test_checkpoints_without_state_channels_do_not_warn(
     values: Any, caplog: pytest.LogCaptureFixture
@@ -354,6 +360,16 @@ def test_checkpoints_without_state_channels_do_not_warn(
     checkpoint, _ = make_checkpoint(saver, [])
     checkpoint = {**checkpoint, "channel_values": values, "channel_versions": dict.fromkeys(values, "1")}
     saver.put(config_for("quiet"), checkpoint, {}, dict.fromkeys(values, "1"))
+    assert _absent_key_warnings(caplog) == []
+
+
+def test_a_subgraph_with_a_state_of_its_own_does_not_warn(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="agentstate_reducer.checkpointers")
+    saver = ReducingCheckpointSaver(_memory(), reducer())
+    checkpoint, _ = make_checkpoint(saver, [])
+    checkpoint = {**checkpoint, "channel_values": {"notes": history()}, "channel_versions": {"notes": "1"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "sub", "checkpoint_ns": "research:1"}}
+    saver.put(config, checkpoint, {}, {"notes": "1"})
     assert _absent_key_warnings(caplog) == []
 
 
