@@ -1,4 +1,5 @@
-"""A Cosmos DB put that fails part-way leaves nothing behind, against the real local server.
+"""A Cosmos DB put (or put_writes) that fails part-way leaves nothing a reader meets, against the
+real local server.
 
 A put of a large value takes several transactional batches (value chunks first, the checkpoint
 item last). A healthy server cannot be made to fail the Nth one, so the test arms the real SDK
@@ -166,3 +167,24 @@ async def test_a_failed_put_keeps_the_values_a_stored_checkpoint_reads(
     got = await call("get_tuple", stored)
     assert got.checkpoint["channel_values"] == {"blob": big, "small": 1}
     assert sorted(i["id"] for i in items_of_thread(cosmos_server, cosmos_database)) == before
+
+
+async def test_pending_writes_failing_at_a_later_batch_leave_the_checkpoint_readable(
+    armed: Any, cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    """A large pending write spans batches. When a later one fails, what was written is never
+    read as the write (its chunks are incomplete): the checkpoint reads back without it, and the
+    retried call stores it whole."""
+    _, arm, call = armed
+    versions: dict[str, Any] = {"small": "1"}
+    cp = checkpoint({"small": 1}, versions)
+    stored = await call("put", config(), cp, {"step": 1}, versions)
+    big = os.urandom(3 * 1024 * 1024 + 1000)
+    arm(2)
+    with pytest.raises(ServiceResponseError):
+        await call("put_writes", stored, [("blob", big)], "task-1")
+    got = await call("get_tuple", stored)
+    assert got.checkpoint["channel_values"] == {"small": 1} and got.pending_writes == []
+    await call("put_writes", stored, [("blob", big)], "task-1")
+    got = await call("get_tuple", stored)
+    assert got.pending_writes == [("task-1", "blob", big)]
