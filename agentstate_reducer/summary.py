@@ -381,11 +381,10 @@ class SummaryMemo:
     summaries it made since, and holds every id covered after that summary (the same run, a
     retried call, a run retried after a failed put); it is ignored otherwise (a new run starts
     from the stored list, which carries the newest summary; a fork or replay from a list without
-    those ids). A reduction is recorded when it is made, so
-    a summary made for a put that then failed is not asked for again: the retry, from the list the
-    last good put stored, gets it in place of the messages it covers, and the summarizer sees each
-    message once. Messages need ids; a batch with an id-less message is not remembered.
-    Thread-safe.
+    those ids). A reduction is recorded when it is made, so a summary made for a put that then
+    failed is not asked for again: the retry, from the list the last good put stored, gets it in
+    place of the messages it covers, and the summarizer sees each message once. Messages need
+    ids; a batch with an id-less message is not remembered. Thread-safe.
     """
 
     def __init__(self, max_threads: int = 1024) -> None:
