@@ -452,8 +452,10 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                         "target_tokens": keep[1],
                     }
                 limits.setdefault("target_tokens", None)
-                config = dataclasses.replace(self._base, token_counter=self.reducer.token_counter, **limits)
-                r = self._reducers[keep] = MessageReducer(config=config)
+                if limits["max_tokens"] is not None:  # counts tokens: with the reducer's counter and cache
+                    limits["token_counter"] = self.reducer.token_counter
+                # a count-mode reducer never resolves a counter, so never loads tiktoken (or warns)
+                r = self._reducers[keep] = MessageReducer(config=dataclasses.replace(self._base, **limits))
             return r
 
     def _validator(self) -> MessageReducer:
@@ -463,7 +465,6 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 self._repair = MessageReducer(
                     config=dataclasses.replace(
                         self._base,
-                        token_counter=self.reducer.token_counter,
                         min_messages=0,
                         max_messages=None,
                         max_tokens=None,
@@ -478,6 +479,11 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _tokens(self, messages: Sequence[Any]) -> int:
         return sum(self.reducer.count_tokens(list(messages))) if messages else 0
+
+    def _record_tokens(self, messages: Sequence[Any]) -> int:
+        """The tokens a ``ReduceRecord`` reports; only counted when ``on_reduce`` receives records,
+        so a count-mode middleware without it never counts a token."""
+        return self._tokens(messages) if self.on_reduce is not None else 0
 
     @staticmethod
     def _key(runtime: Any) -> tuple[Hashable, str | None]:
@@ -594,7 +600,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             a is not b for a, b in zip(result.surviving, messages, strict=False)
         )
         with self._lock:
-            self._pending[key] = _Pending(len(messages), self._tokens(messages), result, triggered)
+            self._pending[key] = _Pending(len(messages), self._record_tokens(messages), result, triggered)
             while len(self._pending) > self.summary_memo.max_threads:  # model calls that never came
                 del self._pending[next(iter(self._pending))]
         if not changed:
@@ -686,7 +692,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 messages_before=before,
                 messages_after=len(messages),
                 tokens_before=tokens_before,
-                tokens_after=self._tokens(messages),
+                tokens_after=self._record_tokens(messages),
                 triggered=triggered,
                 pruned=_ids(pruned),
                 cleared=cleared,
@@ -720,7 +726,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             pending = self._pending.pop(key, None)
         if pending is None:
             n = len(request.messages)
-            return n, self._tokens(request.messages), None, False
+            return n, self._record_tokens(request.messages), None, False
         return pending.before, pending.tokens_before, pending.result, pending.triggered
 
     def wrap_model_call(
@@ -775,7 +781,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             key,
             thread,
             len(messages),
-            self._tokens(messages),
+            self._record_tokens(messages),
             list(result.surviving),
             result,
             triggered,

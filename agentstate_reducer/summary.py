@@ -330,6 +330,11 @@ def _message_id(msg: Any) -> str | None:
     return read_message(msg).id  # serialized dict forms keep the id one level down
 
 
+#: Summaries a coverage remembers besides its base (the newest): a retry starts from one of the
+#: last few; an older one is only a miss (the memo is ignored), never a wrong cut.
+_MAX_STEPS: Final = 8
+
+
 @dataclass(frozen=True, slots=True)
 class _Coverage:
     """What a conversation's running summary covers since the list its run started from."""
@@ -343,6 +348,22 @@ class _Coverage:
     #: ``(start, end, first, last)``: the covered messages were ``run_list[start:end]``, ``first``
     #: and ``last`` the objects at its ends; None when they were not one contiguous slice
     span: tuple[int, int, Any, Any] | None = None
+    #: ``(summary content, ids it covers)`` for ``base`` (no ids) and each summary made since, in
+    #: order: a list carrying one of them (stored by a put before a later one failed) still has
+    #: the ids covered after it to cut
+    steps: tuple[tuple[Any, frozenset[str]], ...] = ()
+
+    def seen_from(self, current: Any) -> _Coverage | None:
+        """This coverage for a list whose leading summary has content ``current``: itself when
+        that is ``base``; rebased on ``current`` when it is a summary made since (only the ids
+        covered after it remain to cut); None when ``current`` is neither."""
+        if current == self.base:
+            return self
+        for i, (content, ids) in enumerate(self.steps):
+            if content == current:
+                later = tuple((c, k - ids) for c, k in self.steps[i:])
+                return _Coverage(current, self.covered - ids, self.summary, None, later)
+        return None
 
 
 class SummaryMemo:
@@ -356,10 +377,14 @@ class SummaryMemo:
     checkpoint_ns)``); only reductions with a summarizer need a memo.
 
     It is only a cache, bounded to the ``max_threads`` most recently recorded conversations: it
-    applies when the list still starts from the summary it recorded and holds every covered id (the
-    same run, a retried call), and is ignored otherwise (a new run starts from the stored, already
-    reduced list; a fork or replay from another one). Messages need ids; a batch with an id-less
-    message is not remembered. Thread-safe.
+    applies when the list starts from the summary its run started from, or from one of the last
+    summaries it made since, and holds every id covered after that summary (the same run, a
+    retried call, a run retried after a failed put); it is ignored otherwise (a new run starts
+    from the stored list, which carries the newest summary; a fork or replay from a list without
+    those ids). A reduction is recorded when it is made, so a summary made for a put that then
+    failed is not asked for again: the retry, from the list the last good put stored, gets it in
+    place of the messages it covers, and the summarizer sees each message once. Messages need
+    ids; a batch with an id-less message is not remembered. Thread-safe.
     """
 
     def __init__(self, max_threads: int = 1024) -> None:
@@ -381,11 +406,12 @@ class SummaryMemo:
             coverage = self._coverage.get(key)
             if coverage is not None:
                 self._coverage.move_to_end(key)
-        if coverage is not None and coverage.base == current and coverage.covered:
-            cut = _cut(messages, leading, coverage, preserve_first)
+        seen = coverage.seen_from(current) if coverage is not None else None
+        if seen is not None and seen.covered:
+            cut = _cut(messages, leading, seen, preserve_first)
             if cut is not None:
-                return MemoizedReduction(self, key, messages, cut, preserve_first, coverage)
-        nothing = _Coverage(current, frozenset(), None)
+                return MemoizedReduction(self, key, messages, cut, preserve_first, seen)
+        nothing = _Coverage(current, frozenset(), None, None, ((current, frozenset()),))
         return MemoizedReduction(self, key, messages, messages, preserve_first, nothing)
 
     def _store(self, key: Hashable, coverage: _Coverage | None) -> None:
@@ -466,7 +492,12 @@ class MemoizedReduction:
         leading = leading_summaries(result.surviving, preserve_first=self._preserve_first)
         summary = result.surviving[leading[0]] if leading else None
         covered = self._start.covered.union(i for i in ids if i is not None)
-        self._memo._store(self._key, _Coverage(self._start.base, covered, summary, self._span(covered)))
+        steps = self._start.steps
+        if summary is not None:
+            steps = (*steps, (read_message(summary).content, covered))[-_MAX_STEPS:]
+        self._memo._store(
+            self._key, _Coverage(self._start.base, covered, summary, self._span(covered), steps)
+        )
 
     def _span(self, covered: frozenset[str]) -> tuple[int, int, Any, Any] | None:
         """Where the covered messages sit in the run's list: right after its leading block (the

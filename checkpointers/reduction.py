@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats
+from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo
 
 if TYPE_CHECKING:  # importable without langgraph: the types are only for the checker
@@ -90,6 +90,56 @@ def _warn_delta(key: str) -> None:
             "snapshot would not match the replayed writes); use Annotated[list, "
             "reducer.as_langgraph_reducer()] to bound such a channel",
             key,
+        )
+
+
+def _is_state_channel(name: str) -> bool:
+    """A channel of the graph's state, not one of LangGraph's own (``__start__``, ``branch:to:x``)."""
+    return not name.startswith("__") and ":" not in name
+
+
+def _holds_messages(value: Any) -> bool:
+    """The value is a non-empty list or tuple whose first item reads as a message."""
+    return isinstance(value, list | tuple) and bool(value) and read_message(value[0]).kind != "unknown"
+
+
+class AbsentKeyCheck:
+    """One saver's check that its ``messages_key`` names a channel: the first root checkpoint
+    that lacks that channel while another state channel holds messages logs a warning naming the
+    checkpoint's channels and the key (once per saver), since a mistyped key otherwise leaves
+    every checkpoint unreduced without a word. Checkpoints without such a channel (the input
+    checkpoint holding only ``__start__``, empty values, state written before any message,
+    subgraphs with a state of their own) say nothing."""
+
+    __slots__ = ("_lock", "_warned")
+
+    def __init__(self) -> None:
+        self._warned = False
+        self._lock = threading.Lock()
+
+    def check(self, saver: str, config: RunnableConfig, checkpoint: Checkpoint, key: str) -> None:
+        """Warn if ``checkpoint`` lacks ``key`` while another channel holds messages (the first time)."""
+        if self._warned:
+            return
+        values = checkpoint.get("channel_values") or {}
+        if key in values or key in (checkpoint.get("channel_versions") or {}):
+            return
+        conf = config.get("configurable") or {}
+        if conf.get("checkpoint_ns", ""):
+            return
+        channels = sorted(c for c in values if isinstance(c, str) and _is_state_channel(c))
+        holding = [c for c in channels if _holds_messages(values[c])]
+        if not holding:
+            return
+        with self._lock:
+            if self._warned:
+                return
+            self._warned = True
+        logger.warning(
+            "%s: a checkpoint of thread %r has no channel %r (its channels: %s; messages are in %s), "
+            "so nothing is reduced; pass messages_key= naming the channel that holds the message "
+            "list (warned once per saver)",
+            saver, conf.get("thread_id"), key, channels, holding,
         )
 
 

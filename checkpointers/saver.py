@@ -50,6 +50,7 @@ from agentstate_reducer import MessageReducer
 from . import retention as _retention
 from .reduction import (
     DEFAULT_MEMO,
+    AbsentKeyCheck,
     DefaultMemo,
     OnReduce,
     SummaryMemo,
@@ -150,6 +151,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         #: True when the inner saver applies the reducer itself: puts pass through unchanged.
         self._passthrough = _adopt(inner, reducer, messages_key, on_reduce)
         self._summary_memo = resolve_memo(summary_memo)
+        self._absent_key = AbsentKeyCheck()
         self._init_retention(keep_last, retention_every, branch_grace)
         self._backend: _retention.Backend | None = None
         if self._keep_last is not None:
@@ -268,6 +270,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         if not self._passthrough:
+            self._absent_key.check("ReducingCheckpointSaver", config, checkpoint, self._messages_key)
             checkpoint = reduce_for_put(
                 self._reducer, config, checkpoint, new_versions,
                 self._messages_key, self._on_reduce, self._summary_memo,
@@ -285,6 +288,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         if not self._passthrough:
+            self._absent_key.check("ReducingCheckpointSaver", config, checkpoint, self._messages_key)
             checkpoint = await areduce_for_put(
                 self._reducer, config, checkpoint, new_versions,
                 self._messages_key, self._on_reduce, self._summary_memo,

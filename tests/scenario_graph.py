@@ -215,17 +215,20 @@ def build_graph(
     approve_tools: bool = False,
     as_subgraph: bool = False,
     bookkeeping: bool = False,
+    model: ScriptedToolModel | None = None,
 ) -> Any:
     """Compile the agent graph with ``checkpointer``.
 
     ``state_reducer``: a ``MessageReducer`` whose ``as_langgraph_reducer()`` replaces
     ``add_messages`` on the messages key (bounds the in-run state too). ``state_schema``: use this
-    state TypedDict instead (it must have a ``messages`` key).
+    state TypedDict instead (it must have a ``messages`` key). ``model``: the model to use (a
+    ``ScriptedToolModel`` subclass); it replaces ``tool_rounds`` and ``calls_per_round``.
     """
     if state_reducer is not None and state_schema is not None:
         raise ValueError("pass state_reducer or state_schema, not both")
-    model = ScriptedToolModel(tool_rounds=tool_rounds, calls_per_round=calls_per_round,
-                              content_chars=content_chars)
+    if model is None:
+        model = ScriptedToolModel(tool_rounds=tool_rounds, calls_per_round=calls_per_round,
+                                  content_chars=content_chars)
     state_type = state_schema if state_schema is not None else _state_type(state_reducer)
     loop = _agent_loop(state_type, model, approve_tools=approve_tools, content_chars=content_chars,
                        bookkeeping=bookkeeping)

@@ -592,6 +592,27 @@ async def test_wrapper_hands_its_reducer_to_a_saver_without_one(make: Make) -> N
     assert [x.id for x in got.checkpoint["channel_values"]["messages"]] == ["sys", "h13", "a13", "h14", "a14"]
 
 
+async def test_a_mistyped_messages_key_warns_once_per_saver(
+    make: Make, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agentstate_reducer.checkpointers")
+    api = await make(reducer=MessageReducer(min_messages=4, max_messages=8), messages_key="mesages")
+    parent = None
+    for _ in range(2):
+        v = api.saver.get_next_version(None, None)
+        cp = make_checkpoint({"messages": _messages(15), "n": 1}, {"messages": v, "n": v})
+        await api.call("put", cfg("t", "", parent), cp, {}, {"messages": v, "n": v})
+        parent = cp["id"]
+    warned = [r.getMessage() for r in caplog.records if "messages_key=" in r.getMessage()]
+    assert warned == [
+        f"{type(api.saver).__name__}: a checkpoint of thread 't' has no channel 'mesages' (its channels: "
+        "['messages', 'n']; messages are in ['messages']), so nothing is reduced; pass messages_key= "
+        "naming the channel that holds the message list (warned once per saver)"
+    ]
+    stored = (await api.call("get_tuple", cfg("t"))).checkpoint["channel_values"]["messages"]
+    assert len(stored) == 31
+
+
 # -- prune, delete_for_runs ----------------------------------------------------------------------------
 
 

@@ -218,6 +218,36 @@ def test_each_example_runs_alone_twice_in_an_empty_folder(
         assert not left, f"{block.label} left {left} in the working folder after run {run}"
 
 
+#: what in a block's code says it needs a service -> the variable its failure must name
+SERVICE_VARIABLES = {
+    "POSTGRES_URL": "POSTGRES_URL",
+    "DB_URI": "POSTGRES_URL",
+    "COSMOSDB_": "COSMOSDB_ENDPOINT",
+    "CosmosDBSaver": "COSMOSDB_ENDPOINT",
+}
+SERVICE_BLOCKS = [b for b in ALL_BLOCKS if any(k in b.code for k in SERVICE_VARIABLES)]
+
+
+@pytest.mark.parametrize("block", SERVICE_BLOCKS, ids=lambda block: block.label)
+def test_an_example_run_without_its_service_says_what_to_set(block: Block, tmp_path: Path) -> None:
+    """A reader who runs an example before setting its variable is told which one, not shown a
+    raw ``KeyError``."""
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": python_path}
+    for name in ("POSTGRES_URL", "DB_URI", "COSMOSDB_ENDPOINT", "COSMOSDB_KEY"):
+        env.pop(name, None)
+    script = tmp_path / "example.py"
+    script.write_text(block.code)
+    proc = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=RUN_TIMEOUT,
+    )
+    needed = {v for k, v in SERVICE_VARIABLES.items() if k in block.code}
+    assert proc.returncode != 0
+    assert "KeyError" not in proc.stderr, proc.stderr[-2000:]
+    assert any(f"set {name}" in proc.stderr for name in needed), proc.stderr[-2000:]
+
+
 def github_anchor(heading: str) -> str:
     text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
     return text.replace(" ", "-")

@@ -21,7 +21,7 @@ from langgraph.checkpoint.base.id import uuid6
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from checkpointers import PutReduction, ReducingCheckpointSaver, reduce_checkpoint
-from tests.scenario_graph import aopen_saver, open_saver
+from tests.scenario_graph import aopen_saver, build_graph, open_saver, run_turns, thread_config
 
 CASES = [
     pytest.param(("sync", "memory"), id="sync-InMemorySaver"),
@@ -313,6 +313,71 @@ def test_messages_key_selects_the_channel(messages_key: str) -> None:
     other = "chat_history" if messages_key == "messages" else "messages"
     assert ids(stored[messages_key]) == REDUCED
     assert len(stored[other]) == 13
+
+
+def _absent_key_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "messages_key=" in r.getMessage()]
+
+
+def test_a_mistyped_messages_key_warns_once_naming_the_channels(caplog: pytest.LogCaptureFixture) -> None:
+    """A graph run behind a saver whose ``messages_key`` names no channel: one warning for the
+    saver, naming the checkpoint's state channels and the key looked for; nothing is reduced."""
+    caplog.set_level(logging.WARNING, logger="agentstate_reducer.checkpointers")
+    saver = ReducingCheckpointSaver(_memory(), MessageReducer(min_messages=2, max_messages=4),
+                                    messages_key="mesages")
+    graph = build_graph(saver, bookkeeping=True)
+    run_turns(graph, 5, thread_id="typo")
+    assert _absent_key_warnings(caplog) == [
+        "ReducingCheckpointSaver: a checkpoint of thread 'typo' has no channel 'mesages' (its "
+        "channels: ['messages']; messages are in ['messages']), so nothing is reduced; pass "
+        "messages_key= naming the channel that holds the message list (warned once per saver)"
+    ]
+    assert len(graph.get_state(thread_config("typo")).values["messages"]) == 1 + 5 * 4  # sys + 5 turns
+    # once per saver: another saver warns again
+    other = ReducingCheckpointSaver(_memory(), reducer(), messages_key="mesages")
+    checkpoint, versions = make_checkpoint(other, history())
+    other.put(config_for("other"), checkpoint, {}, versions)
+    assert len(_absent_key_warnings(caplog)) == 2
+    assert "(its channels: ['count', 'messages']; messages are in ['messages'])" in (
+        _absent_key_warnings(caplog)[1])
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {},
+        {"__start__": {"messages": [HumanMessage("hi", id="h")]}},
+        {"branch:to:agent": None},
+        {"profile": {"name": "x"}, "history": []},
+    ],
+    ids=["empty", "input-checkpoint", "trigger-only", "no-messages-yet"],
+)
+def test_checkpoints_without_state_channels_do_not_warn(
+    values: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="agentstate_reducer.checkpointers")
+    saver = ReducingCheckpointSaver(_memory(), reducer())
+    checkpoint, _ = make_checkpoint(saver, [])
+    checkpoint = {**checkpoint, "channel_values": values, "channel_versions": dict.fromkeys(values, "1")}
+    saver.put(config_for("quiet"), checkpoint, {}, dict.fromkeys(values, "1"))
+    assert _absent_key_warnings(caplog) == []
+
+
+def test_a_subgraph_with_a_state_of_its_own_does_not_warn(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="agentstate_reducer.checkpointers")
+    saver = ReducingCheckpointSaver(_memory(), reducer())
+    checkpoint, _ = make_checkpoint(saver, [])
+    checkpoint = {**checkpoint, "channel_values": {"notes": history()}, "channel_versions": {"notes": "1"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "sub", "checkpoint_ns": "research:1"}}
+    saver.put(config, checkpoint, {}, {"notes": "1"})
+    assert _absent_key_warnings(caplog) == []
+
+
+def test_the_right_messages_key_never_warns(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="agentstate_reducer.checkpointers")
+    graph = build_graph(ReducingCheckpointSaver(_memory(), reducer()), bookkeeping=True)
+    run_turns(graph, 3, thread_id="right")
+    assert _absent_key_warnings(caplog) == []
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

@@ -605,6 +605,33 @@ def test_memo_from_the_core_summarizes_a_list_reduced_again_on_every_call(same_o
     assert len(memo) == 1
 
 
+def test_memo_serves_a_retry_that_starts_from_a_summary_it_made_since() -> None:
+    """A run prunes twice; the list with the first summary is stored, the reduction with the second
+    is lost (its put failed). The retry starts from the stored list: the memo cuts what the second
+    summary covers and puts it in, so no message reaches the summarizer twice."""
+    model = FakeModel()
+    reducer = MessageReducer(config=ReducerConfig(
+        min_messages=4, max_messages=8, summarize_fn=model, inject_summary=True
+    ))
+    memo = CoreSummaryMemo()
+    live = BUILDERS["openai_dict"]([("system", "s"), *turn(0), *turn(1)])
+    stored: list[Any] = []
+    for t in (2, 3):  # one run: the live list grows, each put reduces it
+        live = [*live, *BUILDERS["openai_dict"](turn(t))]
+        run = memo.start("thread", live, preserve_first=False)
+        result = reducer.reduce(run.messages)
+        run.record(result)
+        if t == 2:
+            stored = result.surviving  # this put succeeded; the next one fails
+    assert ids(stored) == ["s", SUMMARY_ID, *[f"{k}2" for k in "hcta"]]
+    retry = [*stored, *BUILDERS["openai_dict"](turn(3))]
+    run = memo.start("thread", retry, preserve_first=False)
+    assert ids(run.messages) == ["s", SUMMARY_ID, *[f"{k}3" for k in "hcta"]]
+    run.record(reducer.reduce(run.messages))
+    assert model.new_ids() == [i for t in range(3) for i in (f"h{t}", f"c{t}", f"t{t}", f"a{t}")]
+    assert summarized_ids(run.messages[1]) == model.new_ids()
+
+
 def test_memo_start_without_a_record_for_the_key_hands_back_the_list_itself() -> None:
     memo = CoreSummaryMemo()
     msgs = BUILDERS["openai_dict"]([("system", "s"), *turn(0)])

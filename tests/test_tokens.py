@@ -526,6 +526,55 @@ def test_token_mode_without_tiktoken_counts_with_the_heuristic_without_a_warning
     assert listener.connections == 0
 
 
+COUNT_MODE_SCRIPT = r"""
+import asyncio, contextlib, io, json, sys, warnings
+
+warnings.simplefilter("always")
+caught = []
+warnings.showwarning = lambda message, category, *rest, **kw: caught.append(f"{category.__name__}: {message}")
+
+from langchain.agents import create_agent
+from langgraph.checkpoint.memory import InMemorySaver
+
+from agentstate_reducer import MessageReducer, ReducerConfig
+from agentstate_reducer.middleware import ReducerMiddleware
+from checkpointers import ReducingCheckpointSaver
+from checkpointers.cli.main import main
+from tests.agent_script import TOOLS, ScriptedModel, turns
+from tests.scenario_graph import build_graph, run_turns
+
+out = {}
+msgs = [{"role": "user", "content": f"q{i}", "id": f"h{i}"} for i in range(30)]
+reducer = MessageReducer(min_messages=4, max_messages=8)
+out["reduce"] = len(reducer.reduce(msgs).surviving)
+summarizing = MessageReducer(config=ReducerConfig(
+    min_messages=4, max_messages=8, summarize_fn=lambda pruned: "earlier", inject_summary=True))
+saver = ReducingCheckpointSaver(InMemorySaver(), summarizing)
+run_turns(build_graph(saver), 4, thread_id="t")
+out["saver"] = len(build_graph(saver).get_state({"configurable": {"thread_id": "t"}}).values["messages"])
+for mode in ("state", "request"):
+    middleware = ReducerMiddleware(MessageReducer(min_messages=4, max_messages=8), mode=mode)
+    agent = create_agent(ScriptedModel(steps=2), TOOLS, system_prompt="terse", middleware=[middleware])
+    for turn in turns(4):
+        result = agent.invoke(turn, {"configurable": {"thread_id": mode}})
+    out[mode] = len(result["messages"])
+with contextlib.redirect_stdout(io.StringIO()):
+    out["demo"] = main(["demo", "--turns", "6"])
+out["warnings"] = caught
+print(json.dumps(out))
+"""
+
+
+def test_count_mode_never_loads_tiktoken_nor_warns(listener: _ConnectionCounter, tmp_path: Path) -> None:
+    """tiktoken installed, its cache empty, the network refused: a count-mode reducer, saver (with
+    a summarizer), middleware in both modes and the CLI demo count no token, so they never try the
+    download and print no warning."""
+    out = _run_isolated(COUNT_MODE_SCRIPT, [], listener.port, tmp_path)
+    assert out["warnings"] == []
+    assert listener.connections == 0
+    assert out["reduce"] < 30 and out["saver"] <= 9 and out["demo"] == 0  # they did reduce
+
+
 EXACT_SCRIPT = r"""
 import json, warnings
 from agentstate_reducer import MessageReducer, ReducerConfig, resolve_token_counter

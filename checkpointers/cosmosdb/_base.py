@@ -23,6 +23,7 @@ from agentstate_reducer import MessageReducer
 from .. import retention as _retention
 from ..reduction import (
     DEFAULT_MEMO,
+    AbsentKeyCheck,
     DefaultMemo,
     OnReduce,
     SummaryMemo,
@@ -215,6 +216,7 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         self.messages_key = messages_key
         self.on_reduce = on_reduce
         self.summary_memo = resolve_memo(summary_memo)
+        self._absent_key = AbsentKeyCheck()
         self._init_retention(keep_last, retention_every, branch_grace)
 
     # -- subclass hooks ---------------------------------------------------------------------------
@@ -357,6 +359,7 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
     ) -> Checkpoint:
         if self._reducer is None:
             return checkpoint
+        self._absent_key.check(type(self).__name__, config, checkpoint, self._messages_key)
         return reduce_for_put(
             self._reducer, config, checkpoint, new_versions,
             self._messages_key, self._on_reduce, self._summary_memo,
@@ -367,6 +370,7 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
     ) -> Checkpoint:
         if self._reducer is None:
             return checkpoint
+        self._absent_key.check(type(self).__name__, config, checkpoint, self._messages_key)
         return await areduce_for_put(
             self._reducer, config, checkpoint, new_versions,
             self._messages_key, self._on_reduce, self._summary_memo,

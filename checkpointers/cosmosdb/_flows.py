@@ -3,6 +3,7 @@ and driven by both savers; ``plan_*`` functions are pure plans the flows carry o
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,7 +15,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from .._flow import Emit
 from ._ids import checkpoint_item_id, parse_config, partition_key, write_item_id
 from ._items import PutPlan, Ttls, checkpoint_tuples, item_fields, plan_batches, value_items
-from ._ops import Batch, CosmosFlow, ListingFlow, NextPage, Pages, Query, Read
+from ._ops import Batch, ContainerNotFoundError, CosmosFlow, ListingFlow, NextPage, Pages, Query, Read
 from ._queries import (
     IS_CHECKPOINT,
     PAGE_SIZE,
@@ -25,14 +26,57 @@ from ._queries import (
     values_queries,
 )
 
+logger = logging.getLogger("agentstate_reducer.checkpointers")
+
 # -- put -------------------------------------------------------------------------------------------
 
 
 def put_flow(plan: PutPlan) -> CosmosFlow[RunnableConfig]:
-    """Write the batches of ``plan``, in order; return the config of the checkpoint put."""
-    for batch in plan.batches:
-        yield Batch(plan.pk, tuple(batch))
+    """Write the batches of ``plan``, in order; return the config of the checkpoint put.
+
+    The checkpoint item is in the last batch, so a put that fails earlier stored no checkpoint,
+    and the value items its earlier batches wrote are named by none. Before the error is raised
+    they are deleted (``discard_values_flow``): a failed put leaves nothing behind. A retry writes
+    everything again."""
+    written: list[Mapping[str, Any]] = []
+    try:
+        for batch in plan.batches:
+            yield Batch(plan.pk, tuple(batch))
+            written.extend(args[0] for kind, args in batch if kind == "upsert" and args[0]["kind"] == "blob")
+    except ContainerNotFoundError:
+        raise  # nothing left to clean up
+    except Exception:
+        if written:
+            yield from discard_values_flow(plan.pk, written)
+        raise
     return plan.next_config
+
+
+def discard_values_flow(pk: str, items: Sequence[Mapping[str, Any]]) -> CosmosFlow[None]:
+    """Delete the value ``items`` a failed put wrote, except those of a value a stored checkpoint
+    names (a put may rewrite a value its parent reads: the TTL refresh, a put repeated); one
+    query per value, then the deletes. If that fails too (the service still unreachable), the
+    items stay, named by no checkpoint and never read, and a warning says how many."""
+    refs = list(dict.fromkeys(item["ref"] for item in items))
+    try:
+        named: set[str] = set()
+        for ref in refs:
+            count = yield Query(
+                f"SELECT VALUE COUNT(1) FROM c WHERE {IS_CHECKPOINT} AND ARRAY_CONTAINS(c.blobs, @ref)",
+                (("@ref", ref),),
+                pk,
+            )
+            if count and count[0]:
+                named.add(ref)
+        ids = [item["id"] for item in items if item["ref"] not in named]
+        for batch in plan_batches(_delete_ops(ids)):
+            yield Batch(pk, tuple(batch), missing_ok=True)
+    except Exception as exc:
+        logger.warning(
+            "a failed Cosmos DB put left %d value item(s) of %d value(s) that no checkpoint names; "
+            "deleting them failed too (%s: %s)",
+            len(items), len(refs), type(exc).__name__, exc,
+        )
 
 
 def put_writes_flow(

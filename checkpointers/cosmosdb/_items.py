@@ -3,7 +3,8 @@ metadata as fields, the items of a put in batches, and checkpoint tuples built b
 
 Values are serialized with the saver's ``serde`` and stored base64 in ``data``. A value larger than
 ``CHUNK_BYTES`` is split: the head item (``part`` 0) holds ``parts``, the others are
-``<id>!<part>``; all of one value share ``ref`` (the head id) and are fetched by it.
+``<id>!<part>``; all of one value share ``ref`` (the head id) and are fetched by it. The head is
+written after the other chunks.
 """
 
 from __future__ import annotations
@@ -84,16 +85,20 @@ def _b64(data: bytes) -> str:
 def value_items(
     head_id: str, group: Mapping[str, Any], head: Mapping[str, Any], typed: tuple[str, bytes]
 ) -> list[dict[str, Any]]:
-    """The items of one serialized value: the head (``group`` + ``head`` fields + first chunk) and
-    one item per further chunk (``group`` fields only). All share ``ref = head_id``."""
+    """The items of one serialized value: one item per chunk after the first (``group`` fields
+    only), then the head (``group`` + ``head`` fields + first chunk). All share ``ref = head_id``.
+
+    The head comes last, so a write split across batches that stops part-way leaves chunks without
+    a head, which reads ignore (``assemble``), never a head whose chunks are missing, which would
+    make every read of its checkpoint fail."""
     type_, data = typed
     chunks = [data[i : i + CHUNK_BYTES] for i in range(0, len(data), CHUNK_BYTES)] or [b""]
-    items = [{"id": head_id, **group, "ref": head_id, **head, "type": type_, "part": 0,
-              "parts": len(chunks), "data": _b64(chunks[0])}]
-    items.extend(
+    items = [
         {"id": chunk_item_id(head_id, part), **group, "ref": head_id, "part": part, "data": _b64(chunk)}
         for part, chunk in enumerate(chunks[1:], start=1)
-    )
+    ]
+    items.append({"id": head_id, **group, "ref": head_id, **head, "type": type_, "part": 0,
+                  "parts": len(chunks), "data": _b64(chunks[0])})
     return items
 
 
