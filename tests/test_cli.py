@@ -458,6 +458,7 @@ def _closed_port() -> int:
         (["inspect", "cosmosdb://u:p@h/db/c"], 2, "bad Cosmos DB URL 'cosmosdb://u:***@h/db/c': it takes no"),
         (["compact", "cosmosdb://h/db"], 2, "bad Cosmos DB URL 'cosmosdb://h/db': use cosmosdb://host"),
         (["inspect", "sqlite:////nonexistent/x.sqlite"], 1, "no SQLite database at '/nonexistent/x.sqlite'"),
+        (["inspect", "/tmp"], 1, "'/tmp' is a directory, not a SQLite database file"),
         (["demo", "--turns", "0"], 2, "--turns must be at least 1, got 0"),
         (["compact", "sqlite:///x.db", "--min-messages", "50"], 2,
          "bad reducer options: --min-messages (50) must be <= --max-messages (40)"),
@@ -478,6 +479,8 @@ def test_unreachable_postgres_is_one_line_without_the_password(capsys: pytest.Ca
         f"{ERROR}cannot connect to PostgreSQL at postgresql://me:***@127.0.0.1:{port}/db: "
     )
     assert "s3cret" not in line
+    # the driver's lines stay apart as sentences: "... refused; Is the server running ..."
+    assert "refused Is" not in line and "refused; Is the server running" in line
 
 
 def test_unreachable_cosmosdb_is_one_line_without_the_key(

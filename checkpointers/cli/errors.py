@@ -24,7 +24,8 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     """The text of an exception on one line (drivers such as psycopg answer on several), redacted
     by the active ``Redactor`` (see ``redact_text``) before it is shortened to ``limit``, so a
     secret cut in half by the shortening cannot slip through."""
-    text = redact_text(" ".join(str(exc).split())) or type(exc).__name__
+    lines = (" ".join(line.split()) for line in str(exc).splitlines())
+    text = redact_text("; ".join(line for line in lines if line)) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 

@@ -308,7 +308,9 @@ def _open_sqlite(url: StoreUrl, *, create: bool, read_only: bool, feature: str) 
                 f"cannot create the SQLite database {str(path)!r}: directory {str(path.parent)!r} "
                 "does not exist"
             )
-    elif not path.is_file():
+    if path.is_dir():
+        raise CliError(f"{str(path)!r} is a directory, not a SQLite database file: name the file in it")
+    if not create and not path.is_file():
         raise CliError(
             f"no SQLite database at {str(path)!r} (check the path; sqlite:////abs/path for an absolute one)"
         )
