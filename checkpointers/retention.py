@@ -20,18 +20,21 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   next step of its run (a child with metadata ``source == "loop"``, one ``step`` later). That
   run's next checkpoint names this one's blobs: two runs on one thread (the second starts from the first one's
   checkpoint and writes newer ones), or a worker between two steps while another finishes a
-  turn. Older, it is an abandoned run and goes by the rules above. Row savers (SQLite) store each
-  checkpoint whole, so deleting such a parent loses nothing there;
+  turn. Older, it is an abandoned run and goes by the rules above. Row savers (SQLite) store
+  each checkpoint whole, so deleting such a parent loses no value there (and where no
+  ``updated_channels`` can be read, every checkpoint would count as one);
 * a blob (blob savers: InMemorySaver, the Postgres savers) is shared by every checkpoint whose
   ``channel_versions`` names its (channel, version): it is deleted only when a deleted checkpoint
-  named it and no kept checkpoint of its namespace does, and the deletion checks again, in the
-  same transaction, that no stored checkpoint names it;
+  named it and no kept checkpoint of its namespace does, and the deletion checks again that no
+  stored checkpoint names it (PostgreSQL: in the DELETE; the others: just before). That narrows
+  the race with another process's put to the statement itself;
 * writes go with the checkpoint they belong to: they are deleted with the checkpoints deleted,
   and writes whose checkpoint is not stored (they landed after retention deleted it) are deleted
-  when their checkpoint id is older than every checkpoint kept in their namespace (a namespace
-  with none kept: than every kept root checkpoint; a subgraph call dropped whole: all of them).
-  Writes of a checkpoint not stored *yet* are newer than what their run has stored, and that is
-  kept (its latest checkpoint, or one a run may still be extending), so they stay;
+  when their checkpoint id is older than every checkpoint kept in their namespace and every one
+  whose run may still write its child (made less than ``branch_grace`` ago, no step of its run
+  stored after it; a namespace with neither: the root namespace's; a subgraph call dropped
+  whole: all of them). Writes of a checkpoint not stored *yet* are newer than its parent, so
+  they stay;
 * never deleted: the checkpoints in ``protect`` (the one a put just wrote), the latest root
   checkpoint (the running step's pending writes and an open interrupt belong to it), and
   anything of another thread: every statement names the thread;
@@ -73,6 +76,7 @@ import json
 import logging
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -271,10 +275,12 @@ def plan_retention(
         stored.sort(key=lambda c: c.id, reverse=True)
     protected = set(protect)
     # a subgraph call follows its root checkpoint (a running call's root is itself extended)
+    unfinished = {(ns, c.id) for ns, stored in by_ns.items() if not _is_call(ns, stored[0])
+                  for c in _unfinished(stored, now, branch_grace)}
     extended: set[tuple[str, str]] = set()
     if thread.blobs is not None:
-        extended = {(ns, c.id) for ns, stored in by_ns.items() if not _is_call(ns, stored[0])
-                    for c in _extended(stored, now, branch_grace)}
+        due = {(c.ns, c.id) for c in thread.checkpoints if c.due}
+        extended = unfinished & due
     roots = [c.id for c in by_ns.get(ROOT_NS, [])]
     spared = protected | extended
     kept_roots = set(roots[:keep_last]) | {i for ns, i in spared if ns == ROOT_NS}
@@ -313,7 +319,7 @@ def plan_retention(
                     garbage.setdefault(ch, set()).add(str(v))
         blobs.update(((ns, ch), tuple(sorted(vs))) for ch, vs in garbage.items())
     gone_keys = {(ns, i) for ns, ids in deleted.items() for i in ids}
-    orphans = _orphaned_writes(thread, by_ns, kept)
+    orphans = _orphaned_writes(thread, by_ns, kept, unfinished)
     orphan_keys = {(ns, i) for ns, ids in orphans.items() for i in ids}
     writes = sum(w.count for w in thread.writes if (w.ns, w.id) in gone_keys or (w.ns, w.id) in orphan_keys)
     return RetentionPlan(
@@ -332,12 +338,12 @@ def _is_call(ns: str, head: StoredCheckpoint) -> bool:
     return ns != ROOT_NS and ":" in ns and head.root is not None
 
 
-def _extended(
+def _unfinished(
     stored: Sequence[StoredCheckpoint], now: datetime, grace: timedelta
 ) -> list[StoredCheckpoint]:
-    """The checkpoints of one namespace a run may still be extending (rules: module doc): made
-    less than ``grace`` before ``now`` (or after it: a writer's clock ahead of ours), a step due
-    after them, and no stored step of their run after them. An id that tells no time is old."""
+    """The checkpoints of one namespace whose run may still write their child (rules: module
+    doc): made less than ``grace`` before ``now`` (or after it: a writer's clock ahead of ours)
+    with no stored step of their run after them. An id that tells no time is old."""
     steps = {c.id: c.step for c in stored}
     # a parent relinked past deleted checkpoints (Cosmos DB) is continued only one step later
     continued = {c.parent for c in stored if c.loop and c.parent is not None and (
@@ -345,33 +351,30 @@ def _extended(
     out = []
     for c in stored:
         made = checkpoint_time(c.id)
-        if c.due and c.id not in continued and made is not None and now - made < grace:
+        if c.id not in continued and made is not None and now - made < grace:
             out.append(c)
     return out
 
 
 def _orphaned_writes(
     thread: ThreadState, by_ns: Mapping[str, Sequence[StoredCheckpoint]],
-    kept: Mapping[str, Sequence[StoredCheckpoint]],
+    kept: Mapping[str, Sequence[StoredCheckpoint]], unfinished: Collection[tuple[str, str]],
 ) -> dict[str, tuple[str, ...]]:
     """Namespace -> ids of checkpoints not stored whose writes go (rules: module doc)."""
-    kept_roots = [c.id for c in kept.get(ROOT_NS, ())]
+    floors: dict[str, str] = {}
+    for ns, i in [*((ns, c.id) for ns, keep in kept.items() for c in keep), *unfinished]:
+        floors[ns] = min(floors.get(ns, i), i)
+    root_floor = floors.get(ROOT_NS)
     stored_ids = {(c.ns, c.id) for c in thread.checkpoints}
     orphans: dict[str, list[str]] = {}
     for w in thread.writes:
         if (w.ns, w.id) in stored_ids:
             continue
-        stored = by_ns.get(w.ns, ())
-        keep = kept.get(w.ns, ())
-        if keep:
-            floor: str | None = min(c.id for c in keep)
-        elif stored:
-            floor = None  # a call dropped whole: every write of it goes
-        elif kept_roots:
-            floor = min(kept_roots)
-        else:
-            continue  # nothing kept to compare with: the thread's first checkpoint may be on its way
-        if floor is None or w.id < floor:
+        dropped = w.ns not in floors and bool(by_ns.get(w.ns))  # a call dropped whole: all go
+        # a namespace with nothing stored compares with the root's; with no floor at all, the
+        # thread's first checkpoint may be on its way
+        floor = floors.get(w.ns, root_floor)
+        if dropped or (floor is not None and w.id < floor):
             orphans.setdefault(w.ns, []).append(w.id)
     return {ns: tuple(sorted(ids)) for ns, ids in orphans.items()}
 
@@ -1412,17 +1415,23 @@ class RetentionSettings:
         return None if self._schedule is None else self._schedule.stats
 
 
+_STEPS_REMEMBERED = 100_000
+
+
 class RetentionSchedule:
     """Runs a thread's retention after a put that stored its checkpoint, on the thread that ran
     the put (LangGraph's background writer, not the step).
 
     Which puts run it is read from what they store, so the bound holds whichever process serves
-    each turn: a put whose metadata ``step`` (LangGraph counts it along each branch, across runs)
-    plus one is a multiple of ``every``, in any namespace; a put without a ``step`` counts in
-    this process. A failing run never fails the put: it is logged on
-    ``agentstate_reducer.checkpointers``, counted in ``stats``, and the thread is retried at its
-    next put. A DeltaChannel thread is logged once and left alone. One run per thread at a time
-    in a process; runs of different threads may overlap (each is one transaction).
+    each turn: LangGraph counts the metadata ``step`` along each branch, across runs, and a put
+    runs retention when ``step + 1`` reached a multiple of ``every`` since the last put of its
+    namespace this process saw (``durability="exit"`` puts only a run's last step), and at the
+    first root put of a thread in this process. A put without a ``step`` counts in this process.
+
+    A failing run never fails the put: it is logged on ``agentstate_reducer.checkpointers``,
+    counted in ``stats``, and the thread is retried at its next put. A DeltaChannel thread is
+    logged once and left alone. One run per thread at a time in a process; runs of different
+    threads may overlap (each is one transaction).
     """
 
     def __init__(self, keep_last: int, every: int, branch_grace: timedelta = BRANCH_GRACE) -> None:
@@ -1432,6 +1441,9 @@ class RetentionSchedule:
         self.stats = RetentionStats()
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
+        #: (thread, namespace) -> the step of its last put seen here (bounded: a forgotten
+        #: thread runs at its next root put)
+        self._steps: OrderedDict[tuple[str, str], int] = OrderedDict()
         self._retry: set[str] = set()
         self._running: set[str] = set()
 
@@ -1440,12 +1452,20 @@ class RetentionSchedule:
     ) -> tuple[str, frozenset[tuple[str, str]]] | None:
         conf = saved.get("configurable", {})
         thread_id = str(conf.get("thread_id"))
+        ns = str(conf.get("checkpoint_ns", ""))
         step = (metadata or {}).get("step")
         with self._lock:
             if thread_id in self.stats.refused or thread_id in self._running:
                 return None
             if isinstance(step, int) and not isinstance(step, bool):
-                due = (step + 1) % self.every == 0
+                last = self._steps.pop((thread_id, ns), None)
+                if last is None:
+                    due = ns == ROOT_NS
+                else:
+                    due = (step + 1) // self.every != (last + 1) // self.every
+                self._steps[(thread_id, ns)] = step
+                if len(self._steps) > _STEPS_REMEMBERED:
+                    self._steps.popitem(last=False)
             else:
                 count = self._counts.get(thread_id, 0) + 1
                 due = count >= self.every
@@ -1454,7 +1474,7 @@ class RetentionSchedule:
                 return None
             self._retry.discard(thread_id)
             self._running.add(thread_id)
-        return thread_id, frozenset({(str(conf.get("checkpoint_ns", "")), str(conf.get("checkpoint_id")))})
+        return thread_id, frozenset({(ns, str(conf.get("checkpoint_id")))})
 
     def _done(self, thread_id: str, deleted: Deleted | None, error: BaseException | None) -> None:
         with self._lock:

@@ -17,12 +17,13 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
 
 from agentstate_reducer import MessageReducer
 from checkpointers import ReducingCheckpointSaver
@@ -229,12 +230,19 @@ def test_plan_does_not_keep_finished_or_continued_checkpoints() -> None:
     assert plan_retention(thread, keep_last=2, now=NOW).kept[""] == (chain[5].id, chain[4].id)
 
 
-def test_row_savers_are_not_held_back_by_runs_in_progress() -> None:
-    """SQLite stores each checkpoint whole (``blobs`` None): nothing extra is kept."""
-    a1 = _chain(NOW, 2.0, seq=1, due=True)
-    b1 = _chain(NOW, 1.0, seq=2, parent=a1.id, due=True)
-    b2 = _chain(NOW, 0.5, seq=3, parent=b1.id, loop=True, due=False)
-    assert plan_retention(ThreadState("t", (a1, b1, b2)), keep_last=1, now=NOW).kept[""] == (b2.id,)
+def test_a_run_in_progress_keeps_the_writes_of_its_next_checkpoint() -> None:
+    """On a row saver (SQLite: ``blobs`` None) run A's checkpoint a1 goes, but the writes of its
+    child (not stored yet, older than run B's newest) stay while run A may still be running."""
+    a1 = _chain(NOW, 3.0, seq=1, step=4, due=True)
+    a2 = _id(2.5, 2, NOW)  # on its way: its writes (one an interrupt) landed first
+    b1 = _chain(NOW, 2.0, seq=3, parent=a1.id, step=5, due=True)
+    b2 = _chain(NOW, 1.0, seq=4, parent=b1.id, loop=True, step=6, due=False)
+    writes = (StoredWrites("", a2, 2, interrupt=True),)
+    plan = plan_retention(ThreadState("t", (a1, b1, b2), writes), keep_last=1, now=NOW)
+    assert plan.kept[""] == (b2.id,) and plan.orphans == {}  # SQLite needs a1 for no value
+    # once run A is taken for abandoned, they go
+    later = plan_retention(ThreadState("t", (a1, b1, b2), writes), keep_last=1, now=NOW + timedelta(hours=2))
+    assert later.kept[""] == (b2.id,) and later.orphans == {"": (a2,)}
 
 
 @pytest.mark.parametrize(
@@ -337,6 +345,36 @@ def test_sweep_deletes_writes_left_by_deleted_checkpoints(tmp_path: Path) -> Non
 
 
 # -- the bound across processes -------------------------------------------------------------------
+
+
+class Three(TypedDict):
+    messages: Annotated[list[Any], add_messages]
+
+
+def three_steps(saver: Any) -> Any:
+    def step(name: str) -> Any:
+        return lambda state: {"messages": [AIMessage(name)]}
+
+    builder = StateGraph(Three).add_node("a", step("a")).add_node("b", step("b")).add_node("c", step("c"))
+    builder.add_edge(START, "a")
+    builder.add_edge("a", "b")
+    builder.add_edge("b", "c")
+    builder.add_edge("c", END)
+    return builder.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("every", [2, 5, 10])
+def test_keep_last_bound_holds_when_only_each_runs_last_step_is_put(every: int) -> None:
+    """``durability="exit"`` puts a run's last checkpoint only (its step moves by 5 a run here):
+    retention still runs whenever a multiple of ``retention_every`` is passed."""
+    with open_saver("memory") as inner:
+        saver = ReducingCheckpointSaver(inner, reducer(), keep_last=2, retention_every=every)
+        graph = three_steps(saver)
+        seen = []
+        for turn in range(24):
+            graph.invoke({"messages": [HumanMessage(f"q{turn}")]}, thread_config("x"), durability="exit")
+            seen.append(len(list(inner.list(thread_config("x")))))
+    assert max(seen) <= 2 + every, seen
 
 
 def test_keep_last_bound_holds_when_each_turn_is_served_by_another_process(tmp_path: Path) -> None:

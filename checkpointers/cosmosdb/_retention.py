@@ -14,7 +14,7 @@ with their ``execute``. Invariants:
   checkpoints (and the parent links of kept checkpoints whose parent went, set to their nearest
   kept ancestor or None, as ``prune``/``delete_for_runs`` do) in transactional batches of at most
   100 operations, then the values, so a reader never meets a checkpoint whose values are gone.
-  Before the values go, the thread's checkpoint items are read again: a value a checkpoint
+  The first value deletion reads the thread's checkpoint items again: a value a checkpoint
   stored since the load names (another run's put) stays;
   Cosmos DB has no transaction across batches: a process stopped between batches leaves the kept
   checkpoints whole (only deletable items may remain; the next run deletes them);
@@ -56,7 +56,7 @@ _NEWEST_SQL = (
 )
 # The local test server has no DISTINCT: thread ids are deduplicated here.
 _THREADS_SQL = f"SELECT c.thread_id FROM c WHERE {IS_CHECKPOINT}"
-_NAMED_SQL = f"SELECT c.blobs FROM c WHERE {IS_CHECKPOINT} AND c.thread_id = @thread"
+_NAMED_SQL = f"SELECT c.id, c.blobs FROM c WHERE {IS_CHECKPOINT} AND c.thread_id = @thread"
 
 
 @dataclass(slots=True)
@@ -75,8 +75,9 @@ class _Thread:
     value_ids: dict[str, list[str]]
     remove: set[str] = field(default_factory=set)
     writes: list[str] = field(default_factory=list)
-    #: value head id -> ids of its items, to delete
-    values: dict[str, list[str]] = field(default_factory=dict)
+    values: list[str] = field(default_factory=list)
+    #: value head ids the thread's checkpoints name, read again before the first value deletion
+    named: set[str] | None = None
 
 
 def _load(thread_id: str) -> Generator[Any, Any, tuple[r.ThreadState, _Thread]]:
@@ -126,7 +127,7 @@ def _delete_ops(ids: Sequence[str]) -> list[tuple[str, tuple[Any, ...]]]:
     return [("delete", (i,)) for i in ids]
 
 
-def _flush(thread: _Thread, thread_id: str) -> CosmosFlow[None]:
+def _flush(thread: _Thread) -> CosmosFlow[None]:
     ops = _delete_ops(thread.writes) + _delete_ops([i for i in thread.checkpoint_ids.values()
                                                     if i in thread.remove])
     ops += [
@@ -135,12 +136,7 @@ def _flush(thread: _Thread, thread_id: str) -> CosmosFlow[None]:
     ]
     for batch in plan_batches(ops):
         yield Batch(thread.pk, tuple(batch), missing_ok=True)
-    if not thread.values:
-        return
-    rows = yield Query(_NAMED_SQL, (("@thread", thread_id),), thread.pk)
-    named = {str(ref) for row in rows for ref in (row.get("blobs") or ())}
-    values = [i for ref, ids in thread.values.items() if ref not in named for i in ids]
-    for batch in plan_batches(_delete_ops(values)):
+    for batch in plan_batches(_delete_ops(thread.values)):
         yield Batch(thread.pk, tuple(batch), missing_ok=True)
 
 
@@ -172,10 +168,16 @@ def _perform(
         return writes
     if isinstance(op, r.DeleteBlobs):
         thread = threads[op.thread_id]
+        if thread.named is None:  # another run's put since the load may name a value
+            rows = yield Query(_NAMED_SQL, (("@thread", op.thread_id),), thread.pk)
+            thread.named = {str(ref) for row in rows if row.get("id") not in thread.remove
+                            for ref in (row.get("blobs") or ())}
+        if op.channel in thread.named:
+            return 0
         ids = thread.value_ids.pop(op.channel, None)
         if not ids:
             return 0
-        thread.values[op.channel] = ids
+        thread.values.extend(ids)
         return 1
     if isinstance(op, r.DeleteThread):
         threads.pop(op.thread_id, None)
@@ -213,9 +215,9 @@ def retention_flow(flow: r.Flow, serde: SerializerProtocol) -> CosmosFlow[Any]:
             result = yield from _perform(op, threads, serde)
         except Exception as exc:
             error = exc
-    for thread_id, thread in threads.items():
+    for thread in threads.values():
         if thread.remove or thread.writes or thread.values:
-            yield from _flush(thread, thread_id)
+            yield from _flush(thread)
     return returned
 
 
