@@ -435,10 +435,23 @@ def test_a_keyword_connection_string_is_postgres_and_its_secrets_known_by_value(
         ("host=db user", "word 2 has no '='"),
         ("dbname=app passwd=pw", "'passwd' is not a libpq keyword"),
         ("host=db password='pw", "opens a quote (') that is never closed"),
+        ("HOST=db PASSWORD=pw", "libpq's keywords are lowercase: write 'host', 'password'"),
     ]:
         with pytest.raises(CliError, match=re.escape(why)) as caught:
             parse_store_url(refused)
         assert caught.value.exit_code == 2 and "pw" not in str(caught.value).replace("password", "")
+
+
+def test_an_uppercase_keyword_string_is_refused_and_its_password_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    store = "HOST=127.0.0.1 PASSWORD=S3cr3tXYZ"
+    assert cli.main(["demo", "--turns", "2", "--store", store]) == 2
+    out = capsys.readouterr()
+    assert "S3cr3tXYZ" not in out.out + out.err and "lowercase" in out.err
+    assert list(tmp_path.iterdir()) == []
+    assert Redactor().text("at PASSWORD=S3cr3tXYZ: refused") == "at PASSWORD=***: refused"
 
 
 def test_the_stream_sees_a_secret_written_in_pieces() -> None:

@@ -44,10 +44,11 @@ _SECRET_WORDS = "|".join(sorted(SECRET_KEYWORDS))
 #: (or to the end of the text when there is none); a plain one to the white space, not taking the
 #: quote and punctuation that close the sentence around it ("at 'password=x': failed").
 SECRET_PAIR_IN_TEXT = re.compile(
-    rf"(?<![\w.\-])({_SECRET_WORDS})(\s*=\s*)"
+    rf"(?i)(?<![\w.\-])({_SECRET_WORDS})(\s*=\s*)"
     r"('(?:[^'\\]|\\.)*'?|(?:[^\s\\]|\\.)+?(?=['\"]?[:,;.)\]}]*(?:\s|$)))"
 )
-_KEYWORD_WORD = re.compile(rf"(?:^|\s)(?:{'|'.join(sorted(LIBPQ_KEYWORDS))})\s*=")
+# any case: ``HOST=db PASSWORD=x`` is meant as one too (and refused: libpq's keywords are lowercase)
+_KEYWORD_WORD = re.compile(rf"(?i)(?:^|\s)(?:{'|'.join(sorted(LIBPQ_KEYWORDS))})\s*=")
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,12 @@ def parse_conninfo(text: str) -> list[Pair]:
     if not pairs:
         raise ConninfoError("it has no keyword=value pair")
     unknown = sorted({p.keyword for p in pairs if p.keyword not in LIBPQ_KEYWORDS})
+    cased = [k for k in unknown if k.lower() in LIBPQ_KEYWORDS]
+    if cased:
+        raise ConninfoError(
+            f"libpq's keywords are lowercase: write {', '.join(repr(k.lower()) for k in cased)}, "
+            f"not {', '.join(map(repr, cased))}"
+        )
     if unknown:
         names = ", ".join(map(repr, unknown))
         raise ConninfoError(
@@ -147,7 +154,7 @@ def conninfo_secrets(text: str) -> set[str]:
     """The values of the secret keywords in ``text``, decoded and as written."""
     found: set[str] = set()
     for pair in _pairs(text, strict=False):
-        if pair.keyword in SECRET_KEYWORDS:
+        if pair.keyword.lower() in SECRET_KEYWORDS:
             found |= {pair.value, text[pair.start : pair.end]}
     return {s for s in found if s}
 
