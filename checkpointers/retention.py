@@ -1355,6 +1355,24 @@ async def aprune(saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep
 # -- per-put retention: what ReducingCheckpointSaver(keep_last=...) runs -------------------------
 
 
+def versions_to_store(
+    checkpoint: Mapping[str, Any], metadata: Mapping[str, Any], new_versions: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The channel versions a put under retention stores values for: ``new_versions``, and for a
+    run's input checkpoint every value it names. A run reads the thread's latest checkpoint when it
+    starts; until its input checkpoint is stored, another run's retention may delete that one and
+    the values only it named (a finished checkpoint is not spared), so the input stores them again.
+    Blob savers skip a value already stored (Postgres ``ON CONFLICT DO NOTHING``); row savers
+    ignore ``new_versions``.
+    """
+    if metadata.get("source") != "input":
+        return dict(new_versions)
+    values = checkpoint.get("channel_values", {})
+    named = {ch: v for ch, v in checkpoint.get("channel_versions", {}).items() if ch in values}
+    return {**named, **new_versions}
+
+
+
 @dataclass(slots=True)
 class RetentionStats:
     """Counters of a saver's per-put retention."""

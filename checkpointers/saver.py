@@ -275,6 +275,8 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
                 self._reducer, config, checkpoint, new_versions,
                 self._messages_key, self._on_reduce, self._summary_memo,
             )
+        if self._schedule is not None:
+            new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
         saved = self._inner.put(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:
             self._schedule.after_put(self._backend, saved, metadata)
@@ -293,6 +295,8 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
                 self._reducer, config, checkpoint, new_versions,
                 self._messages_key, self._on_reduce, self._summary_memo,
             )
+        if self._schedule is not None:
+            new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
         saved = await self._inner.aput(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:
             await self._schedule.aafter_put(self._backend, saved, metadata)

@@ -172,6 +172,68 @@ async def test_a_run_between_two_steps_keeps_its_channels_when_another_run_finis
     assert all(s is not None and s.runs > 0 and s.failures == 0 for s in stats), stats
 
 
+class SlowInput(ReducingCheckpointSaver):
+    """A saver whose input checkpoints wait before they are stored (a busy background writer)."""
+
+    def put(
+        self, config: RunnableConfig, checkpoint: Any, metadata: Any, new_versions: Any
+    ) -> RunnableConfig:
+        if metadata.get("source") == "input":
+            hold = self.__dict__["hold"]
+            hold[0].set()
+            assert hold[1].wait(120), "the test never released the input put"
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+@pytest.mark.parametrize("kind", ["memory", "postgres", "cosmos"])
+def test_a_run_whose_input_checkpoint_is_on_its_way_keeps_the_channels_it_read(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Run C read the thread's finished latest checkpoint F (profile by A); before C's input
+    checkpoint is stored, run B finishes a turn that writes its own profile, and its retention
+    deletes F and the value only F named. C writes no profile: its last checkpoint, the thread's
+    latest, still holds the one it read."""
+    config: RunnableConfig = {"configurable": {"thread_id": "late-input"}}
+    entered, release = threading.Event(), threading.Event()
+
+    def agent(state: Profiled) -> dict[str, Any]:
+        update: dict[str, Any] = {"messages": [*state["messages"], AIMessage(f"{state['run']} agent")]}
+        if state["run"] != "C":
+            update["profile"] = {"by": state["run"]}
+        return update
+
+    builder = StateGraph(Profiled).add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    with _sync_pair(kind, request) as (one, two):
+        saver_b = _wrap(one)
+        saver_c = SlowInput(two, reducer(), keep_last=1, retention_every=1)
+        saver_c.__dict__["hold"] = (entered, release)
+        graph_b = builder.compile(checkpointer=saver_b)
+        graph_c = builder.compile(checkpointer=saver_c)
+        graph_b.invoke(_input("A"), config, durability="sync")
+        failures: list[BaseException] = []
+
+        def run_c() -> None:
+            try:
+                graph_c.invoke(_input("C"), config, durability="sync")
+            except BaseException as exc:  # reported below
+                failures.append(exc)
+
+        worker = threading.Thread(target=run_c)
+        worker.start()
+        assert entered.wait(120), failures
+        graph_b.invoke(_input("B"), config, durability="sync")
+        release.set()
+        worker.join(120)
+        assert failures == []
+        latest = saver_b.get_tuple(config)
+    assert latest is not None
+    values = latest.checkpoint["channel_values"]
+    assert [m.content for m in values["messages"]][-1] == "C agent"
+    assert values.get("profile") == {"by": "A"}, sorted(values)
+
+
 # -- the rule, on the plan ------------------------------------------------------------------------
 
 

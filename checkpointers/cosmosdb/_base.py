@@ -387,6 +387,8 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         started = time.monotonic()
         ttls = self._settings.ttls
         write_versions: dict[str, Any] = dict(new_versions)
+        if self._schedule is not None:
+            write_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
         after = ttls.refresh_after
         if after is not None:
             # With a TTL, an unchanged value still read by this checkpoint is rewritten when its
