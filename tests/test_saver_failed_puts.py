@@ -173,22 +173,26 @@ def stored_ids(checkpoint: Any) -> list[str | None]:
     return ids(checkpoint["channel_values"].get("messages", []))
 
 
+def run_retried(graph: Any) -> None:
+    """Run TURNS turns on thread "t", each retried by the caller while a put fails."""
+    for turn in range(TURNS):
+        for _ in range(100):
+            try:
+                graph.invoke(turn_input(turn), thread_config("t"), durability="sync")
+                break
+            except ConnectionError:
+                continue  # the caller retries the turn
+        else:
+            pytest.fail(f"turn {turn} never succeeded")
+
+
 @pytest.mark.parametrize("seed", SEEDS)
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_retried_runs_summarize_each_message_once(kind: str, seed: int, tmp_path: Path) -> None:
     outage = Outage(seed)
     with failing_saver(kind, outage, tmp_path / "cp.db") as inner:
         saver = ReducingCheckpointSaver(inner, reducer(outage))
-        graph = build_graph(saver, model=FreshIdModel())
-        for turn in range(TURNS):
-            for _ in range(100):
-                try:
-                    graph.invoke(turn_input(turn), thread_config("t"), durability="sync")
-                    break
-                except ConnectionError:
-                    continue  # the caller retries the turn
-            else:
-                pytest.fail(f"turn {turn} never succeeded")
+        run_retried(build_graph(saver, model=FreshIdModel()))
         latest = saver.get_tuple(thread_config("t"))
         assert latest is not None
         ever_stored = {i for tup in saver.list(thread_config("t")) for i in stored_ids(tup.checkpoint)}
@@ -225,13 +229,6 @@ def test_some_seeds_fail_a_put_that_carries_a_new_summary(tmp_path: Path) -> Non
     for seed in SEEDS:
         outage = Outage(seed)
         saver = ReducingCheckpointSaver(FailingInMemorySaver(outage), reducer(outage))
-        graph = build_graph(saver, model=FreshIdModel())
-        for turn in range(TURNS):
-            for _ in range(100):
-                try:
-                    graph.invoke(turn_input(turn), thread_config("t"), durability="sync")
-                    break
-                except ConnectionError:
-                    continue
+        run_retried(build_graph(saver, model=FreshIdModel()))
         hits += outage.failed_with_new_summary > 0
     assert hits >= 3
