@@ -329,10 +329,11 @@ def _claim(
         results = open_results.pop(cid, None)
         if results:
             claimed[cid] = results
-            if len(results) > 1:  # walk order, newest first: all but the last are duplicates
-                duplicates.update(results[:-1])
-    for j in duplicates.intersection(shared):
-        shared[j].broken = True  # it holds a result message that answers a call twice
+            for j in results[:-1]:  # walk order, newest first: all but the last are duplicates
+                duplicates.add(j)
+                holder = shared.get(j)
+                if holder is not None:
+                    holder.broken = True  # it holds a result message that answers a call twice
     joined: list[_Unit] = []
     complete = len(claimed) == len(set(call_ids))
     for results in claimed.values():
