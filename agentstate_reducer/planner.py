@@ -210,8 +210,8 @@ def plan(
             if not complete and newer:
                 unit.broken = True  # dangling: pruned, with whatever results it has
             if open_results and not _continues_block(read, i):
-                # the calls of the AI messages before a tool result are answered before this
-                # one: the results after it it does not claim answer nothing (late results)
+                # a new block starts here: the calls before it were to be answered before it,
+                # so the results after it that it does not claim answer nothing (late results)
                 _close(open_results, shared)
         else:
             if open_results:
