@@ -22,7 +22,10 @@ from agentstate_reducer.summary import SUMMARY_ID, insert_position
 from tests.convo import MULTI_RESULT_FORMATS, PROPERTY_BUILDERS, Spec
 
 PINNED_KINDS = ("system", "unknown", "remove")
-STEPS = ["ai", "call", "call", "orphan", "unknown", "system", "dangling", "interrupted", "late", "retry"]
+STEPS = [
+    *("ai", "call", "call", "orphan", "unknown", "system", "dangling", "interrupted"),
+    *("late", "retry", "stacked"),
+]
 
 
 @st.composite
@@ -77,6 +80,12 @@ def conversations(draw: st.DrawFn, multi: bool = False) -> Spec:
                 else:
                     after_next.append(again)
                 spec += answers
+            elif step == "stacked":  # two AI messages with calls in a row, then all the results
+                stacked = [*call_ids(1, turn_ids), new_id("x")]
+                spec.append(("call", new_id("c"), stacked[:1]))
+                spec.append(("call", new_id("c"), stacked[1:]))
+                for cid in draw(st.permutations(stacked)):
+                    spec.append(("tool", new_id("t"), cid))
             elif step == "call":
                 calls = call_ids(draw(st.integers(1, 3)), turn_ids)
                 spec.append(("call", new_id("c"), calls))
@@ -111,8 +120,11 @@ def violations(infos: list[MessageInfo]) -> list[str]:
 
     Consecutive assistant messages with calls form one block (Anthropic merges consecutive
     assistant messages); the results after a block answer its calls, the newest call with the
-    id, each call once; every call must be answered before the next user message, assistant
-    message without calls, or assistant message with calls after a result (the next block),
+    id, each call once; a result message answering only calls of a message followed by another
+    message of the block is out of place (OpenAI, and Anthropic through langchain-anthropic,
+    which does not merge them), unless that message leads to the next (a Responses model turn);
+    every call must be answered before the next user message, assistant message without calls,
+    or assistant message with calls after a result (the next block),
     except those of the last assistant message when only results follow it (or of the last run
     of call items of one Responses model turn, each leading to the next). A reasoning item
     (Responses) must be followed by an assistant item.
@@ -140,6 +152,11 @@ def violations(infos: list[MessageInfo]) -> list[str]:
         if info.kind == "tool":
             if not info.result_ids:
                 out.append(f"result {info.id} answers nothing")
+            owners = {owner[rid] for rid in info.result_ids if rid in owner}
+            if len(owners) == 1:
+                (at,) = owners
+                if not infos[at].leads and any(p > at for p, _ in needed):
+                    out.append(f"result {info.id} answers {infos[at].id} across a later call")
             for rid in info.result_ids:
                 if rid in owner:
                     if (owner[rid], rid) in answered:

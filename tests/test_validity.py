@@ -12,7 +12,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from checkpointers.saver import ReducingCheckpointSaver
-from tests.convo import LANGGRAPH_FORMATS, SHAPES, Spec, anthropic_dicts, ids
+from tests.convo import LANGGRAPH_FORMATS, SHAPES, Spec, anthropic_dicts, ids, responses_items
 from tests.test_properties import violations
 
 FORMATS = list(SHAPES)
@@ -278,3 +278,43 @@ def test_saver_put_stores_a_repaired_history() -> None:
     stored = saver.get_tuple(saved)
     assert stored is not None
     assert ids(stored.checkpoint["channel_values"]["messages"]) == ["h1", "h2"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_result_across_a_later_call_is_repaired(fmt: str) -> None:
+    """Two AI messages with calls in a row, each answered by its own result after the second:
+    the first one's result would answer it across the second (OpenAI rejects it, and so does
+    Anthropic through langchain-anthropic, which does not merge them), so its group is pruned.
+    Responses call items of one model turn lead to each other: they stay."""
+    spec: Spec = [
+        ("human", "h1"),
+        ("call", "c1", ["x1"]),
+        ("call", "c2", ["x2"]),
+        ("tool", "t1", "x1"),
+        ("tool", "t2", "x2"),
+        ("ai", "a1"),
+    ]
+    whole = fmt == "responses_items"
+    for cfg in (ReducerConfig(), ReducerConfig(max_tokens=100_000, token_counter=lambda m: 7)):
+        out = MessageReducer(config=cfg).reduce(SHAPES[fmt](spec))
+        assert ids(out.surviving) == (ids(SHAPES[fmt](spec)) if whole else ["h1", "c2", "t2", "a1"])
+        assert _valid(out.surviving)
+        assert out.stats.repaired == (not whole) and not out.stats.triggered
+
+
+def test_appending_after_a_model_turn_reusing_a_call_id_is_checked() -> None:
+    """Two call items of one Responses model turn with the same call id, answered once: pending
+    at the end, broken once a user message follows, through the memo of the last output too."""
+    spec: Spec = [
+        ("human", "h1"),
+        ("call", "c1", ["call_0"]),
+        ("call", "c2", ["call_0", "call_1"]),
+        ("tool", "t1", "call_0"),
+        ("tool", "t2", "call_1"),
+    ]
+    reducer = MessageReducer()
+    first = reducer.reduce(responses_items(spec))
+    assert ids(first.surviving) == ["h1", "c1", "c2", "t1", "t2"]  # a pending model turn
+    out = reducer.reduce(first.surviving, responses_items([("human", "h2")]))
+    assert ids(out.surviving) == ["h1", "c2", "t1", "t2", "h2"]
+    assert _valid(out.surviving)
