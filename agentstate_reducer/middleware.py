@@ -24,14 +24,18 @@ Invariants, in both modes:
 
 * Every model call gets a history OpenAI and Anthropic accept (``validate=True``): one system
   message at the front (the agent's system prompt, then system messages held in state, merged),
-  a user turn first after it, every tool result after its call, every call answered. Repairs
-  change only the request, and are logged with the ids they removed.
+  a user turn first after it, every tool result after its call, every call answered once.
+  Repairs are logged with the ids they removed. In request mode they change only the request; in
+  state mode the reduction of the state prunes, untriggered, what the contract names broken
+  (orphan, late and second results, calls left unanswered) from the state too, and only the
+  request loses what comes before the first user turn and a pending call at the end.
 * The request's system prompt is never pruned; system messages in state stay pinned.
 * ``trigger``/``keep`` take LangChain's forms: ``("messages", n)``, ``("tokens", n)``,
   ``("fraction", f)`` of the model profile's ``max_input_tokens``; a list means any of them, a dict
   all of them. A trigger fires when the history reaches the threshold (``>=``, as LangChain's).
   Without them the reducer's own limits apply (more than ``max_messages`` / ``max_tokens``,
-  keep ``min_messages`` / ``target_tokens``).
+  keep ``min_messages`` / ``target_tokens``). A keep over a threshold of the trigger in the same
+  unit is a ``ValueError`` at construction.
 * Token triggers use the newest AI message's ``usage_metadata["total_tokens"]`` plus an estimate
   of the messages after it, unless a reduction has happened since that message.
 * A failing summarizer prunes nothing (``ReducerConfig.on_summary_error="keep"``, the default).
@@ -166,6 +170,61 @@ def parse_trigger(trigger: Any) -> tuple[_Clause, ...]:
             raise ValueError("trigger: an empty list never fires; pass None to use the reducer's limits")
         return tuple(clause(item) for item in trigger)
     return (clause(trigger),)
+
+
+def _trigger_repr(trigger: tuple[_Clause, ...]) -> str:
+    """``trigger`` in the form it is given in: None, a tuple, a dict (all), a list (any)."""
+
+    def clause(c: _Clause) -> str:
+        return repr(c[0]) if len(c) == 1 else repr(dict(c))
+
+    if not trigger:
+        return "None"
+    return clause(trigger[0]) if len(trigger) == 1 else "[" + ", ".join(map(clause, trigger)) + "]"
+
+
+def _check_keep_within_trigger(
+    keep: tuple[str, float],
+    trigger: tuple[_Clause, ...],
+    model: Any,
+    *,
+    keep_given: bool,
+    trigger_given: bool,
+) -> None:
+    """Raise ``ValueError`` when ``keep`` is more than a threshold of ``trigger`` in the same unit
+    (a fraction is compared in tokens when ``model``'s profile gives its window): a reduction
+    keeping more than what triggered it prunes nothing until the history is over ``keep``.
+    ``keep_given``/``trigger_given``: given to the middleware, else the reducer's
+    (``min_messages``/``target_tokens``; ``max_messages``/``max_tokens``, whose threshold is
+    one more)."""
+    limit = profile_limit(model) if model is not None else None
+
+    def unit(kind: str, value: float) -> tuple[str, float]:
+        return _resolve(kind, value, model) if kind != "fraction" or limit is not None else (kind, value)
+
+    kept = unit(*keep)
+    what = f"keep {keep!r}"
+    if not keep_given:
+        what = f"the reducer's {'min_messages' if keep[0] == 'messages' else 'target_tokens'} ({keep[1]})"
+    for clause in trigger:
+        for kind, value in clause:
+            threshold = unit(kind, value)
+            if threshold[0] != kept[0]:
+                continue
+            if trigger_given and kept[1] > threshold[1]:
+                raise ValueError(
+                    f"{what} must be <= trigger {(kind, value)!r}: a reduction keeping more than "
+                    "what triggered it prunes nothing until the history is over keep; lower keep "
+                    "or raise the trigger"
+                )
+            most = int(value) - 1
+            if not trigger_given and kept[1] > most:
+                name = "max_messages" if kind == "messages" else "max_tokens"
+                raise ValueError(
+                    f"{what} must be <= the reducer's {name} ({most}): a reduction keeping more "
+                    "than that prunes nothing until the history is over keep; pass a smaller keep "
+                    "or a trigger"
+                )
 
 
 def profile_limit(model: Any) -> int | None:
@@ -320,7 +379,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             reducer's ``max_messages``/``max_tokens``.
         keep: how much to keep, ``("messages", n)``, ``("tokens", n)`` or ``("fraction", f)``;
             replaces the reducer's ``min_messages``/``target_tokens``. Any trigger combines with
-            any keep.
+            any keep; a keep over a threshold of the trigger in the same unit raises.
         model: the agent's model, read for its profile when a fraction must be known before the
             request exists (state mode). Request mode reads the request's model.
         summarizer: a chat model (prompted with ``DEFAULT_SUMMARY_PROMPT``), a callable
@@ -337,7 +396,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     Raises:
         TypeError, ValueError: a bad argument, named; a fraction in state mode without ``model``
-            having a profile.
+            having a profile; a keep over the trigger.
     """
 
     def __init__(
@@ -417,6 +476,9 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 )
             if profile_limit(model) is None:
                 raise _no_profile(model)
+        _check_keep_within_trigger(
+            self._keep, self._trigger, model, keep_given=keep is not None, trigger_given=trigger is not None
+        )
         self.summary_memo = summary_memo if summary_memo is not None else SummaryMemo()
         self._reducers: dict[_Size | None, MessageReducer] = {}
         self._repair: MessageReducer | None = None
@@ -429,7 +491,12 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._pending: dict[Hashable, _Pending] = {}
 
     def __repr__(self) -> str:
-        return f"ReducerMiddleware({self.reducer!r}, mode={self.mode!r})"
+        """The effective trigger and keep, in the middleware's forms (a trigger fires at ``>=``:
+        the reducer's ``max_messages=40`` is ``('messages', 41)``)."""
+        return (
+            f"ReducerMiddleware(mode={self.mode!r}, trigger={_trigger_repr(self._trigger)}, "
+            f"keep={self._keep!r})"
+        )
 
     # -- building blocks ---------------------------------------------------------------------
 

@@ -8,8 +8,12 @@ kept, cut at a turn boundary. The contract (README, "The pruning contract"):
    ids) is one unit; every other message is a unit of its own. Groups are never split. A result
    belongs to the nearest AI message before it that made the call, so a call id used again by a
    later message starts a new group, and comes before the next user or assistant message that is
-   not a tool call. A result message answering calls of several AI messages
-   (Anthropic's user message of ``tool_result`` blocks) joins their groups into one unit. A
+   not a tool call, and before an AI message with calls that follows a result (a new block; a
+   result after it answers nothing before it). AI messages with calls in a row are one block
+   where a result message answers calls of several of them (Anthropic's user message of
+   ``tool_result`` blocks), which joins their groups into one unit, or where they lead (below);
+   a result answering only the first's calls, after the second, breaks the first's group. Of
+   several results for one call the first belongs to it; the others are pruned. A
    message that *leads* (``MessageInfo.leads``: the items of one Responses model turn) joins the
    unit of the AI message right after it; a reasoning item (``LEADS_REQUIRED``) followed by any
    other conversation message is broken, and so is a call of a model turn left unanswered. A
@@ -18,10 +22,10 @@ kept, cut at a turn boundary. The contract (README, "The pruning contract"):
 2. Pinned messages are never pruned: index 0 when ``preserve_first`` (with its tool results),
    system messages and messages of unknown role. They cost nothing in count mode and are counted
    in token mode. (The injected summary is held out of the list by the reducer before planning.)
-3. Orphan tool results (no call before them) and dangling calls (an AI message whose calls are not
-   all answered, anywhere but at the end) are pruned from every output, triggered or not:
-   providers reject both. A call at the end whose results are missing in part or whole is pending,
-   not broken, and stays.
+3. Orphan tool results (no call in the block before them), second results for a call and
+   dangling calls (an AI message whose calls are not all answered, anywhere but at the end) are
+   pruned from every output, triggered or not: providers reject all three. A call at the end
+   whose results are missing in part or whole is pending, not broken, and stays.
 4. The newest units that fit are kept; with ``start_on_human`` the kept history starts at a human
    message. The live turn (the newest human message and what follows) is never dropped whole:
    when it alone is over the budget, its human message and its newest units that fit are kept,
@@ -184,6 +188,7 @@ def plan(
     seen_conversation = False
     open_results: dict[str, list[int]] = {}
     shared: dict[int, _Unit] = {}  # results answering several calls -> the unit that claimed them
+    duplicates: set[int] = set()  # results answering a call an older result of its group answers
     carried: _Unit | None = None  # the unit of the AI message after a leading one, not decided yet
     carried_seen = False  # whether a conversation message came after the carried unit
     i = n
@@ -202,17 +207,23 @@ def plan(
         in_run = leading is not None and bool(read(leading.first).call_ids)
         newer = carried_seen if in_run else seen_conversation
         if info.kind == "ai" and info.call_ids:
-            unit, complete = _claim(i, info.call_ids, open_results, shared, read)
+            unit, complete, alone = _claim(i, info.call_ids, open_results, shared, duplicates, read)
             if not complete and newer:
                 unit.broken = True  # dangling: pruned, with whatever results it has
+            elif alone and not info.leads and _followed_by_call(read, i, n):
+                # a result of its own calls only, after the next AI message's calls: it would
+                # answer them across that message (one result message answering calls of both
+                # is Anthropic's shape, and stays)
+                unit.broken = True
+            if open_results and not _continues_block(read, i):
+                # a new block starts here: the calls before it were to be answered before it,
+                # so the results after it that it does not claim answer nothing (late results)
+                _close(open_results, shared)
         else:
             if open_results:
                 # results after this message cannot join a call before it: providers want a call's
                 # results before the next user or assistant message
-                open_results.clear()
-                for waiting in shared.values():
-                    if waiting.needs:
-                        waiting.broken = True
+                _close(open_results, shared)
             unit = _Unit(i, [i], info.kind == "human")
         decided = [unit]
         if leading is not None:
@@ -253,6 +264,40 @@ def plan(
     return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost)
 
 
+def _close(open_results: dict[str, list[int]], shared: dict[int, _Unit]) -> None:
+    """No older message can claim the open results: they are orphans, and a unit still waiting
+    for an older call to claim the rest of a result message it holds is broken."""
+    open_results.clear()
+    for waiting in shared.values():
+        if waiting.needs:
+            waiting.broken = True
+
+
+def _continues_block(read: Callable[[int], MessageInfo], i: int) -> bool:
+    """True when the conversation message before the AI message ``i`` is an AI message with
+    calls: consecutive calls are one block, and the results after the block may answer any of
+    its calls (through a message answering several, or items of one model turn). After a tool
+    result, a user message or an AI message without calls, a new block starts at ``i``."""
+    k = i - 1
+    while k >= 0:
+        info = read(k)
+        if info.kind not in PINNED_KINDS:
+            return info.kind == "ai" and bool(info.call_ids)
+        k -= 1
+    return False
+
+
+def _followed_by_call(read: Callable[[int], MessageInfo], i: int, n: int) -> bool:
+    """True when the conversation message after ``i`` is an AI message with calls."""
+    k = i + 1
+    while k < n:
+        info = read(k)
+        if info.kind not in PINNED_KINDS:
+            return info.kind == "ai" and bool(info.call_ids)
+        k += 1
+    return False
+
+
 def _reasoned(read: Callable[[int], MessageInfo], pinned: set[int], i: int) -> bool:
     """True when a reasoning item (``LEADS_REQUIRED``) heads the run of leading messages that
     ends at ``i``: the items of that model turn cannot be sent without it, nor it without them."""
@@ -284,32 +329,48 @@ def _claim(
     call_ids: tuple[str, ...],
     open_results: dict[str, list[int]],
     shared: dict[int, _Unit],
+    duplicates: set[int],
     read: Callable[[int], MessageInfo],
-) -> tuple[_Unit, bool]:
-    """The unit of the AI message ``i``, and whether every call of it has a result.
+) -> tuple[_Unit, bool, bool]:
+    """The unit of the AI message ``i``, whether every call of it has a result, and whether a
+    result it claims answers its own calls only (not those of a newer AI message too).
 
     It claims the open results of its calls (rule 1: the nearest AI message before a result
-    owns it) and joins the units of results it shares with newer AI messages.
+    owns it) and joins the units of results it shares with newer AI messages. A call answered
+    by several result messages keeps the oldest (the one that came first); the others are
+    duplicates, in no unit: pruned, and a unit holding one (a result message answering several
+    calls) is broken. ``duplicates`` collects them.
     """
     unit = _Unit(i, [i], False)
-    joined: list[_Unit] = []
-    complete = True
+    claimed: dict[str, list[int]] = {}
     for cid in dict.fromkeys(call_ids):
         results = open_results.pop(cid, None)
-        if not results:
+        if results:
+            claimed[cid] = results
+            for j in results[:-1]:  # walk order, newest first: all but the last are duplicates
+                duplicates.add(j)
+                holder = shared.get(j)
+                if holder is not None:
+                    holder.broken = True  # it holds a result message that answers a call twice
+    joined: list[_Unit] = []
+    complete = len(claimed) == len(set(call_ids))
+    alone = False
+    for results in claimed.values():
+        first = results[-1]
+        if first in duplicates:  # the one result message answers another call twice
             complete = False
             continue
-        for j in results:
-            other = shared.get(j)
-            if other is None:
-                unit.members.append(j)
-                rids = read(j).result_ids
-                if len(rids) > 1:
-                    shared[j] = unit
-                    unit.needs = unit.needs or set()
-                    unit.needs.update(rids)
-            elif other is not unit and all(other is not u for u in joined):
-                joined.append(other)
+        other = shared.get(first)
+        if other is None:
+            unit.members.append(first)
+            rids = read(first).result_ids
+            alone = alone or set(rids).issubset(call_ids)
+            if len(rids) > 1:
+                shared[first] = unit
+                unit.needs = unit.needs or set()
+                unit.needs.update(rids)
+        elif other is not unit and all(other is not u for u in joined):
+            joined.append(other)
     for other in joined:
         unit.members += other.members
         if other.needs:
@@ -322,16 +383,18 @@ def _claim(
         unit.needs.difference_update(call_ids)
     if len(unit.members) > 2:
         unit.members = sorted(set(unit.members))
-    return unit, complete
+    return unit, complete, alone
 
 
 def _first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
     """What ``preserve_first`` pins: index 0, with its tool results when it is a tool call.
 
-    Its results are those before a later AI message makes the same call id again (rule 1). An
-    orphan tool result at index 0, a call whose results are not all there, or one sharing a
-    result message with a later call (they form one unit, planned by the walk) is not pinned;
-    nor is a message leading to the AI message after it (a model turn of several items).
+    Its results are the ones right after it, before the next user or AI message, the first
+    result for each call (a second one is a duplicate, left to the walk, which prunes it). An
+    orphan tool result at index 0, a call whose results are not all there before the next AI
+    message, or one sharing a result message with a later call (they form one unit, planned by
+    the walk) is not pinned; nor is a message leading to the AI message after it (a model turn
+    of several items).
     """
     first = read(0)
     if first.kind == "tool" or first.leads == LEADS_REQUIRED:
@@ -341,21 +404,22 @@ def _first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
     if first.kind != "ai" or not first.call_ids:
         return [0]
     wanted = set(first.call_ids)
-    owned = set(wanted)  # ids whose results still belong to index 0
     results: list[int] = []
     answered: set[str] = set()
     for j in range(1, n):
         info = read(j)
-        if info.kind == "tool" and owned.intersection(info.result_ids):
-            if not owned.issuperset(info.result_ids):
+        if info.kind == "tool" and wanted.intersection(info.result_ids):
+            rids = info.result_ids
+            if not wanted.issuperset(rids):
                 return []
+            if answered.intersection(rids):  # a second result for a call: not pinned
+                if not answered.issuperset(rids):
+                    return []  # it answers another call too: the walk decides
+                continue
             results.append(j)
-            answered.update(info.result_ids)
-        elif info.kind == "ai" and info.call_ids:
-            owned.difference_update(info.call_ids)
-            if not owned:
-                break
+            answered.update(rids)
         elif info.kind in ("human", "ai"):
+            # after its results, a new block; before them, a call its results would come after
             break
     return [0, *results] if wanted <= answered else []
 
@@ -370,6 +434,9 @@ class Tail:
     unanswered: frozenset[str] = frozenset()
     #: it ends in a message that cannot be sent without an AI message after it (a reasoning item)
     open_lead: bool = False
+    #: two items of its trailing model turn make the same call id: the ids cannot tell which of
+    #: them a result answers, so nothing appended is checked from the tail
+    reused: bool = False
 
 
 def tail_of(messages: Sequence[Any]) -> Tail:
@@ -381,6 +448,7 @@ def tail_of(messages: Sequence[Any]) -> Tail:
             answered.update(info.result_ids)
         elif info.kind in ("human", "ai"):
             calls = set(info.call_ids)
+            made = len(info.call_ids)
             open_lead = info.leads == LEADS_REQUIRED
             # the AI messages leading to it are one model turn (Responses): their calls too
             for j in range(i - 1, -1, -1):
@@ -390,7 +458,9 @@ def tail_of(messages: Sequence[Any]) -> Tail:
                 if before.kind != "ai" or not before.leads or info.kind != "ai":
                     break
                 calls.update(before.call_ids)
-            return Tail(frozenset(calls), frozenset(calls.difference(answered)), open_lead)
+                made += len(before.call_ids)
+            unanswered = frozenset(calls.difference(answered))
+            return Tail(frozenset(calls), unanswered, open_lead, made != len(calls))
     return Tail()
 
 
@@ -401,13 +471,15 @@ def extend_tail(tail: Tail, infos: Iterable[MessageInfo]) -> Tail | None:
     message after an unanswered call): then the whole history must be planned. Never None for a
     history the planner would prune, so a non-None answer means nothing needs pruning.
     """
+    if tail.reused:
+        return None
     calls, unanswered, open_lead = tail.calls, tail.unanswered, tail.open_lead
     for info in infos:
         kind = info.kind
         if kind == "tool":
             rids = info.result_ids
-            if open_lead or not rids or not calls.issuperset(rids):
-                return None
+            if open_lead or not rids or not unanswered.issuperset(rids):
+                return None  # an orphan, a late result or a second result for a call
             unanswered = unanswered.difference(rids)
         elif kind == "human" or kind == "ai":
             if unanswered or (open_lead and kind == "human"):

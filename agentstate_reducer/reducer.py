@@ -41,7 +41,8 @@ class ReducerStats:
     over_target: bool = False
     #: the summarizer raised or timed out: ``repr`` of the error (see ``ReducerConfig.on_summary_error``)
     summary_error: str | None = None
-    #: no trigger fired, but messages a provider rejects (orphan results, dangling calls) were pruned
+    #: no trigger fired, but messages a provider rejects (orphan, late or second results, dangling
+    #: calls) were pruned
     repaired: bool = False
 
 

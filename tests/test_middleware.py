@@ -8,6 +8,7 @@ independently of the reducer.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -476,7 +477,7 @@ def test_validate_repairs_a_broken_history_and_logs_the_ids(
     )
     agent = create_agent(model, TOOLS, system_prompt=SYSTEM, middleware=[mw])
     with caplog.at_level(logging.WARNING, logger="agentstate_reducer.middleware"):
-        agent.invoke({"messages": [*_broken_history(), HumanMessage("q2 now", id="h2")]})
+        out = agent.invoke({"messages": [*_broken_history(), HumanMessage("q2 now", id="h2")]})
     assert_calls_valid(model.calls)
     assert model.lost_turns == 0, "a call lost the live question"
     first = model.calls[0]
@@ -486,6 +487,12 @@ def test_validate_repairs_a_broken_history_and_logs_the_ids(
     removed = set(records[0].repaired) | set(records[0].pruned)
     assert {"lead", "orphan", "dang", "pend"} <= removed
     assert "'orphan'" in caplog.text and "'lead'" in caplog.text
+    # state mode writes the contract's repair to the state (``pend`` is followed by h2: no longer
+    # pending); what comes before the first user turn is trimmed from the request only
+    stored = {m.id for m in out["messages"]}
+    broken = {"orphan", "dang", "pend"}
+    assert "lead" in stored
+    assert not broken & stored if mode == "state" else broken <= stored
 
 
 def test_a_repair_repeated_at_every_call_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
@@ -691,3 +698,102 @@ def test_summary_memo_argument_is_checked() -> None:
         ReducerMiddleware(summary_memo={})  # type: ignore[arg-type]
     memo = SummaryMemo()
     assert ReducerMiddleware(summary_memo=memo).summary_memo is memo
+
+
+def _call(*ids: str) -> list[dict[str, Any]]:
+    return [{"name": "lookup", "args": {"q": i}, "id": i} for i in ids]
+
+
+def _late_and_second_results() -> list[Any]:
+    """A result that came after the model's next call (``t2`` for ``c1``'s ``x2``, after ``c2``)
+    and a retried tool's second result (``t4b``)."""
+    return [
+        HumanMessage("q0 first", id="h0"),
+        AIMessage("", tool_calls=_call("x1", "x2"), id="c1"),
+        ToolMessage("r1", tool_call_id="x1", id="t1"),
+        AIMessage("", tool_calls=_call("x3"), id="c2"),
+        ToolMessage("r3", tool_call_id="x3", id="t3"),
+        ToolMessage("r2, late", tool_call_id="x2", id="t2"),
+        AIMessage("", tool_calls=_call("x4"), id="c3"),
+        ToolMessage("r4", tool_call_id="x4", id="t4"),
+        ToolMessage("r4, retried", tool_call_id="x4", id="t4b"),
+        AIMessage("done", id="a0"),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["state", "request"])
+def test_late_and_second_results_never_reach_the_model(mode: Mode) -> None:
+    """The first call's group is broken by the late result (pruned whole, the late result with
+    it); of the two results for x4 the first stays. State mode writes that repair to the state
+    (its hooks see the pruned messages once); request mode leaves the state as it was."""
+    model = ScriptedModel(steps=1)
+    pruned: list[str] = []
+    reducer = MessageReducer(
+        config=ReducerConfig(
+            min_messages=10, max_messages=40, on_prune=[lambda ms, ns: pruned.extend(m.id for m in ms)]
+        )
+    )
+    records: list[ReduceRecord] = []
+    mw = ReducerMiddleware(reducer, mode=mode, on_reduce=records.append)
+    agent = create_agent(model, TOOLS, system_prompt=SYSTEM, checkpointer=InMemorySaver(), middleware=[mw])
+    history = [*_late_and_second_results(), HumanMessage("q1 now", id="h1")]
+    unrepaired = provider_errors([SystemMessage(SYSTEM), *history])
+    assert any("x2" in e for e in unrepaired) and any("x4" in e for e in unrepaired)  # what is rejected
+    agent.invoke({"messages": history}, CFG)
+    assert_calls_valid(model.calls)
+    assert len(model.calls) == 2
+    assert [m.id for m in model.calls[0][1:]] == ["h0", "c2", "t3", "c3", "t4", "a0", "h1"]
+    broken = {"c1", "t1", "t2", "t4b"}
+    assert set(records[0].repaired) == broken and records[0].pruned == ()
+    agent.invoke(next(turns(1, start=2)), CFG)  # two more calls: nothing is pruned twice
+    assert sorted(pruned) == sorted(broken)
+    stored = {m.id for m in agent.get_state(CFG).values["messages"]}
+    assert not broken & stored if mode == "state" else broken <= stored
+
+
+def test_keep_over_the_trigger_is_refused_at_construction() -> None:
+    def refused(match: str, *args: Any, **kwargs: Any) -> None:
+        with pytest.raises(ValueError, match=re.escape(match)):
+            ReducerMiddleware(*args, **kwargs)
+
+    refused(
+        "keep ('messages', 50) must be <= trigger ('messages', 10)",
+        trigger=("messages", 10),
+        keep=("messages", 50),
+    )
+    refused(
+        "keep ('tokens', 3000) must be <= trigger ('tokens', 2000)",
+        trigger=[("messages", 90), ("tokens", 2000)],
+        keep=("tokens", 3000),
+    )
+    refused("keep ('messages', 50) must be <= the reducer's max_messages (40)", keep=("messages", 50))
+    refused("the reducer's min_messages (20) must be <= trigger ('messages', 10)", trigger=("messages", 10))
+    token_reducer = MessageReducer(config=ReducerConfig(max_tokens=1000))
+    over = ("tokens", 1500)
+    refused("keep ('tokens', 1500) must be <= the reducer's max_tokens (1000)", token_reducer, keep=over)
+    windowed = ScriptedModel(profile={"max_input_tokens": 10_000})
+    refused(
+        "keep ('tokens', 6000) must be <= trigger ('fraction', 0.5)",
+        trigger=("fraction", 0.5),
+        keep=("tokens", 6000),
+        model=windowed,
+    )
+    # equal is allowed, as min_messages == max_messages is; different units are not compared
+    assert ReducerMiddleware(trigger=("messages", 10), keep=("messages", 10))
+    assert ReducerMiddleware(trigger=("tokens", 100), keep=("messages", 50))
+
+
+def test_repr_shows_the_effective_trigger_and_keep() -> None:
+    default = "ReducerMiddleware(mode='state', trigger=('messages', 41), keep=('messages', 20))"
+    assert repr(ReducerMiddleware()) == default
+    assert repr(ReducerMiddleware(trigger=("messages", 10), keep=("messages", 5), mode="request")) == (
+        "ReducerMiddleware(mode='request', trigger=('messages', 10), keep=('messages', 5))"
+    )
+    trigger = [("messages", 30), {"tokens": 6000, "messages": 10}]
+    either = ReducerMiddleware(trigger=trigger, keep=("tokens", 20))
+    assert repr(either) == (
+        "ReducerMiddleware(mode='state', trigger=[('messages', 30), {'tokens': 6000, 'messages': 10}], "
+        "keep=('tokens', 20))"
+    )
+    never = ReducerMiddleware(MessageReducer())
+    assert repr(never) == "ReducerMiddleware(mode='state', trigger=None, keep=('messages', 0))"

@@ -2,8 +2,9 @@
 
 Conversations have tool groups with parallel calls, call ids reused in every turn or twice within
 a turn, result messages answering calls of two AI messages (Anthropic's shape), unanswered calls,
-results that arrive after the next user message (an interrupted run), orphan results, unknown
-roles and system messages, in every supported shape. Validity is judged by ``violations``, written
+results that arrive after the next user message (an interrupted run) or after the model's next
+call, second results for a call (a retried tool, a replayed write), orphan results, unknown roles
+and system messages, in every supported shape. Validity is judged by ``violations``, written
 from the providers' rules and independent of the planner's code.
 """
 
@@ -21,7 +22,10 @@ from agentstate_reducer.summary import SUMMARY_ID, insert_position
 from tests.convo import MULTI_RESULT_FORMATS, PROPERTY_BUILDERS, Spec
 
 PINNED_KINDS = ("system", "unknown", "remove")
-STEPS = ["ai", "call", "call", "orphan", "unknown", "system", "dangling", "interrupted"]
+STEPS = [
+    *("ai", "call", "call", "orphan", "unknown", "system", "dangling", "interrupted"),
+    *("late", "retry", "stacked"),
+]
 
 
 @st.composite
@@ -60,9 +64,29 @@ def conversations(draw: st.DrawFn, multi: bool = False) -> Spec:
         spec += late  # results of an interrupted run, after the next user message
         late = []
         turn_ids: list[str] = []
+        after_next: list[tuple[Any, ...]] = []  # results that arrive after the next step
         for _ in range(draw(st.integers(0, 4))):
             step = draw(st.sampled_from(steps))
-            if step == "call":
+            held, after_next = after_next, []
+            if step in ("late", "retry"):
+                calls = call_ids(draw(st.integers(1, 3)), turn_ids)
+                spec.append(("call", new_id("c"), calls))
+                answers = [("tool", new_id("t"), cid) for cid in draw(st.permutations(calls))]
+                again = ("tool", new_id("t"), draw(st.sampled_from(calls)))  # a second result
+                if step == "late":  # one result comes after the model's next call
+                    after_next.append(answers.pop(draw(st.integers(0, len(answers) - 1))))
+                elif draw(st.booleans()):  # the retried result right after the first, or later
+                    answers.insert(draw(st.integers(0, len(answers))), again)
+                else:
+                    after_next.append(again)
+                spec += answers
+            elif step == "stacked":  # two AI messages with calls in a row, then all the results
+                stacked = [*call_ids(1, turn_ids), new_id("x")]
+                spec.append(("call", new_id("c"), stacked[:1]))
+                spec.append(("call", new_id("c"), stacked[1:]))
+                for cid in draw(st.permutations(stacked)):
+                    spec.append(("tool", new_id("t"), cid))
+            elif step == "call":
                 calls = call_ids(draw(st.integers(1, 3)), turn_ids)
                 spec.append(("call", new_id("c"), calls))
                 for cid in draw(st.permutations(calls)):
@@ -82,6 +106,8 @@ def conversations(draw: st.DrawFn, multi: bool = False) -> Spec:
                 spec.append(("tool", new_id("o"), new_id("nowhere")))
             else:
                 spec.append((step, new_id(step[0])))
+            spec += held
+        late += after_next  # no next step in this turn: after the next user message
     if draw(st.booleans()):  # a pending call at the end, answered in part or not at all
         calls = call_ids(draw(st.integers(1, 3)), [])
         spec.append(("call", new_id("p"), calls))
@@ -92,12 +118,16 @@ def conversations(draw: st.DrawFn, multi: bool = False) -> Spec:
 def violations(infos: list[MessageInfo]) -> list[str]:
     """What a provider rejects in a history (system and unknown-role messages aside).
 
-    Results answer calls of the assistant messages since the last user message or plain assistant
-    message (consecutive assistant messages form one block, as Anthropic merges them); a result
-    answers the newest call with its id; every call must be answered before the block ends, except
-    those of the last assistant message when only results follow it (or of the last run of call
-    items of one Responses model turn, each leading to the next). A reasoning item (Responses)
-    must be followed by an assistant item.
+    Consecutive assistant messages with calls form one block (Anthropic merges consecutive
+    assistant messages); the results after a block answer its calls, the newest call with the
+    id, each call once; a result message answering only calls of a message followed by another
+    message of the block is out of place (OpenAI, and Anthropic through langchain-anthropic,
+    which does not merge them), unless that message leads to the next (a Responses model turn);
+    every call must be answered before the next user message, assistant message without calls,
+    or assistant message with calls after a result (the next block),
+    except those of the last assistant message when only results follow it (or of the last run
+    of call items of one Responses model turn, each leading to the next). A reasoning item
+    (Responses) must be followed by an assistant item.
     """
     out: list[str] = []
     owner: dict[str, int] = {}  # call id -> position of the newest message in the block making it
@@ -106,6 +136,7 @@ def violations(infos: list[MessageInfo]) -> list[str]:
     last_call: set[int] = set()
     previous: MessageInfo | None = None  # the conversation message before this one
     previous_pos = -1
+    results_seen = False  # a result came after the block's last call
 
     def close() -> None:
         for pos, cid in sorted(needed - answered):
@@ -121,12 +152,24 @@ def violations(infos: list[MessageInfo]) -> list[str]:
         if info.kind == "tool":
             if not info.result_ids:
                 out.append(f"result {info.id} answers nothing")
+            owners = {owner[rid] for rid in info.result_ids if rid in owner}
+            if len(owners) == 1:
+                (at,) = owners
+                if not infos[at].leads and any(p > at for p, _ in needed):
+                    out.append(f"result {info.id} answers {infos[at].id} across a later call")
             for rid in info.result_ids:
                 if rid in owner:
+                    if (owner[rid], rid) in answered:
+                        out.append(f"result {info.id} answers {rid} a second time")
                     answered.add((owner[rid], rid))
                 else:
-                    out.append(f"result {info.id} for {rid} has no call before it")
+                    out.append(f"result {info.id} for {rid} has no call in the block before it")
+            results_seen = True
         elif info.kind == "ai" and info.call_ids:
+            if results_seen:  # a call after results: the block before it is over
+                close()
+                owner, needed, answered = {}, set(), set()
+                results_seen = False
             for cid in info.call_ids:
                 owner[cid] = pos
                 needed.add((pos, cid))
@@ -135,6 +178,7 @@ def violations(infos: list[MessageInfo]) -> list[str]:
         else:
             close()
             owner, needed, answered = {}, set(), set()
+            results_seen = False
     needed = {(pos, cid) for pos, cid in needed if pos not in last_call}  # the pending call at the end
     close()
     return out

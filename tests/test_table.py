@@ -217,6 +217,23 @@ def test_results_answering_one_call_each_out_of_step_are_left_to_the_reference()
             _equal_or_left(BUILDERS[fmt]([("human", "h1"), *swapped, *tail]))
 
 
+def test_late_and_second_results_are_left_to_the_reference() -> None:
+    """A result after the model's next call, or a second result for a call: the table leaves
+    them to the reference (which prunes them) at every budget that reaches them."""
+    late = [("human", "h1"), ("call", "c1", ["x", "y"]), ("tool", "t1", "x"), ("call", "c2", ["z"])]
+    again_w = ("tool", "t2", "w")
+    cases: list[Spec] = [
+        [*late, ("tool", "t3", "z"), ("tool", "t2", "y")],
+        [("human", "h1"), ("call", "c1", ["x"]), ("tool", "t1", "x"), ("tool", "t2", "x"), ("ai", "a1")],
+        [("human", "h1"), ("call", "c1", ["x", "y"]), ("tool", "t1", "x"), ("tool", "t2", "x")],
+        [("call", "c0", ["w"]), ("tool", "t0", "w"), ("call", "c1", ["x"]), ("tool", "t1", "x"), again_w],
+        [("call", "c0", ["w"]), ("tool", "t0", "w"), ("tool", "t1", "w"), ("human", "h1")],
+    ]
+    for spec in cases:
+        for fmt in PLAIN_SHAPES:
+            _equal_or_left(BUILDERS[fmt](spec))
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     costs=st.lists(st.sampled_from((0, 0, 0, 1, 7)), max_size=3000),
