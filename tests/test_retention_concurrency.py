@@ -209,8 +209,8 @@ def test_a_run_whose_input_checkpoint_is_on_its_way_keeps_the_channels_it_read(
         saver_b = _wrap(one)
         saver_c = SlowInput(two, reducer(), keep_last=1, retention_every=1)
         saver_c.__dict__["hold"] = (entered, release)
-        graph_b = builder.compile(checkpointer=saver_b)
-        graph_c = builder.compile(checkpointer=saver_c)
+        graph_b: Any = builder.compile(checkpointer=saver_b)
+        graph_c: Any = builder.compile(checkpointer=saver_c)
         graph_b.invoke(_input("A"), config, durability="sync")
         failures: list[BaseException] = []
 
