@@ -105,6 +105,29 @@ async def _async_pair(kind: str, request: pytest.FixtureRequest) -> AsyncIterato
         yield one, two
 
 
+def _while_waiting(
+    waiting: Any, run: str, other: Any, config: RunnableConfig, entered: threading.Event,
+    release: threading.Event,
+) -> None:
+    """Run ``run`` on ``waiting`` in a thread until it signals ``entered`` (it then waits for
+    ``release``), run B's whole turn on ``other`` meanwhile, then let ``run`` finish."""
+    failures: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            waiting.invoke(_input(run), config, durability="sync")
+        except BaseException as exc:  # reported by the assertion below
+            failures.append(exc)
+
+    worker = threading.Thread(target=target)
+    worker.start()
+    assert entered.wait(120), failures
+    other.invoke(_input("B"), config, durability="sync")
+    release.set()
+    worker.join(120)
+    assert failures == [] and not worker.is_alive()
+
+
 def _wrap(inner: Any) -> ReducingCheckpointSaver:
     return ReducingCheckpointSaver(inner, reducer(), keep_last=1, retention_every=1)
 
@@ -129,21 +152,7 @@ async def test_a_run_between_two_steps_keeps_its_channels_when_another_run_finis
         with _sync_pair(kind, request) as (one, two):
             saver_a, saver_b = _wrap(one), _wrap(two)
             graph_a, graph_b = two_step_graph(saver_a, gate), two_step_graph(saver_b, gate)
-            failures: list[BaseException] = []
-
-            def run_a() -> None:
-                try:
-                    graph_a.invoke(_input("A"), config, durability="sync")
-                except BaseException as exc:  # reported by the assertion below
-                    failures.append(exc)
-
-            worker = threading.Thread(target=run_a)
-            worker.start()
-            assert entered.wait(120), failures
-            graph_b.invoke(_input("B"), config, durability="sync")
-            release.set()
-            worker.join(120)
-            assert failures == []
+            _while_waiting(graph_a, "A", graph_b, config, entered, release)
             latest = saver_b.get_tuple(config)
             stats = [saver_a.retention_stats, saver_b.retention_stats]
     else:
@@ -212,21 +221,7 @@ def test_a_run_whose_input_checkpoint_is_on_its_way_keeps_the_channels_it_read(
         graph_b: Any = builder.compile(checkpointer=saver_b)
         graph_c: Any = builder.compile(checkpointer=saver_c)
         graph_b.invoke(_input("A"), config, durability="sync")
-        failures: list[BaseException] = []
-
-        def run_c() -> None:
-            try:
-                graph_c.invoke(_input("C"), config, durability="sync")
-            except BaseException as exc:  # reported below
-                failures.append(exc)
-
-        worker = threading.Thread(target=run_c)
-        worker.start()
-        assert entered.wait(120), failures
-        graph_b.invoke(_input("B"), config, durability="sync")
-        release.set()
-        worker.join(120)
-        assert failures == []
+        _while_waiting(graph_c, "C", graph_b, config, entered, release)
         latest = saver_b.get_tuple(config)
     assert latest is not None
     values = latest.checkpoint["channel_values"]
