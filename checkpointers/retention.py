@@ -18,11 +18,13 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   which a step is due (its ``updated_channels`` name a trigger: ``__start__``, a ``branch:to:``
   channel, a ``Send``; unknown counts as due) and that no stored checkpoint continues as the
   next step of its run (a child with metadata ``source == "loop"``, one ``step`` later). That
-  run's next checkpoint names this one's blobs: two runs on one thread (the second starts from the first one's
-  checkpoint and writes newer ones), or a worker between two steps while another finishes a
-  turn. Older, it is an abandoned run and goes by the rules above. Row savers (SQLite) store
-  each checkpoint whole, so deleting such a parent loses no value there (and where no
-  ``updated_channels`` can be read, every checkpoint would count as one);
+  run's next checkpoint names this one's blobs: two runs on one thread (the second starts from
+  the first one's checkpoint and writes newer ones), or a worker between two steps while another
+  finishes a turn. Older, it is an abandoned run and goes by the rules above. Row savers
+  (SQLite) store each checkpoint whole, so deleting such a parent loses no value there (and
+  where no ``updated_channels`` can be read, every checkpoint would count as one). A run's input
+  checkpoint stores again every value it names (``versions_to_store``): the finished checkpoint
+  it started from is not spared;
 * a blob (blob savers: InMemorySaver, the Postgres savers) is shared by every checkpoint whose
   ``channel_versions`` names its (channel, version): it is deleted only when a deleted checkpoint
   named it and no kept checkpoint of its namespace does, and the deletion checks again that no
@@ -109,7 +111,7 @@ logger = logging.getLogger("agentstate_reducer.checkpointers")
 
 ROOT_NS = ""
 
-#: How long a branch tip is kept after it was written, whatever ``keep_last`` says (module doc).
+#: How long a checkpoint a run may still be extending is kept, whatever ``keep_last`` says.
 BRANCH_GRACE = timedelta(hours=1)
 
 # uuid6 timestamps count 100 ns intervals since the Gregorian calendar's start (RFC 9562).
@@ -138,8 +140,8 @@ def validate_branch_grace(branch_grace: object) -> timedelta:
     """``branch_grace`` as a ``timedelta`` >= 0; anything else raises with what to pass."""
     if not isinstance(branch_grace, timedelta):
         raise TypeError(
-            "branch_grace must be a datetime.timedelta >= 0 (how long a branch tip is kept for a run "
-            f"that may still extend it), got {type(branch_grace).__name__} {branch_grace!r}"
+            "branch_grace must be a datetime.timedelta >= 0 (how long a checkpoint a run may still "
+            f"extend is kept), got {type(branch_grace).__name__} {branch_grace!r}"
         )
     if branch_grace < timedelta(0):
         raise ValueError(f"branch_grace must be >= timedelta(0), got {branch_grace}")
@@ -345,9 +347,14 @@ def _unfinished(
     doc): made less than ``grace`` before ``now`` (or after it: a writer's clock ahead of ours)
     with no stored step of their run after them. An id that tells no time is old."""
     steps = {c.id: c.step for c in stored}
-    # a parent relinked past deleted checkpoints (Cosmos DB) is continued only one step later
-    continued = {c.parent for c in stored if c.loop and c.parent is not None and (
-        c.step is None or steps.get(c.parent) is None or c.step == steps[c.parent] + 1)}  # type: ignore[operator]
+    continued: set[str] = set()
+    for c in stored:
+        if not c.loop or c.parent is None:
+            continue
+        # a parent relinked past deleted checkpoints (Cosmos DB) is not continued by this child
+        parent_step = steps.get(c.parent)
+        if c.step is None or parent_step is None or c.step == parent_step + 1:
+            continued.add(c.parent)
     out = []
     for c in stored:
         made = checkpoint_time(c.id)
@@ -1424,7 +1431,7 @@ class RetentionSettings:
 
     @property
     def branch_grace(self) -> timedelta:
-        """With ``keep_last``: how long a branch tip is kept for a run that may still extend it."""
+        """With ``keep_last``: how long a checkpoint a run may still extend is kept."""
         return self._branch_grace
 
     @property

@@ -95,12 +95,12 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             list again). It only acts when the reducer has a summarizer.
         keep_last: keep each thread's newest ``keep_last`` root checkpoints (an int >= 1); None (the
             default) keeps all. Needs an inner saver ``checkpointers.retention`` supports.
-        retention_every: with ``keep_last``, run a thread's retention at every put whose
-            metadata ``step`` + 1 is a multiple of ``retention_every`` (int >= 1), whichever
-            process makes it.
-        branch_grace: with ``keep_last``, how long a branch tip (a checkpoint no other one
-            continues) is kept whatever ``keep_last`` says, since another run on the thread may
-            still be extending it (a ``timedelta`` >= 0; default one hour).
+        retention_every: with ``keep_last``, run a thread's retention at a put whose metadata
+            ``step`` + 1 passed a multiple of ``retention_every`` (int >= 1), whichever process
+            makes it (``checkpointers.retention.RetentionSchedule``).
+        branch_grace: with ``keep_last``, how long a checkpoint another run on the thread may
+            still be extending (a step due after it, none of its run stored after it) is kept
+            whatever ``keep_last`` says (a ``timedelta`` >= 0; default one hour).
 
     Raises:
         TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``;

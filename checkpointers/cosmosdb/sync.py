@@ -81,7 +81,7 @@ class CosmosDBSaver(CosmosSaverBase):
             run in the thread's partition, in transactional batches of at most 100 operations,
             after the put stored its checkpoint; a failing one never fails the put (logged,
             counted in ``retention_stats``, retried at the thread's next put).
-        retention_every, branch_grace: when retention runs, and how long a branch tip another
+        retention_every, branch_grace: when retention runs, and how long a checkpoint another
             run may still extend is kept, as for ``ReducingCheckpointSaver``.
 
     ``prune(thread_ids, strategy="keep_latest" | "delete")`` follows the same rules (``keep_latest``
