@@ -285,8 +285,7 @@ def compact_store(
                     assert latest is not None
                     planned = _with_compacted(state, backend, latest, messages_key)
                 plan = r.plan_retention(planned, keep_last=keep_last)
-                deleted = r.Deleted(plan.checkpoint_count, plan.writes,
-                                    sum(len(v) for v in plan.blobs.values()))
+                deleted = r.Deleted(plan.checkpoint_count, plan.writes, plan.blob_count)
             else:
                 deleted = backend.run(r.retain_flow(thread_id, keep_last))
         except r.DeltaChannelRetentionError as exc:
