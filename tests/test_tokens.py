@@ -1093,7 +1093,8 @@ def test_the_heuristic_caches_a_message_read_in_bulk_the_second_time_it_sees_it(
 
 
 def test_snapshots_by_columns_equal_snapshots_one_by_one() -> None:
-    from agentstate_reducer.tokens import snapshot, snapshots
+    from agentstate_reducer.messages import snapshots
+    from agentstate_reducer.tokens import snapshot
 
     class Meta(dict):
         pass

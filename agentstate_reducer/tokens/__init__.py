@@ -9,12 +9,12 @@ docs/tokens.md is the user guide.
 
 from __future__ import annotations
 
-#: Seconds the first resolve waits for tiktoken to load an encoding before falling back for good.
-#: A setting of this package, read at call time, so an application can lower it once at start-up.
-TIKTOKEN_LOAD_TIMEOUT: float = 10.0
+import sys
+from types import ModuleType
 
-from agentstate_reducer.messages import snapshot, snapshots, unchanged  # noqa: E402
-from agentstate_reducer.tokens.cache import (  # noqa: E402
+from agentstate_reducer.messages import snapshot, unchanged
+from agentstate_reducer.tokens import tiktoken as _loader
+from agentstate_reducer.tokens.cache import (
     DEFAULT_CACHE_SIZE,
     TokenCounter,
     TokenCounterFn,
@@ -23,7 +23,7 @@ from agentstate_reducer.tokens.cache import (  # noqa: E402
     heuristic_counter,
     read_and_count,
 )
-from agentstate_reducer.tokens.rules import (  # noqa: E402
+from agentstate_reducer.tokens.rules import (
     HEURISTIC_CHARS_PER_TOKEN,
     IMAGE_TOKENS,
     MAX_CONTENT_ITEMS,
@@ -32,7 +32,7 @@ from agentstate_reducer.tokens.rules import (  # noqa: E402
     heuristic_text_tokens,
     message_parts,
 )
-from agentstate_reducer.tokens.tiktoken import (  # noqa: E402
+from agentstate_reducer.tokens.tiktoken import (
     DEFAULT_ENCODING,
     load_encoding,
     resolve_token_counter,
@@ -59,7 +59,27 @@ __all__ = [
     "read_and_count",
     "resolve_token_counter",
     "snapshot",
-    "snapshots",
     "tiktoken_counter",
     "unchanged",
 ]
+
+#: Seconds the first resolve waits for tiktoken to load an encoding before falling back for good.
+#: A setting of this package, read at call time, so an application can lower it once at start-up
+#: (``agentstate_reducer.tokens.TIKTOKEN_LOAD_TIMEOUT = 2``); kept by ``tokens.tiktoken``.
+TIKTOKEN_LOAD_TIMEOUT: float
+
+
+class _Package(ModuleType):
+    """This package's module type: ``TIKTOKEN_LOAD_TIMEOUT`` reads and writes the loader's
+    setting, so the loader needs no import of its package."""
+
+    @property
+    def TIKTOKEN_LOAD_TIMEOUT(self) -> float:
+        return _loader.TIKTOKEN_LOAD_TIMEOUT
+
+    @TIKTOKEN_LOAD_TIMEOUT.setter
+    def TIKTOKEN_LOAD_TIMEOUT(self, seconds: float) -> None:
+        _loader.TIKTOKEN_LOAD_TIMEOUT = seconds
+
+
+sys.modules[__name__].__class__ = _Package

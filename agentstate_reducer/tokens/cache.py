@@ -460,9 +460,11 @@ class TokenCounter:
             per = HEURISTIC_CHARS_PER_TOKEN
             for i, payloads in calls.items():
                 for call_id, name, args in payloads:  # heuristic_text_tokens of each, inlined
-                    counts[i] += (len(call_id) + per - 1) // per + (len(name) + per - 1) // per + (
-                        len(args) + per - 1
-                    ) // per
+                    counts[i] += (
+                        (len(call_id) + per - 1) // per
+                        + (len(name) + per - 1) // per
+                        + (len(args) + per - 1) // per
+                    )
             if len(todo) != n:
                 cheap = list(compress(range(n), map(is_not, read, repeat(None)))) if todo else list(range(n))
         else:
@@ -598,7 +600,11 @@ class TokenCounter:
         ):
             self._memos = [m for m in self._memos if m is not memo]
             own, views, snaps, counts, infos = (
-                memo.messages, memo.views, memo.snapshots, memo.counts, memo.infos
+                memo.messages,
+                memo.views,
+                memo.snapshots,
+                memo.counts,
+                memo.infos,
             )
             for column in (own, views, snaps, counts, infos):
                 del column[k:]

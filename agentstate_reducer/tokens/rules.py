@@ -273,5 +273,3 @@ def measure_capped(measure: Callable[[str], int], texts: list[str]) -> int:
             n += (measure(text[:budget]) if budget else 0) + heuristic_text_tokens(text[budget:])
             budget = 0
     return n
-
-

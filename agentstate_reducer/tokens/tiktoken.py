@@ -21,7 +21,6 @@ import threading
 import warnings
 from typing import Any, Final
 
-import agentstate_reducer.tokens as _settings
 from agentstate_reducer.tokens.cache import (
     DEFAULT_CACHE_SIZE,
     TokenCounter,
@@ -31,6 +30,9 @@ from agentstate_reducer.tokens.cache import (
 from agentstate_reducer.tokens.rules import IMAGE_TOKENS
 
 DEFAULT_ENCODING: Final = "cl100k_base"
+#: Seconds the first load of an encoding waits by default; read at call time. Set it through
+#: ``agentstate_reducer.tokens.TIKTOKEN_LOAD_TIMEOUT`` (the package forwards it here).
+TIKTOKEN_LOAD_TIMEOUT: float = 10.0
 logger = logging.getLogger("agentstate_reducer.tokens")
 
 
@@ -68,7 +70,7 @@ def load_encoding(name: str, timeout: float | None = None) -> Any:
     ``timeout`` seconds (default ``TIKTOKEN_LOAD_TIMEOUT``); its outcome is final for the process:
     a failure or a timeout is never retried. Never raises.
     """
-    wait = _settings.TIKTOKEN_LOAD_TIMEOUT if timeout is None else timeout
+    wait = TIKTOKEN_LOAD_TIMEOUT if timeout is None else timeout
     with _loads_lock:
         load = _loads.get(name)
         if load is None:
