@@ -46,7 +46,7 @@ from itertools import chain, compress, repeat
 from operator import add, ne
 from typing import Any, Final
 
-from .messages import LEADS_REQUIRED, PINNED_KINDS, MessageInfo, pinned_indices, read_message
+from .messages import LEADS_REQUIRED, PINNED_KINDS, MessageInfo, read_message
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +157,7 @@ def plan(
     start_on_human: bool,
     infos: Sequence[MessageInfo] | None = None,
     triggered: bool = True,
+    pinned_kinds: Sequence[int] | None = None,
 ) -> Plan:
     """Decide what survives a reduction.
 
@@ -165,13 +166,16 @@ def plan(
     when the caller has them already (token mode: the count cache keeps them), so kept messages
     are not read twice. With ``budget=UNLIMITED``, ``start_on_human=False`` and
     ``triggered=False`` it is the repair of an untriggered reduction: every unit that can be sent
-    is kept, and only what rule 3 names is pruned.
+    is kept, and only what rule 3 names is pruned. ``pinned_kinds``: the indices of the messages
+    of a pinned kind (``PINNED_KINDS``), when the caller found them already; else read here.
     """
     n = len(messages)
     read: Callable[[int], MessageInfo] = infos.__getitem__ if infos is not None else _Reader(messages)
-    pinned = set(pinned_indices(messages))
+    if pinned_kinds is None:
+        pinned_kinds = [i for i in range(n) if read(i).kind in PINNED_KINDS]
+    pinned = set(pinned_kinds)
     if preserve_first and n:
-        pinned.update(_first_unit(read, n))
+        pinned.update(first_unit(read, n))
     pinned_cost = len(pinned) if count_mode else sum(cost_of(i) for i in pinned)
     room = budget - (0 if count_mode else pinned_cost)
 
@@ -386,7 +390,7 @@ def _claim(
     return unit, complete, alone
 
 
-def _first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
+def first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
     """What ``preserve_first`` pins: index 0, with its tool results when it is a tool call.
 
     Its results are the ones right after it, before the next user or AI message, the first

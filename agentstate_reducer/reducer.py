@@ -9,12 +9,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+from . import _columns
 from . import summary as _summary
 from .config import ReducerConfig
 from .merge import make_state_reducer
 from .messages import MessageInfo, is_message_like, read_message
 from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
-from .table import TableMemo, newest_over, plan_by_table
 from .tokens import TokenCounter, count_messages, read_and_count, resolve_token_counter
 from .tokens.cache import read_and_count_unchecked
 
@@ -126,7 +126,7 @@ def _read_by(
     if held or not p.triggered or p.newest is None:
         return 0, []
     amount, start = p.newest
-    s = start if amount == max_tokens else newest_over(costs, max_tokens)
+    s = start if amount == max_tokens else _columns.newest_over(costs, max_tokens)
     lo = min(s, upto)
     kept = p.kept
     return lo, list(kept[: bisect_left(kept, lo)])  # kept ascends
@@ -195,7 +195,7 @@ class MessageReducer:
         self._config = config
         self._counter: Callable[[Any], int] | None = None
         self._checked: _Checked | None = None
-        self._table = TableMemo()
+        self._table = _columns.TableMemo()
 
     @property
     def config(self) -> ReducerConfig:
@@ -316,19 +316,23 @@ class MessageReducer:
         c = self._config
         repair = budget == UNLIMITED  # untriggered: prune only what cannot be sent
         start_on_human = c.start_on_human and not repair
-        fast = plan_by_table(
-            messages,
-            costs,
-            trigger_cost=total,
-            budget=budget,
-            preserve_first=c.preserve_first,
-            start_on_human=start_on_human,
-            infos=infos,
-            triggered=not repair,
-            memo=self._table,
-        )
-        if fast is not None:
-            return fast
+        pinned_kinds = None
+        if _columns.enabled:
+            fast = _columns.plan(
+                messages,
+                costs,
+                trigger_cost=total,
+                budget=budget,
+                preserve_first=c.preserve_first,
+                start_on_human=start_on_human,
+                infos=infos,
+                triggered=not repair,
+                memo=self._table,
+            )
+            if fast is not None:
+                return fast
+            if infos is None:
+                pinned_kinds = _columns.pinned_indices(messages)
         return plan(
             messages,
             _one if costs is None else costs.__getitem__,
@@ -339,6 +343,7 @@ class MessageReducer:
             start_on_human=start_on_human,
             infos=infos,
             triggered=not repair,
+            pinned_kinds=pinned_kinds,
         )
 
     # -- applying ---------------------------------------------------------------------------

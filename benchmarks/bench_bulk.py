@@ -1,4 +1,4 @@
-"""Each reader by columns (``agentstate_reducer.messages.bulk``) against its readable reference.
+"""Each reader by columns (``agentstate_reducer._columns.bulk``) against its readable reference.
 
 A path that reads a whole list by columns is kept only where it is at least 1.3x faster than the
 reference that reads one message at a time, on the same input: 10k LangChain messages (the
@@ -10,7 +10,7 @@ reports ratios (reference time / bulk time).
   and ``tool_call_payloads`` of each message;
 * warm check: ``map(eq, snaps, map(apply_view, fast_views(msgs), msgs))`` vs ``unchanged`` of
   each message;
-* warm lookup: ``TokenCounter._lookup`` (the whole warm cache check by columns) vs
+* warm lookup: ``_columns.warm.lookup`` (the whole warm cache check by columns) vs
   ``_lookup_each``, over a cache holding every message;
 * cold count: ``TokenCounter.count_messages`` without a cache (everything above at work) vs
   ``count_uncached`` of each message;
@@ -36,22 +36,16 @@ from collections.abc import Callable
 from operator import eq
 from typing import Any
 
-from agentstate_reducer.messages import (
-    PINNED_KINDS,
-    fast_views,
-    pinned_indices,
-    read_message,
-    read_plain,
-    snapshots,
-    tool_call_payloads,
-    unchanged,
-)
+from agentstate_reducer._columns import warm
+from agentstate_reducer._columns.bulk import fast_views, pinned_indices, read_plain
+from agentstate_reducer._columns.structure import read_structure
+from agentstate_reducer._columns.table import plan_by_table
+from agentstate_reducer._columns.warm import _heuristic_counts
+from agentstate_reducer.messages import PINNED_KINDS, read_message, snapshots, tool_call_payloads, unchanged
 from agentstate_reducer.messages.fields import apply_view
 from agentstate_reducer.messages.jsontext import _JSON, json_text
-from agentstate_reducer.messages.structure import read_structure
 from agentstate_reducer.planner import plan
-from agentstate_reducer.table import plan_by_table
-from agentstate_reducer.tokens.cache import _heuristic_counts, heuristic_counter
+from agentstate_reducer.tokens.cache import heuristic_counter
 from agentstate_reducer.tokens.rules import MESSAGE_OVERHEAD, heuristic_text_tokens, plain_texts
 from benchmarks.bench_tokens import conversation
 
@@ -110,13 +104,13 @@ def pairs(msgs: list[Any]) -> dict[str, tuple[Callable[[], Any], Callable[[], An
             lambda: [unchanged(s, m) for s, m in zip(snaps, msgs, strict=True)],
             lambda: list(map(eq, snaps, map(apply_view, fast_views(msgs) or (), msgs))),
         ),
-        "warm lookup": (lambda: counter._lookup_each(msgs), lambda: counter._lookup(msgs)),
+        "warm lookup": (lambda: counter._lookup_each(msgs), lambda: warm.lookup(counter, msgs)),
     }
     if fast_views(msgs) is None:  # dicts: snapshots and warm checks go one by one
         by_columns = {}
     else:
-        warm = counter._lookup(msgs)
-        assert warm is not None and not warm[2]  # every message answered by the cache
+        checked = warm.lookup(counter, msgs)
+        assert checked is not None and not checked[2]  # every message answered by the cache
     return {
         "read_plain": (lambda: _read_each(msgs), lambda: _read_bulk(msgs)),
         **by_columns,

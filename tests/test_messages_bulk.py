@@ -1,4 +1,4 @@
-"""Every reader by columns in ``agentstate_reducer.messages.bulk`` equals its reference that reads
+"""Every reader by columns in ``agentstate_reducer._columns.bulk`` equals its reference that reads
 one message at a time, on generated histories of every common shape (hypothesis)."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
+from agentstate_reducer._columns import warm
+from agentstate_reducer._columns.bulk import fast_views, pinned_indices, read_plain
+from agentstate_reducer._columns.warm import _heuristic_counts
 from agentstate_reducer.messages import (
     PINNED_KINDS,
-    fast_views,
     json_text,
-    pinned_indices,
     read_message,
-    read_plain,
     snapshot,
     snapshots,
     tool_call_payloads,
@@ -32,7 +32,6 @@ from agentstate_reducer.messages import (
 from agentstate_reducer.messages.fields import apply_view
 from agentstate_reducer.messages.jsontext import _JSON
 from agentstate_reducer.tokens import MESSAGE_OVERHEAD, heuristic_counter, heuristic_text_tokens
-from agentstate_reducer.tokens.cache import _heuristic_counts
 from agentstate_reducer.tokens.rules import plain_texts
 
 texts = st.text(max_size=12)
@@ -203,7 +202,7 @@ def test_the_warm_lookup_by_columns_equals_the_lookup_one_by_one(
             msgs[i]["content"] = data.draw(contents)
         else:
             msgs[i].content = data.draw(texts)
-    by_columns = counter._lookup(msgs)
+    by_columns = warm.lookup(counter, msgs)
     if msgs and isinstance(msgs[0], dict):
         assert by_columns is None  # dicts are checked one by one
         return

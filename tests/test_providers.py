@@ -12,12 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
+from agentstate_reducer._columns.bulk import pinned_indices, read_plain
 from agentstate_reducer.messages import (
     LEADS_JOIN,
     LEADS_REQUIRED,
     PINNED_KINDS,
-    pinned_indices,
-    read_plain,
     snapshot,
     snapshots,
     tool_call_payloads,

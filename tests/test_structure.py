@@ -9,8 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentstate_reducer.messages import read_message
-from agentstate_reducer.messages.structure import (
+from agentstate_reducer._columns.structure import (
     LETTERS,
     Structure,
     common_lead,
@@ -20,6 +19,7 @@ from agentstate_reducer.messages.structure import (
     structure_of_infos,
     window,
 )
+from agentstate_reducer.messages import read_message
 from tests.convo import MULTI_RESULT_FORMATS, PROPERTY_BUILDERS
 from tests.test_messages_bulk import histories
 from tests.test_properties import conversations
@@ -96,7 +96,8 @@ def test_the_kind_of_an_object_is_read_from_its_own_type() -> None:
     from pydantic import BaseModel
 
     from agentstate_reducer import MessageReducer, ReducerConfig
-    from agentstate_reducer.messages import PINNED_KINDS, pinned_indices
+    from agentstate_reducer._columns.bulk import pinned_indices
+    from agentstate_reducer.messages import PINNED_KINDS
 
     class Msg(BaseModel):
         type: Literal["human", "ai", "tool", "system"] = "human"

@@ -1,4 +1,4 @@
-"""The planner by columns (``agentstate_reducer.table``) equals the reference planner wherever it
+"""The planner by columns (``agentstate_reducer._columns.table``) equals the reference planner wherever it
 answers, and answers for every history of plain structure (hypothesis)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentstate_reducer import MessageReducer, ReducerConfig
+from agentstate_reducer._columns.table import TableMemo, newest_over, plan_by_table
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.planner import UNLIMITED, Plan, plan, runs_of
-from agentstate_reducer.table import TableMemo, newest_over, plan_by_table
 from tests.convo import BUILDERS, MULTI_RESULT_FORMATS, PROPERTY_BUILDERS, Spec
 from tests.test_properties import conversations
 

@@ -17,14 +17,14 @@ from hypothesis import strategies as st
 from langchain_core.messages import FunctionMessage, HumanMessage
 
 from agentstate_reducer import MessageReducer, ReducerConfig
-from agentstate_reducer.messages import READ_FIELDS, fields_in_dict, read_message, read_plain
+from agentstate_reducer._columns.bulk import read_plain
+from agentstate_reducer.messages import READ_FIELDS, fields_in_dict, read_message, snapshots
 from agentstate_reducer.tokens import (
     MESSAGE_OVERHEAD,
     TokenCounter,
     heuristic_counter,
     heuristic_text_tokens,
     snapshot,
-    snapshots,
     tiktoken_counter,
 )
 

@@ -928,7 +928,8 @@ def every_shape() -> list[Any]:
 
 
 def test_every_shape_is_read_in_bulk_exactly_as_read_message_reads_it() -> None:
-    from agentstate_reducer.messages import read_message, read_plain, tool_call_payloads
+    from agentstate_reducer._columns.bulk import read_plain
+    from agentstate_reducer.messages import read_message, tool_call_payloads
 
     msgs = every_shape()
     for sample in (

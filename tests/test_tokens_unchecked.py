@@ -32,11 +32,10 @@ from langchain_core.messages import (
     convert_to_openai_messages,
 )
 
-from agentstate_reducer import MessageReducer, ReducerConfig
-from agentstate_reducer import reducer as reducer_module
+from agentstate_reducer import MessageReducer, ReducerConfig, _columns
+from agentstate_reducer._columns.table import plan_by_table
 from agentstate_reducer.planner import Plan
 from agentstate_reducer.reducer import _read_by
-from agentstate_reducer.table import plan_by_table
 from agentstate_reducer.tokens import TokenCounter, heuristic_counter
 
 
@@ -463,7 +462,7 @@ def test_a_reduction_in_another_thread_while_one_plans_changes_nothing_it_reads(
     planner = plan_by_table
 
     def plan_while_another_thread_reduces(*args: Any, **kwargs: Any) -> Any:
-        monkeypatch.setattr(reducer_module, "plan_by_table", planner)
+        monkeypatch.setattr(_columns, "plan", planner)
         other = threading.Thread(
             target=MessageReducer(config=cfg).reduce, args=(msgs, [AIMessage("long " * 2000, id="b")])
         )
@@ -471,7 +470,7 @@ def test_a_reduction_in_another_thread_while_one_plans_changes_nothing_it_reads(
         other.join()
         return planner(*args, **kwargs)
 
-    monkeypatch.setattr(reducer_module, "plan_by_table", plan_while_another_thread_reduces)
+    monkeypatch.setattr(_columns, "plan", plan_while_another_thread_reduces)
     new = HumanMessage("short", id="a")
     got = first.reduce(msgs, [new])
     want = fresh(cfg).reduce(msgs, [new])

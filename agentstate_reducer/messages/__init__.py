@@ -7,19 +7,18 @@ in one place.
 
 * ``read``: one message at a time, the reference (``read_message``, ``tool_call_payloads``);
 * ``fields``: the fields read from object messages, where they live, and their snapshots;
-* ``bulk``: the same readings by columns over a whole list, equal to the reference;
 * ``jsontext``: JSON text of arguments and blocks, never raising.
 """
 
 from __future__ import annotations
 
-from agentstate_reducer.messages.bulk import Calls, fast_views, pinned_indices, read_plain, snapshots
 from agentstate_reducer.messages.fields import (
     PYDANTIC_EXTRA,
     READ_FIELDS,
     Uncacheable,
     fields_in_dict,
     snapshot,
+    snapshots,
     unchanged,
 )
 from agentstate_reducer.messages.jsontext import JSON_WALK_LIMIT, arguments_text, json_text
@@ -43,18 +42,14 @@ __all__ = [
     "PYDANTIC_EXTRA",
     "READ_FIELDS",
     "ROLE_ALIASES",
-    "Calls",
     "Kind",
     "MessageInfo",
     "Uncacheable",
     "arguments_text",
-    "fast_views",
     "fields_in_dict",
     "is_message_like",
     "json_text",
-    "pinned_indices",
     "read_message",
-    "read_plain",
     "snapshot",
     "snapshots",
     "tool_call_payloads",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from itertools import repeat
 from operator import attrgetter
 from typing import Any, Final
@@ -232,3 +232,9 @@ def unchanged(snap: Any, message: Any) -> bool:
         return bool(snap == watched(message))
     except Exception:  # an object whose == does not return a bool (numpy arrays)
         return False
+
+
+def snapshots(messages: Sequence[Any]) -> list[Any]:
+    """``[snapshot(m) for m in messages]`` (by columns it gained 1.2-1.25x, short of the 1.3x a
+    fast path needs: benchmarks/bench_bulk.py)."""
+    return list(map(snapshot, messages))

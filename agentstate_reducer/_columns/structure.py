@@ -17,7 +17,7 @@ from itertools import chain, compress, islice, repeat, takewhile
 from operator import attrgetter, eq, is_, is_not
 from typing import Any, Final, NamedTuple
 
-from agentstate_reducer.messages.bulk import dict_kinds, object_kinds
+from agentstate_reducer._columns.bulk import dict_kinds, object_kinds
 from agentstate_reducer.messages.read import Kind, MessageInfo, read_message
 
 _NO_CALLS: Final = frozenset({list, type(None)})

@@ -27,7 +27,6 @@ from agentstate_reducer.messages.fields import (
     FastView,
     fast_view,
     fields_in_dict,
-    snapshot,
 )
 from agentstate_reducer.messages.jsontext import arguments_text
 from agentstate_reducer.messages.read import (
@@ -271,12 +270,6 @@ def read_plain(
         for j, payload in payloads.items():
             calls[where[j]] = payload
     return out, calls
-
-
-def snapshots(messages: Sequence[Any]) -> list[Any]:
-    """``[snapshot(m) for m in messages]``. By columns it gained 1.2-1.25x over this
-    (benchmarks/bench_bulk.py, 10k LangChain messages), short of the 1.3x a fast path needs."""
-    return list(map(snapshot, messages))
 
 
 def fast_views(messages: Sequence[Any]) -> list[FastView] | None:

@@ -25,9 +25,17 @@ from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, ne, sub
 from typing import Any, Final
 
-from .messages import PINNED_KINDS, MessageInfo, pinned_indices, read_message
-from .messages.structure import Structure, common_lead, joined, read_structure, structure_of_infos, window
-from .planner import Plan, _first_unit, runs_of
+from agentstate_reducer._columns.bulk import pinned_indices
+from agentstate_reducer._columns.structure import (
+    Structure,
+    common_lead,
+    joined,
+    read_structure,
+    structure_of_infos,
+    window,
+)
+from agentstate_reducer.messages import PINNED_KINDS, MessageInfo, read_message
+from agentstate_reducer.planner import Plan, first_unit, runs_of
 
 #: the messages of the window that the decision does not need read again when it grows
 _SLACK: Final = 64
@@ -153,7 +161,7 @@ def plan_by_table(
     kind_pinned = pinned
     if preserve_first and n:
         read = infos.__getitem__ if infos is not None else (lambda i: read_message(messages[i]))
-        first = _first_unit(read, n)
+        first = first_unit(read, n)
         if first:
             pinned = sorted({*pinned, *first})
     newest = None

@@ -1,0 +1,46 @@
+"""The column path: the planner's decision and the counter's warm check made by columns (``map``
+over whole lists, string and list operations at C speed) instead of Python code per message.
+
+This package is the one door to speed. Everything in it equals the reference (``planner.plan``,
+``messages.read_message``, ``tokens.cache.TokenCounter`` one message at a time) wherever it
+answers, and answers None (or falls back to the reference) wherever it cannot; a rule changes
+in the reference alone, and the column path then returns None for what it no longer decides the
+same way (tests/test_table.py, tests/test_properties.py compare the two with hypothesis).
+
+The surface:
+
+* ``plan(...) -> Plan | None``: ``planner.plan`` by columns (``table.plan_by_table``);
+* ``pinned_indices(messages)``: the indices of pinned kinds, read by columns;
+* ``newest_over(costs, amount)``: where the newest messages worth more than ``amount`` start;
+* the counter's warm check (``warm``), installed into ``tokens.cache`` on import.
+
+``AGENTSTATE_REDUCER_REFERENCE=1`` in the environment (read at import) turns the column path
+off for the process: every reducer plans with the reference planner and every counter checks
+one message at a time. ``use(False)`` / ``use(True)`` switches it at run time (tests).
+"""
+
+from __future__ import annotations
+
+import os
+
+from agentstate_reducer._columns import warm
+from agentstate_reducer._columns.bulk import pinned_indices
+from agentstate_reducer._columns.table import TableMemo, newest_over, plan_by_table
+from agentstate_reducer.tokens.cache import use_warm_path
+
+plan = plan_by_table
+
+#: True while the column path is on (see the module docstring)
+enabled = os.environ.get("AGENTSTATE_REDUCER_REFERENCE", "").strip().lower() in ("", "0", "false", "no")
+
+
+def use(on: bool) -> None:
+    """Turn the column path on or off for the process (the planner and every counter)."""
+    global enabled
+    enabled = bool(on)
+    use_warm_path(warm.ColumnPath() if enabled else None)
+
+
+use(enabled)
+
+__all__ = ["TableMemo", "enabled", "newest_over", "pinned_indices", "plan", "use"]

@@ -1,0 +1,500 @@
+"""The counter's warm check by columns: ``TokenCounter`` (``tokens.cache``, the reference, one
+message at a time) answers through these functions when the column path is on.
+
+A warm check maps over the whole list at C speed: a dict compared whole with its snapshot, a
+LangChain message's ``fast_view`` (class, declared fields, extras: one C call) compared with its
+snapshot. The columns of the last calls (``_Memo``) let a list that starts with the same
+messages take their snapshots, counts and readings without a lookup each. Every function equals
+the reference on every input (tests/test_tokens*.py compare them); where it cannot answer (a
+mixed list, an unusual class, an ``==`` that raises) it falls back to the reference.
+"""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import compress, repeat
+from operator import add, attrgetter, eq, floordiv, is_, is_not, itemgetter, not_
+from typing import Any, Final, NamedTuple, cast
+
+from agentstate_reducer._columns.bulk import fast_views, read_plain
+from agentstate_reducer._columns.structure import common_lead
+from agentstate_reducer.messages import MessageInfo, read_message, unchanged
+from agentstate_reducer.messages.fields import apply_view, fast_view
+from agentstate_reducer.tokens.cache import (
+    _NO_ENTRY,
+    _NO_KNOWN,
+    _NOT_CACHED,
+    Found,
+    TokenCounter,
+    Unchecked,
+    _entry_count,
+    _entry_info,
+    _entry_snapshot,
+)
+from agentstate_reducer.tokens.rules import (
+    HEURISTIC_CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD,
+    heuristic_text_tokens,
+    plain_texts,
+)
+
+
+def _unchanged_each(
+    snaps: Iterable[Any], views: Iterable[Any], live: Iterable[Any], dicts: bool
+) -> Iterator[bool]:
+    """``unchanged`` of each snapshot and live message, by columns (``map``, C speed): a dict
+    compared whole, else the message's ``fast_view`` (``views``: one per message, unused for
+    dicts); stops at the shortest of ``snaps`` and ``live``."""
+    return map(eq, snaps, live if dicts else map(apply_view, views, live))
+
+
+def _lead(own: list[Any], live: list[Any]) -> int:
+    """How many leading messages of ``live`` equal (``==``, identity first) those of ``own``, a
+    memo's list, at the same places: all the two share when they differ at most in the last
+    place they share (a list extending the memo's, a turn's new message in place of its last),
+    else at least those that are the same objects. Equal messages that are other objects (a
+    reloaded copy) replace ``own``'s, so that the next call finds them the same objects."""
+    try:
+        k = common_lead(own, live)
+    except Exception:  # an == that raises: by identity
+        k = 0
+    if k:
+        if own[k - 1] is not live[k - 1] or own[k // 2] is not live[k // 2]:
+            own[:k] = live[:k]
+        return k
+    same = list(map(is_, live, own))
+    try:
+        return same.index(False)
+    except ValueError:
+        return len(same)
+
+
+def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[int]:
+    """The heuristic count of each plain reading (junk where None: ``gaps``), by columns at C
+    speed: ``MESSAGE_OVERHEAD + ceil(len(content) / 4)``, plus the name and the answered call
+    id (tool calls are added by the caller)."""
+    n = len(read)
+    per = HEURISTIC_CHARS_PER_TOKEN
+    # ceil(length / per) + overhead == (length + per - 1 + overhead * per) // per, for length >= 0
+    if gaps:  # getattr with a default reads past the gaps (each filled in by the caller)
+        lengths = map(len, map(getattr, read, repeat("content"), repeat("")))
+    else:
+        lengths = map(len, map(_info_content, cast("list[MessageInfo]", read)))
+    counts = list(map(floordiv, map(add, lengths, repeat(per - 1 + MESSAGE_OVERHEAD * per)), repeat(per)))
+    names = list(map(getattr, read, repeat("name"), repeat(None)))
+    if names.count(None) != n:
+        for i in compress(range(n), names):
+            counts[i] += heuristic_text_tokens(cast("str", names[i]))
+    results = list(map(getattr, read, repeat("result_ids"), repeat(())))
+    answering = list(compress(range(n), results))
+    answered = list(compress(results, results))
+    if set(map(len, answered)) <= {1}:  # tool results answer one call each: measured by columns
+        lengths = map(len, map(itemgetter(0), answered))
+        tokens = map(floordiv, map(add, lengths, repeat(per - 1)), repeat(per))
+        for i, extra in zip(answering, tokens, strict=True):
+            counts[i] += extra
+    else:
+        for i, ids in zip(answering, answered, strict=True):
+            counts[i] += sum(map(heuristic_text_tokens, ids))
+    return counts
+
+
+_info_content: Final = attrgetter("content")
+
+
+class _Memo(NamedTuple):
+    """The columns of a recent call checked by columns, to check the same messages again without
+    a lookup per message: ``snapshots[i]`` is the cached snapshot of ``messages[i]`` (or one equal
+    to nothing when it was not cached), ``views[i]`` its ``fast_view`` (unused for dicts).
+    Each snapshot was taken with its count and reading, so a message equal to its snapshot has
+    that count whether its cache entry is still there or not; their messages are evicted last,
+    and an eviction that must take some of them drops the memos remembered before it.
+    ``uncached``: the indices whose snapshot is the one equal to nothing, ascending.
+
+    A call that extends the memo's list takes its lists over and changes them in place (from its
+    first new message on) instead of copying them, when it runs in the thread that made the memo
+    (``owner``, a thread identifier): a caller of ``read_and_count_unchecked`` in another thread
+    may still be reading the counts and readings it was handed, and one in this thread has
+    finished (it made no call in between); ``lent``: the most leading entries of them that an
+    earlier ``Unchecked`` may still compare with (``Unchecked.upto``), which no call changes."""
+
+    dicts: bool
+    messages: list[Any]
+    views: list[Any]
+    snapshots: list[Any]
+    counts: list[int]
+    infos: list[MessageInfo]
+    uncached: list[int]
+    lent: int
+    owner: int
+
+
+_NO_MEMO: Final = _Memo(False, [], [], [], [], [], [], 0, 0)
+#: memos kept: the last calls of lists that start with different messages (two lists that
+#: alternate, as a history reduced warm and its copy reloaded from a checkpoint)
+_MEMOS: Final = 2
+#: what ``_columns`` returns: counts, infos, missed, the views and snapshots of the call, how
+#: many leading messages were taken from the memo unchecked, and the memo's message list and
+#: ``lent`` when the call took its lists over (else None and that number)
+Checked = tuple[
+    list[int], list[MessageInfo], list[int], list[Any] | None, list[Any] | None, int, list[Any] | None, int
+]
+
+
+def confirm(
+    counter: TokenCounter, messages: Sequence[Any], unchecked: Unchecked, lo: int, extra: Sequence[int] = ()
+) -> bool:
+    """True when each of ``messages[lo:unchecked.upto]`` and of ``messages[i]`` for ``i`` in
+    ``extra`` (each below ``upto``) still equals the snapshot its unchecked count was taken
+    with (the check ``read_and_count`` makes of every message, by columns)."""
+    hi, dicts, views, snaps = unchecked
+    msgs = messages if type(messages) is list else list(messages)
+    picks = [i for i in extra if i < lo]
+    try:
+        in_range = _unchanged_each(snaps[lo:hi], views[lo:hi], msgs[lo:hi], dicts)
+        at_picks = _unchanged_each(
+            map(snaps.__getitem__, picks),
+            map(views.__getitem__, picks),
+            map(msgs.__getitem__, picks),
+            dicts,
+        )
+        return all(in_range) and all(at_picks)
+    except Exception:  # a declared field gone, an == that raises: not confirmed
+        return False
+
+
+def read_and_count(
+    counter: TokenCounter, messages: Sequence[Any], *, trust: bool
+) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
+    """``read_and_count``; with ``trust``, ``read_and_count_unchecked``."""
+    n = len(messages)
+    if counter.cache_size <= 0:
+        counts, infos, _ = _count_fresh(counter, messages, by_id=False)
+        return counts, infos, None
+    unchecked: Unchecked | None = None
+    with counter._lock:
+        by_dicts = bool(n) and type(messages[0]) is dict
+        checked = _columns(counter, messages, by_dicts, trust=trust)
+        if checked is None:
+            counts, infos, missed = counter._lookup_each(messages)
+        else:
+            counts, infos, missed, views, snaps, upto, own, lent = checked
+            if upto and snaps is not None:
+                unchecked = Unchecked(upto, by_dicts, views or [], snaps)
+        counter.hits += n - len(missed)
+        evictions = counter._evictions
+        if not missed:
+            if checked is not None and snaps is not None:
+                _remember(
+                    counter, messages, by_dicts, views, snaps, counts, infos, [], evictions, own, lent, trust
+                )
+            return counts, infos, unchecked
+    sub = messages if len(missed) == n else list(map(messages.__getitem__, missed))
+    sub_all = sub
+    sub_counts, sub_infos, cheap = _count_fresh(counter, sub, by_id=True)
+    if len(missed) == n:
+        counts, infos = sub_counts, sub_infos
+    else:
+        for i, count, info in zip(missed, sub_counts, sub_infos, strict=True):
+            counts[i] = count
+            infos[i] = info
+    keys = list(map(id, sub))
+    admit: Sequence[int] = range(len(sub))
+    if cheap:
+        # counted by columns: cached only when seen before (an id may be reused by a new
+        # object: then a message is cached early, which costs time, never a wrong count)
+        seen = counter._seen
+        mask = list(map(seen.__contains__, keys)) if seen else [False] * len(keys)
+        if len(cheap) == len(sub):
+            new_keys: Any = keys
+        else:
+            new_keys = map(keys.__getitem__, cheap)
+            for j in set(admit).difference(cheap):  # counted one by one: cached at once
+                mask[j] = True
+        admit = list(compress(admit, mask))
+        if len(seen) > counter.cache_size:
+            seen.clear()
+        seen.update(new_keys)
+    if admit:
+        if len(admit) != len(sub):
+            sub = list(map(sub.__getitem__, admit))
+            keys = list(map(keys.__getitem__, admit))
+            sub_infos = list(map(sub_infos.__getitem__, admit))
+            sub_counts = list(map(sub_counts.__getitem__, admit))
+        evictions += counter._admit(sub, keys, sub_infos, sub_counts, messages)
+    with counter._lock:
+        counter.misses += len(missed)
+        if checked is not None and (admit or snaps is not None):
+            # the snapshots of the messages cached now (of the others: one equal to nothing,
+            # so that they are looked up again, even when an entry of an older state of the
+            # message is still cached); an entry found by the id of a message passed is that
+            # message's own. (Nothing cached into an empty cache: no memo.)
+            cache = counter._cache
+            found: list[Any] = [_NOT_CACHED] * len(sub_all)
+            if admit:
+                cached_now = map(_entry_snapshot, map(cache.get, keys, repeat(_NO_ENTRY)))
+                deque(map(found.__setitem__, admit, cached_now), maxlen=0)
+            if snaps is None:
+                snaps = list(found)
+            else:
+                for i, snap in zip(missed, found, strict=True):
+                    snaps[i] = snap
+                if views:  # a missed message may have changed class: its view as snapshot now
+                    for i in missed:
+                        views[i] = fast_view(type(messages[i]))
+            if views and None in map(views.__getitem__, missed):  # now of a class read otherwise
+                counter._memos = []  # (a confirmation that reaches it finds no view: it fails)
+            else:
+                # a message passed has a snapshot: only a missed one may have none
+                uncached = [i for i in missed if snaps[i] is _NOT_CACHED]
+                _remember(
+                    counter,
+                    messages,
+                    by_dicts,
+                    views,
+                    snaps,
+                    counts,
+                    infos,
+                    uncached,
+                    evictions,
+                    own,
+                    lent,
+                    trust,
+                )
+    return counts, infos, unchecked
+
+
+def _remember(
+    counter: TokenCounter,
+    messages: Sequence[Any],
+    dicts: bool,
+    views: list[Any] | None,
+    snaps: list[Any],
+    counts: list[int],
+    infos: list[MessageInfo],
+    uncached: list[int],
+    evictions: int,
+    own: list[Any] | None,
+    lent: int,
+    shared: bool,
+) -> None:
+    """Keep this call's columns for the next calls (``_Memo``), in place of the memo of a
+    list that starts with the same message, when all of it can be cached and no entry left
+    the cache since the check but by this call's own admission (which evicts no message of
+    the call when the call fits); ``evictions``: the count that leaves. ``own``: the list of
+    ``messages`` taken over from the last memo, else None (the memo copies ``messages``);
+    ``lent``: see ``_Memo``. The caller owns ``counts`` and ``infos``, so the memo keeps
+    copies, but when ``shared`` (``read_and_count_unchecked``: they are read, never
+    changed). Under the lock."""
+    if not messages or len(messages) > counter.cache_size or counter._evictions != evictions:
+        return  # some of its entries may be out of the cache
+    if views is None:  # not read (the cache was empty): the shapes are not checked yet
+        if dicts:
+            if set(map(type, messages)) != {dict}:
+                return
+            views = []
+        else:
+            views = fast_views(messages)
+            if views is None:
+                return
+    first = messages[0]
+    others = [m for m in counter._memos if m.messages[0] is not first]
+    if not shared:
+        counts, infos = counts.copy(), infos.copy()
+    kept = own if own is not None else list(messages)
+    memo = _Memo(dicts, kept, views, snaps, counts, infos, uncached, lent, threading.get_ident())
+    counter._memos = [memo, *others][:_MEMOS]
+
+
+def _count_fresh(
+    counter: TokenCounter, messages: Sequence[Any], *, by_id: bool
+) -> tuple[list[int], list[MessageInfo], list[int]]:
+    """``(counts, infos, cheap)`` of messages counted now: read by ``read_plain`` where it
+    can, else one by one. ``cheap``: the indices counted by columns (the heuristic's plain
+    messages and tool calls). With ``by_id``, a message equal to a cached one with its id
+    (a copy reloaded from a checkpoint) takes that count instead of being measured."""
+    n = len(messages)
+    by_length = counter.measure is heuristic_text_tokens
+    read, calls = read_plain(messages, with_calls=by_length)
+    infos = cast("list[MessageInfo]", read)
+    cheap: list[int] = []
+    if by_length:
+        todo: Sequence[int] = list(compress(range(n), map(is_, read, repeat(None))))
+        counts = _heuristic_counts(read, bool(todo))
+        per = HEURISTIC_CHARS_PER_TOKEN
+        for i, payloads in calls.items():
+            for call_id, name, args in payloads:  # heuristic_text_tokens of each, inlined
+                counts[i] += (
+                    (len(call_id) + per - 1) // per
+                    + (len(name) + per - 1) // per
+                    + (len(args) + per - 1) // per
+                )
+        if len(todo) != n:
+            cheap = list(compress(range(n), map(is_not, read, repeat(None)))) if todo else list(range(n))
+    else:
+        counts = [0] * n
+        todo = range(n)
+    known_ids = counter._by_msg_id if by_id else _NO_KNOWN
+    for i in todo:
+        msg = messages[i]
+        info = read[i]
+        plain = info is not None
+        if info is None:
+            info = infos[i] = read_message(msg)
+        known = known_ids.get(info.id) if known_ids and info.id is not None else None
+        if known is not None and unchanged(known[1], msg):
+            counts[i] = known[3]  # an equal copy of a counted message, e.g. reloaded from a checkpoint
+        elif plain:
+            counts[i] = _count_plain(counter, info)
+        else:
+            counts[i] = counter.count_uncached(msg, info)
+    return counts, infos, cheap
+
+
+def _count_plain(counter: TokenCounter, info: MessageInfo) -> int:
+    """``count_uncached`` of a message ``read_plain`` read without calls: its reading says all."""
+    return MESSAGE_OVERHEAD + counter._measure_all(plain_texts(info))
+
+
+def _columns(
+    counter: TokenCounter, messages: Sequence[Any], dicts: bool, *, trust: bool = False
+) -> Checked | None:
+    """The warm check by columns (``map`` over the list, no Python code per message), when
+    every message is an exact dict (``dicts``) or every one an instance of a ``fast_view``
+    class (LangChain messages); else None.
+
+    Each cached snapshot is compared with ``==`` (at C speed, identity first) with the live
+    message: a dict whole, a model's ``fast_view`` (class, declared fields, extras: one C
+    call). The snapshots come from the entries found by ``id()``, except for the leading
+    messages equal to those of a remembered call at the same places (``_Memo``, ``_lead``):
+    those are taken from its columns, without a lookup. A message whose check fails is
+    looked up again (its entry may be newer than the memo) and checked on its own.
+
+    With ``trust``, the leading messages taken from the memo are not compared (but those the
+    memo has no snapshot of): the last value says how many lead (0 without ``trust``).
+
+    Returns the counts and readings (placeholders where missed), the missed indices, the
+    views and snapshots compared (for the next memo), and that number. Under the lock.
+    """
+    n = len(messages)
+    cache = counter._cache
+    if not cache:  # nothing to check (the shapes are checked when remembered)
+        return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n)), None, None, 0, None, 0
+    msgs = messages if type(messages) is list else list(messages)
+    memo = _NO_MEMO
+    for recent in counter._memos:
+        if recent.dicts is dicts and n and recent.messages[0] is msgs[0]:
+            memo = recent
+    k = _lead(memo.messages, msgs) if memo.messages else 0
+    tail = msgs[k:] if k else msgs
+    if dicts:
+        if tail and set(map(type, tail)) != {dict}:
+            return None
+        tail_views: list[Any] | None = []
+    else:
+        tail_views = fast_views(tail)
+    if tail_views is None:
+        return None
+    entries = list(map(cache.get, map(id, tail), repeat(_NO_ENTRY)))
+    tail_snaps = list(map(_entry_snapshot, entries))
+    try:
+        if trust and k:
+            # unchecked: the memo's messages with a snapshot (confirm() checks them later)
+            same = [True] * k
+            for i in memo.uncached[: bisect_left(memo.uncached, k)]:
+                same[i] = False
+        else:
+            same = list(_unchanged_each(memo.snapshots, memo.views, msgs[:k], dicts)) if k else []
+        same += _unchanged_each(tail_snaps, tail_views, tail, dicts)
+    except Exception:  # a declared field missing, an == that raises: check one by one
+        return None
+    # a list that extends the memo's takes its lists over, when no caller may still compare
+    # with what changes: the entries from k on, and those of the memo's messages without a
+    # snapshot (set below when found cached now)
+    lent = memo.lent
+    own: list[Any] | None = None
+    if (
+        trust
+        and k
+        and k >= lent
+        and (not memo.uncached or memo.uncached[0] >= lent)
+        and memo.owner == threading.get_ident()
+    ):
+        counter._memos = [m for m in counter._memos if m is not memo]
+        own, views, snaps, counts, infos = (
+            memo.messages,
+            memo.views,
+            memo.snapshots,
+            memo.counts,
+            memo.infos,
+        )
+        for column in (own, views, snaps, counts, infos):
+            del column[k:]
+        own += tail
+        lent = k
+    else:
+        views = memo.views[:k] if k else []
+        snaps = memo.snapshots[:k] if k else []
+        counts = memo.counts[:k] if k else []
+        infos = memo.infos[:k] if k else []
+        lent = k if trust else 0
+    if not dicts:
+        views += tail_views
+    snaps += tail_snaps
+    counts += map(_entry_count, entries)
+    infos += map(_entry_info, entries)
+    upto = k if trust else 0
+    try:
+        first = same.index(False, upto)  # (before upto: only where the memo has no snapshot)
+    except ValueError:
+        first = n
+    if upto and memo.uncached and memo.uncached[0] < upto:
+        first = memo.uncached[0]
+    if first == n:
+        return counts, infos, [], views, snaps, upto, own, lent
+    missed = list(compress(range(first, n), map(not_, same[first:])))
+    again = missed[: bisect_left(missed, k)]  # checked against the memo: the cache may be newer
+    if again:
+        found = list(map(cache.get, map(id, map(msgs.__getitem__, again)), repeat(_NO_ENTRY)))
+        newer = map(is_not, map(_entry_snapshot, found), map(snaps.__getitem__, again))
+        hits = set()
+        for i, entry in compress(zip(again, found, strict=True), newer):
+            if unchanged(entry[1], msgs[i]):
+                counts[i], infos[i], snaps[i] = entry[3], entry[2], entry[1]
+                hits.add(i)
+                if not dicts:  # the snapshot was taken with the view of the class it has now
+                    views[i] = fast_view(type(msgs[i]))
+                    if views[i] is None:
+                        return None
+        if hits:
+            missed = [i for i in missed if i not in hits]
+    return counts, infos, missed, views, snaps, upto, own, lent
+
+
+def lookup(counter: TokenCounter, messages: Sequence[Any]) -> Found | None:
+    """``_columns`` of a list of ``fast_view`` instances (LangChain messages); None for any
+    other list, dicts included."""
+    checked = _columns(counter, messages, False)
+    return None if checked is None else checked[:3]
+
+
+class ColumnPath:
+    """``tokens.cache.WarmPath`` by the functions of this module."""
+
+    def read_and_count(
+        self, counter: TokenCounter, messages: Sequence[Any], *, trust: bool
+    ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
+        return read_and_count(counter, messages, trust=trust)
+
+    def confirm(
+        self,
+        counter: TokenCounter,
+        messages: Sequence[Any],
+        unchecked: Unchecked,
+        lo: int,
+        extra: Sequence[int],
+    ) -> bool:
+        return confirm(counter, messages, unchecked, lo, extra)
