@@ -6,77 +6,45 @@ import asyncio
 import logging
 from bisect import bisect_left
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from dataclasses import dataclass
+from typing import Any
 
 from . import _columns
 from . import summary as _summary
+from ._columns import CountColumns, PrefixMemo, Remembered, Sendable, TableState
 from .config import ReducerConfig
 from .merge import make_state_reducer
 from .messages import MessageInfo, is_message_like, read_message
-from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
+from .planner import UNLIMITED, Plan, extend_tail, keep_all, plan, tail_of
+from .results import Mode, ReducerResult, ReducerStats
 from .tokens import TokenCounter, count_messages, read_and_count, resolve_token_counter
-from .tokens.cache import read_and_count_unchecked
 
 logger = logging.getLogger("agentstate_reducer")
-
-Mode = Literal["messages", "tokens", "off"]
-
-
-@dataclass(frozen=True, slots=True)
-class ReducerStats:
-    """What one reduction did, for logs and metrics."""
-
-    mode: Mode
-    triggered: bool
-    messages_before: int
-    messages_after: int
-    pruned_count: int
-    #: tokens before and after; None in count mode (tokens are only counted in token mode).
-    #: ``tokens_before`` may hold the count a message had when it was last checked, when it was
-    #: edited in place since and lies before what a triggered decision reads (docs/tokens.md)
-    tokens_before: int | None = None
-    tokens_after: int | None = None
-    #: the kept history is over the target because one unit, or the live turn, is bigger than it
-    over_target: bool = False
-    #: the summarizer raised or timed out: ``repr`` of the error (see ``ReducerConfig.on_summary_error``)
-    summary_error: str | None = None
-    #: no trigger fired, but messages a provider rejects (orphan, late or second results, dangling
-    #: calls) were pruned
-    repaired: bool = False
-
-
-@dataclass(frozen=True)
-class ReducerResult:
-    """``surviving`` and ``pruned`` partition the input, each in original order.
-
-    With ``inject_summary``, they partition the input *plus the injected summary message*: the new
-    summary is in ``surviving`` (after the leading pinned messages) and the summary it replaces is
-    at the front of ``pruned``.
-    """
-
-    surviving: list[Any]
-    pruned: list[Any]
-    summary: str | None = None
-    stats: ReducerStats = field(
-        default_factory=lambda: ReducerStats("off", False, 0, 0, 0), compare=False, repr=False
-    )
-
 
 def _one(i: int) -> int:
     return 1
 
 
-class _Checked(NamedTuple):
-    """The last output, known sendable, and its tail: a history that starts with it (compared
-    with ``==``, identity first) needs only its new messages checked."""
+@dataclass(slots=True)
+class _Call:
+    """One call's use of the reducer's memo (``_columns.memo``; None when the column path is
+    off): the remembered list that starts its history and how many messages they share, and
+    what the call learned (the counter's columns, the planner's table) for the next call."""
 
-    messages: list[Any] | None
-    length: int
-    tail: Tail
-    #: the stats of reducing ``messages`` again when that keeps them whole without a trigger
-    #: (count mode, at most ``max_messages``); None otherwise (token mode recounts every message)
-    again: ReducerStats | None = None
+    memo: PrefixMemo | None
+    record: Remembered | None = None
+    lead: int = 0
+    counts: CountColumns | None = None
+    table: TableState | None = None
+
+    def sendable(self, messages: list[Any]) -> bool:
+        """True when ``messages`` is a remembered sendable output plus messages that keep it
+        sendable (only the new ones are read)."""
+        record = self.record
+        if record is None or record.sendable is None or self.lead != len(record.items):
+            return False
+        return extend_tail(record.sendable.tail, map(read_message, messages[self.lead :])) is not None
+
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,21 +63,6 @@ class _Step:
     def to_summarize(self) -> list[Any]:
         """What the summarizer gets: the previous summary first, then the newly pruned messages."""
         return [*self.held, *self.pruned] if self.pruned else []
-
-
-def _with_held(p: Plan, held: tuple[int, ...], held_cost: int) -> Plan:
-    """Map a plan made without the ``held`` indices back to the full list, ``held`` kept."""
-    if not held:
-        return p
-    kept = []
-    for k in p.kept:
-        for h in held:  # held is a few leading indices: shift past each one at or before k
-            if h <= k:
-                k += 1
-        kept.append(k)
-    return Plan(
-        tuple(sorted([*kept, *held])), p.triggered, p.over_target, p.cost_before, p.cost_after + held_cost
-    )
 
 
 def _read_by(
@@ -148,28 +101,6 @@ def as_message_list(value: Any) -> list[Any]:
     raise TypeError(f"expected a message or a list of messages, got {type(value).__name__}")
 
 
-def _sendable(messages: list[Any], checked: _Checked | None) -> bool:
-    """True when ``messages`` is the last checked output plus messages that keep it sendable."""
-    if checked is None:
-        return False
-    k = checked.length
-    if len(messages) < k:
-        return False
-    # no messages: _begin found them equal already, before appending ``new``
-    prev = checked.messages
-    if prev is not None and not _equal(messages if len(messages) == k else messages[:k], prev):
-        return False
-    return extend_tail(checked.tail, map(read_message, messages[k:])) is not None
-
-
-def _equal(a: list[Any], b: list[Any]) -> bool:
-    """List equality at C speed (identity first); False when an element's ``__eq__`` cannot answer."""
-    try:
-        return a == b
-    except Exception:
-        return False
-
-
 class MessageReducer:
     """Prune a message history by count or token budget without breaking it for a provider.
 
@@ -194,8 +125,7 @@ class MessageReducer:
             )
         self._config = config
         self._counter: Callable[[Any], int] | None = None
-        self._checked: _Checked | None = None
-        self._table = _columns.TableMemo()
+        self._memo = PrefixMemo()
 
     @property
     def config(self) -> ReducerConfig:
@@ -231,76 +161,73 @@ class MessageReducer:
 
     def plan(self, messages: list[Any]) -> tuple[Plan, Mode]:
         """The pure decision for ``messages`` (already merged), without applying it."""
-        return self._plan_with(messages, self._held(messages), checked=None)
+        return self._plan_with(messages, _summary.hold(messages, self._config), _Call(None))
 
-    def _held(self, messages: list[Any]) -> tuple[int, ...]:
-        """Indices of the injected summary, which stays pinned (only when ``inject_summary``)."""
-        if not self._config.inject_summary:
-            return ()
-        return _summary.leading_summaries(messages, preserve_first=self._config.preserve_first)
-
-    def _plan_with(
-        self, messages: list[Any], held: tuple[int, ...], *, checked: _Checked | None
-    ) -> tuple[Plan, Mode]:
-        # The held summary is planned around, not through the planner: it counts in the trigger,
-        # and in token mode its tokens come off the target, like any pinned message.
+    def _plan_with(self, messages: list[Any], held: _summary.Held, call: _Call) -> tuple[Plan, Mode]:
+        """The decision for ``messages`` with ``held`` (the injected summary) held out of it."""
         c = self._config
         if c.max_tokens is not None:
-            # the built-in counters hand back their cached readings: the planner reads nothing
-            # twice; the counts of the messages their last call checked come unchecked, and only
-            # those the decision read are confirmed (a change there: everything checked again)
-            counter = self.token_counter
-            costs, infos, unchecked = read_and_count_unchecked(counter, messages)
-            p = self._plan_tokens(messages, held, costs, infos, checked)
-            if unchecked is not None:
-                assert isinstance(counter, TokenCounter)
-                lo, extra = _read_by(p, costs, c.max_tokens, unchecked.upto, held)
-                if not counter.confirm(messages, unchecked, lo, extra):
-                    costs, infos = read_and_count(counter, messages)
-                    p = self._plan_tokens(messages, held, costs, infos, checked)
-            return p, "tokens"
-        rest = _summary.without(messages, held) if held else messages
+            return self._plan_tokens(messages, held, call), "tokens"
         n = len(messages)
         mode: Mode = "off" if c.max_messages is None else "messages"
         if c.max_messages is None or n <= c.max_messages:
-            if _sendable(messages, checked):
+            if call.sendable(messages):
                 return keep_all(n, n), mode
-            return self._repair(messages, held), mode
-        p = self._plan(rest, None, n, c.min_messages)
-        return _with_held(p, held, len(held)), mode
+            budget = UNLIMITED  # untriggered: prune only what no provider accepts (rule 3)
+        else:
+            budget = c.min_messages
+        p = self._plan(held.out(messages), None, n, budget, call)
+        return held.back(p, len(held.indices)), mode
 
-    def _plan_tokens(
+    def _plan_tokens(self, messages: list[Any], held: _summary.Held, call: _Call) -> Plan:
+        """The token-mode decision. The built-in counters hand back their readings (the planner
+        reads nothing twice); with the memo, the counts of the messages its record shares come
+        unchecked, and only those the decision read are confirmed (a change there: every count
+        checked again, and the decision made again)."""
+        c = self._config
+        assert c.max_tokens is not None
+        counter = self.token_counter
+        unchecked = None
+        infos: list[MessageInfo] | None
+        if call.memo is not None and isinstance(counter, TokenCounter):
+            prior = call.record.counts if call.record is not None else None
+            costs, infos, unchecked, call.counts = _columns.count(counter, messages, prior, call.lead)
+        else:
+            costs, infos = read_and_count(counter, messages)
+        p = self._plan_costs(messages, held, costs, infos, call)
+        if unchecked is not None:
+            assert isinstance(counter, TokenCounter)
+            lo, extra = _read_by(p, costs, c.max_tokens, unchecked.upto, held.indices)
+            if not counter.confirm(messages, unchecked, lo, extra):
+                costs, infos = read_and_count(counter, messages)
+                call.counts = None
+                p = self._plan_costs(messages, held, costs, infos, call)
+        return p
+
+    def _plan_costs(
         self,
         messages: list[Any],
-        held: tuple[int, ...],
+        held: _summary.Held,
         costs: list[int],
         infos: list[MessageInfo] | None,
-        checked: _Checked | None,
+        call: _Call,
     ) -> Plan:
         """The token-mode plan of ``messages`` with these costs (and readings)."""
         c = self._config
         assert c.max_tokens is not None
-        rest = _summary.without(messages, held) if held else messages
         total = sum(costs)
-        held_cost = sum(costs[i] for i in held)
-        rest_costs = _summary.without(costs, held) if held else costs
-        if held and infos is not None:
-            infos = _summary.without(infos, held)
+        held_cost = sum(costs[i] for i in held.indices)
         if total <= c.max_tokens:
-            if _sendable(messages, checked):
+            if call.sendable(messages):
                 return keep_all(len(messages), total)
-            p = self._plan(rest, rest_costs, total, UNLIMITED, infos=infos)
-            return _with_held(p, held, held_cost)
-        budget = c.effective_target_tokens
-        assert budget is not None
-        p = self._plan(rest, rest_costs, total, budget - held_cost, infos=infos)
-        return _with_held(p, held, held_cost)
-
-    def _repair(self, messages: list[Any], held: tuple[int, ...]) -> Plan:
-        """The count-mode untriggered plan: prune only what no provider accepts (rule 3)."""
-        rest = _summary.without(messages, held) if held else messages
-        n = len(messages)
-        return _with_held(self._plan(rest, None, n, UNLIMITED), held, len(held))
+            budget = UNLIMITED
+        else:
+            target = c.effective_target_tokens
+            assert target is not None
+            budget = target - held_cost
+        rest_infos = held.out(infos) if infos is not None else None
+        p = self._plan(held.out(messages), held.out(costs), total, budget, call, infos=rest_infos)
+        return held.back(p, held_cost)
 
     def _plan(
         self,
@@ -308,17 +235,20 @@ class MessageReducer:
         costs: list[int] | None,
         total: int,
         budget: int,
+        call: _Call,
         *,
         infos: list[MessageInfo] | None = None,
     ) -> Plan:
-        """Plan by columns (``table``) where the history allows, else with the reference planner.
-        ``costs``: each message's tokens, or None in count mode."""
+        """Plan by columns where the history allows, else with the reference planner. ``costs``:
+        each message's tokens, or None in count mode; ``budget``: ``UNLIMITED`` for an
+        untriggered call (prune only what cannot be sent)."""
         c = self._config
-        repair = budget == UNLIMITED  # untriggered: prune only what cannot be sent
+        repair = budget == UNLIMITED
         start_on_human = c.start_on_human and not repair
         pinned_kinds = None
-        if _columns.enabled:
-            fast = _columns.plan(
+        if call.memo is not None:
+            prior = call.record.table if call.record is not None else None
+            fast, call.table = _columns.plan(
                 messages,
                 costs,
                 trigger_cost=total,
@@ -327,7 +257,7 @@ class MessageReducer:
                 start_on_human=start_on_human,
                 infos=infos,
                 triggered=not repair,
-                memo=self._table,
+                prior=prior,
             )
             if fast is not None:
                 return fast
@@ -346,6 +276,12 @@ class MessageReducer:
             pinned_kinds=pinned_kinds,
         )
 
+    def _repair(self, messages: list[Any]) -> Plan:
+        """The untriggered plan: prune only what no provider accepts (rule 3)."""
+        held = _summary.hold(messages, self._config)
+        rest = held.out(messages)
+        return held.back(self._plan(rest, None, len(messages), UNLIMITED, _Call(None)), len(held.indices))
+
     # -- applying ---------------------------------------------------------------------------
 
     def reduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
@@ -354,10 +290,11 @@ class MessageReducer:
         Never mutates the inputs and returns the caller's own message objects (plus, with
         ``inject_summary``, one new summary message).
         """
-        whole = self._kept_whole(existing, new)
+        messages, call = self._start(existing, new)
+        whole = self._kept_whole(messages, new, call)
         if whole is not None:
             return whole
-        step = self._begin(existing, new)
+        step = self._begin(messages, call)
         text, message, error = None, None, None
         if self._summarizes and step.to_summarize:
             try:
@@ -365,7 +302,7 @@ class MessageReducer:
                 message = self._summary_message(step, text)
             except Exception as exc:
                 error = exc
-        result = self._finish(step, text, message, error)
+        result = self._finish(step, text, message, error, call)
         if result.pruned:
             self._run_hooks(result.pruned, namespace)
         return result
@@ -373,10 +310,11 @@ class MessageReducer:
     async def areduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
         """``reduce`` for async callers: ``asummarize_fn`` is awaited, a sync ``summarize_fn`` and
         sync hooks run off the event loop, hooks with an async ``acall`` are awaited."""
-        whole = self._kept_whole(existing, new)
+        messages, call = self._start(existing, new)
+        whole = self._kept_whole(messages, new, call)
         if whole is not None:
             return whole
-        step = self._begin(existing, new)
+        step = self._begin(messages, call)
         text, message, error = None, None, None
         if self._summarizes and step.to_summarize:
             try:
@@ -384,49 +322,49 @@ class MessageReducer:
                 message = self._summary_message(step, text)
             except Exception as exc:
                 error = exc
-        result = self._finish(step, text, message, error)
+        result = self._finish(step, text, message, error, call)
         if result.pruned:
             await self._arun_hooks(result.pruned, namespace)
         return result
 
-    def _kept_whole(self, messages: Any, new: Any) -> ReducerResult | None:
-        """The result for the last output reduced again on its own (a list, no ``new``), when
-        that keeps it whole untriggered (``_Checked.again``): the validity check is the
-        identity-first comparison with it. None for any other call."""
-        checked = self._checked
-        if new is not None or type(messages) is not list:
+    def _start(self, existing: Any, new: Any) -> tuple[list[Any], _Call]:
+        """The history to reduce (one new list) and what the memo remembers of its start."""
+        if new is None:  # the common call reduces one list: copy it once
+            messages = as_message_list(existing)
+        else:
+            base = existing if type(existing) is list else as_message_list(existing)
+            messages = base + as_message_list(new)  # one new list of the exact size
+        memo = self._memo if _columns.enabled else None
+        if memo is None:
+            return messages, _Call(None)
+        record, lead = memo.recall(messages)
+        return messages, _Call(memo, record, lead)
+
+    def _kept_whole(self, messages: list[Any], new: Any, call: _Call) -> ReducerResult | None:
+        """The result for a remembered output reduced again on its own (no ``new``), when that
+        keeps it whole untriggered (``Sendable.again``); None for any other call."""
+        record = call.record
+        if new is not None or record is None or record.sendable is None:
             return None
-        if checked is None or checked.again is None or len(messages) != checked.length:
+        again = record.sendable.again
+        if again is None or call.lead != len(messages) or call.lead != len(record.items):
             return None
-        if checked.messages is None or not _equal(messages, checked.messages):
-            return None
-        # remember these objects, as _finish would: equal copies (a checkpoint read back) are then
-        # compared by identity next time
-        self._checked = _Checked(list(messages), checked.length, checked.tail, checked.again)
-        return ReducerResult(list(messages), [], None, checked.again)
+        return ReducerResult(messages, [], None, again)
 
     @property
     def _summarizes(self) -> bool:
         return self._config.summarize_fn is not None or self._config.asummarize_fn is not None
 
-    def _begin(self, existing: Any, new: Any) -> _Step:
-        checked = self._checked
-        if new is None:  # the common call reduces one list: copy it once
-            messages = as_message_list(existing)
-        else:
-            base = existing if type(existing) is list else as_message_list(existing)
-            if checked is not None and checked.messages is not None and len(base) == checked.length:
-                # reduce(previous output, new): compare before appending, without a slice
-                checked = checked._replace(messages=None) if _equal(base, checked.messages) else None
-            messages = base + as_message_list(new)  # one new list of the exact size
-        held = self._held(messages)
-        the_plan, mode = self._plan_with(messages, held, checked=checked)
+    def _begin(self, messages: list[Any], call: _Call) -> _Step:
+        """Hold the summary out, plan, and split the list by the plan."""
+        held = _summary.hold(messages, self._config)
+        the_plan, mode = self._plan_with(messages, held, call)
         pruned: list[Any]
         if len(the_plan.kept) == len(messages):
-            surviving, pruned = messages, []  # made here above: no second copy
+            surviving, pruned = messages, []  # made by _start: no second copy
         else:
             surviving, pruned = the_plan.split(messages)
-        return _Step(messages, the_plan, mode, surviving, pruned, [messages[i] for i in held])
+        return _Step(messages, the_plan, mode, surviving, pruned, [messages[i] for i in held.indices])
 
     def _summary_message(self, step: _Step, text: str) -> Any:
         """The message to inject for ``text``, or None (not injecting, or an empty summary)."""
@@ -438,7 +376,9 @@ class MessageReducer:
             text, count, like=_summary.shape_template(step.messages), factory=c.summary_message_factory
         )
 
-    def _finish(self, step: _Step, text: str | None, message: Any, error: Exception | None) -> ReducerResult:
+    def _finish(
+        self, step: _Step, text: str | None, message: Any, error: Exception | None, call: _Call
+    ) -> ReducerResult:
         """Apply a plan: slice; inject the summary, which replaces the held one; keep everything
         when the summarizer failed (policy "keep")."""
         c = self._config
@@ -451,7 +391,7 @@ class MessageReducer:
             text = None
             if c.on_summary_error == "keep":
                 # nothing is pruned but what no provider accepts (the untriggered plan)
-                surviving, pruned = self._repair(messages, self._held(messages)).split(messages)
+                surviving, pruned = self._repair(messages).split(messages)
                 if tokens:  # every message's count checked: the plan may have read some unchecked
                     cost_before = sum(self.count_tokens(messages))
                     cost_after = sum(self.count_tokens(surviving))
@@ -478,14 +418,30 @@ class MessageReducer:
         )
         if pruned:
             logger.debug("pruned %d of %d messages (%s mode)", len(pruned), len(messages), step.mode)
+        if call.memo is not None:
+            self._remember(call, step, surviving, stats, error)
+        return ReducerResult(surviving, pruned, text, stats)
+
+    def _remember(
+        self, call: _Call, step: _Step, surviving: list[Any], stats: ReducerStats, error: Exception | None
+    ) -> None:
+        """Keep what this call learned: the input with the counter's columns and the planner's
+        table, and the output as sendable (one record when nothing was cut from the input)."""
+        assert call.memo is not None
+        c = self._config
         n = len(surviving)
         again = None
         if c.max_tokens is None and (c.max_messages is None or n <= c.max_messages):
             # reduced again, the output is sendable and within max_messages: kept whole, untriggered
-            kept_whole = not (pruned or stats.triggered or stats.over_target or error is not None)
+            kept_whole = not (stats.pruned_count or stats.triggered or stats.over_target or error is not None)
             again = stats if kept_whole else ReducerStats(step.mode, False, n, n, 0)
-        self._checked = _Checked(list(surviving), n, tail_of(surviving), again)
-        return ReducerResult(surviving, pruned, text, stats)
+        sendable = Sendable(tail_of(surviving), again)
+        if surviving is step.messages:
+            call.memo.keep(step.messages, counts=call.counts, table=call.table, sendable=sendable)
+            return
+        if call.counts is not None or call.table is not None:
+            call.memo.keep(step.messages, counts=call.counts, table=call.table)
+        call.memo.keep(surviving, sendable=sendable)
 
     def _run_hooks(self, pruned: list[Any], namespace: Any) -> None:
         for hook in self._config.on_prune:
@@ -514,3 +470,6 @@ class MessageReducer:
         """A ``(existing, new) -> list`` for ``Annotated[list, reducer.as_langgraph_reducer()]``:
         merges with ``add_messages`` semantics, then prunes (see ``agentstate_reducer.merge``)."""
         return make_state_reducer(lambda messages: self.reduce(messages).surviving)
+
+
+__all__ = ["MessageReducer", "Mode", "ReducerResult", "ReducerStats", "as_message_list"]

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .messages import MessageInfo, read_message
+from .planner import Plan
 
 if TYPE_CHECKING:
     from .config import ReducerConfig
@@ -229,6 +230,47 @@ def without(items: Sequence[Any], indices: Sequence[int]) -> list[Any]:
         prev = i + 1
     out += items[prev:]
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The injected summary messages of a list (``hold``), held out of it while it is planned:
+    they stay pinned, count in the trigger, and in token mode their tokens come off the target."""
+
+    indices: tuple[int, ...] = ()
+
+    def out(self, items: list[Any]) -> list[Any]:
+        """``items`` (the messages, their costs or their readings) without the held ones."""
+        return without(items, self.indices) if self.indices else items
+
+    def back(self, plan: Plan, cost: int) -> Plan:
+        """A plan made without the held messages mapped back to the whole list, them kept;
+        ``cost``: what they cost (their number in count mode)."""
+        if not self.indices:
+            return plan
+        kept = []
+        for k in plan.kept:
+            for h in self.indices:  # a few leading indices: shift past each one at or before k
+                if h <= k:
+                    k += 1
+            kept.append(k)
+        return Plan(
+            tuple(sorted([*kept, *self.indices])),
+            plan.triggered,
+            plan.over_target,
+            plan.cost_before,
+            plan.cost_after + cost,
+        )
+
+
+NOT_HELD: Final = Held()
+
+
+def hold(messages: Sequence[Any], config: ReducerConfig) -> Held:
+    """The injected summary of ``messages`` to hold out (only with ``inject_summary``)."""
+    if not config.inject_summary:
+        return NOT_HELD
+    return Held(leading_summaries(messages, preserve_first=config.preserve_first))
 
 
 def with_summary(messages: Sequence[Any], summary: Any, *, preserve_first: bool) -> list[Any]:

@@ -4,7 +4,6 @@ answers, and answers for every history of plain structure (hypothesis)."""
 from __future__ import annotations
 
 import copy
-import operator
 import pickle
 from itertools import accumulate
 from typing import Any
@@ -13,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agentstate_reducer import MessageReducer, ReducerConfig
-from agentstate_reducer._columns.table import TableMemo, newest_over, plan_by_table
+from agentstate_reducer._columns.table import TableState, newest_over, plan_by_table
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.planner import UNLIMITED, Plan, plan, runs_of
 from tests.convo import BUILDERS, MULTI_RESULT_FORMATS, PROPERTY_BUILDERS, Spec
@@ -105,7 +104,7 @@ def _both(
         triggered=not repair,
     )
     infos = [read_message(m) for m in msgs] if token else None
-    fast = plan_by_table(
+    fast, _ = plan_by_table(
         msgs,
         costs,
         trigger_cost=trigger,
@@ -296,18 +295,18 @@ def test_a_result_message_answering_nothing_is_left_to_the_reference() -> None:
     budget=budgets,
     slack=st.integers(0, 3),
 )
-def test_the_memo_plans_a_longer_list_as_a_fresh_table_does(
+def test_a_remembered_table_plans_a_longer_list_as_a_fresh_table_does(
     fmt: str, spec: Spec, data: st.DataObject, token: bool, budget: int, slack: int
 ) -> None:
     """A list that starts with the last one planned (or with all of it but its last message)
-    reads only its new messages; a message replaced since is not taken from the memo."""
+    reads only its new messages; a message replaced since is not taken from the table."""
     msgs = BUILDERS[fmt](spec)
     cut = data.draw(st.integers(0, len(msgs)))
-    memo = TableMemo()
+    remembered: list[TableState | None] = [None]
 
     def planned(part: list[Any], infos: list[Any] | None, with_memo: bool) -> Plan | None:
         costs = _costs(part) if token else None
-        return plan_by_table(
+        got, state = plan_by_table(
             part,
             costs,
             trigger_cost=0,
@@ -316,18 +315,18 @@ def test_the_memo_plans_a_longer_list_as_a_fresh_table_does(
             start_on_human=budget != UNLIMITED,
             infos=infos,
             triggered=budget != UNLIMITED,
-            memo=memo if with_memo else None,
+            prior=remembered[0] if with_memo else None,
             slack=slack,
         )
+        if with_memo:
+            remembered[0] = state
+        return got
 
     first = msgs[:cut]
     replaced = data.draw(st.booleans())
     if msgs and replaced:  # a last message that the next list replaces
         first = [*first, msgs[data.draw(st.integers(0, len(msgs) - 1))]]
     planned(first, [read_message(m) for m in first] if token else None, True)
-    if data.draw(st.booleans()):  # another list between (a copy reloaded from a checkpoint)
-        other = BUILDERS[fmt](spec)
-        planned(other, [read_message(m) for m in other] if token else None, True)
     edited = bool(cut) and data.draw(st.booleans())
     if edited:  # a message the memo holds replaced by an orphan result (a new object)
         msgs = list(msgs)
@@ -345,11 +344,12 @@ def test_the_memo_plans_a_longer_list_as_a_fresh_table_does(
         infos=infos,
         triggered=budget != UNLIMITED,
     )
+    without_memo = planned(msgs, infos, False)
     with_memo = planned(msgs, infos, True)
     # either plan is the reference's, or the window it read was not plain (an edit made an
     # orphan: a bigger window may see it where a smaller one does not)
     assert with_memo in (None, reference)
-    assert planned(msgs, infos, False) in (None, reference)
+    assert without_memo in (None, reference)
     if not edited:  # a plain history: planned with the memo's columns
         assert with_memo == reference
 
@@ -415,44 +415,11 @@ def test_a_plan_splits_a_list_into_its_kept_and_pruned_messages(
     assert list(given_list) == msgs  # the given list is left as it was
 
 
-def test_a_recalled_list_is_out_of_the_memo_until_remembered_again() -> None:
-    """``recall`` hands back the remembered list made equal to the one planned now (no copy of
-    it) and takes that state out of the memo, so no other plan (another thread's) reads it while
-    it changes; the list planned now is never changed."""
-    msgs = BUILDERS["langchain_object"]([("human", "h1"), ("ai", "a1"), ("human", "h2"), ("ai", "a2")])
-    memo = TableMemo()
-    assert plan_by_table(msgs, None, trigger_cost=4, budget=2, preserve_first=True,
-                         start_on_human=True, memo=memo) is not None  # fmt: skip
-    (state,) = memo.last
-    turn = [*msgs[:-1], BUILDERS["langchain_object"]([("ai", "a3")])[0]]
-    before = list(turn)
-    keys, known, recalled = memo.recall(turn)
-    assert recalled is state and known == len(msgs) - 1
-    assert keys is state[0] and keys == turn and all(map(operator.is_, keys, turn))
-    assert memo.last == () and all(map(operator.is_, turn, before))
-    again, known_again, none = memo.recall(turn)  # nothing remembered now: a copy, nothing known
-    assert (known_again, none) == (0, None) and again == turn and again is not turn
-
-
-def test_a_reducer_that_planned_copies_to_one_with_an_empty_memo() -> None:
+def test_a_copied_or_pickled_reducer_reduces_as_the_original() -> None:
     msgs = BUILDERS["langchain_object"]([("human", f"h{i}") for i in range(6)])
     reducer = MessageReducer(config=ReducerConfig(max_messages=3, min_messages=2))
     kept = reducer.reduce(msgs).surviving
     for other in (copy.deepcopy(reducer), pickle.loads(pickle.dumps(reducer))):
-        assert other._table.last == ()
         assert [m.id for m in other.reduce(msgs).surviving] == [m.id for m in kept]
 
 
-def test_a_reloaded_copy_of_a_remembered_list_is_remembered_by_its_own_objects() -> None:
-    """A list that keeps the first message but holds equal copies of the rest (a history
-    reloaded from a checkpoint under the app's own system prompt) is known from the memo, and
-    the memo keeps the copies, so the next turn compares identities, not fields."""
-    spec: Spec = [("system", "s0")] + [(("human", "ai")[i % 2], f"m{i}") for i in range(12)]
-    msgs = BUILDERS["langchain_object"](spec)
-    memo = TableMemo()
-    plan_by_table(msgs, None, trigger_cost=13, budget=6, preserve_first=True, start_on_human=True, memo=memo)
-    reloaded = [msgs[0], *copy.deepcopy(msgs[1:])]
-    turn = [*reloaded, BUILDERS["langchain_object"]([("human", "new")])[0]]
-    keys, known, _ = memo.recall(turn)
-    assert known == len(msgs)
-    assert all(map(operator.is_, keys, turn))

@@ -36,7 +36,7 @@ from agentstate_reducer import MessageReducer, ReducerConfig, _columns
 from agentstate_reducer._columns.table import plan_by_table
 from agentstate_reducer.planner import Plan
 from agentstate_reducer.reducer import _read_by
-from agentstate_reducer.tokens import TokenCounter, heuristic_counter
+from agentstate_reducer.tokens import heuristic_counter
 
 
 def history(n_turns: int, seed: int, *, dicts: bool = False, mid_system: bool = False) -> list[Any]:
@@ -100,13 +100,15 @@ def new_message(dicts: bool) -> Any:
 
 
 @pytest.mark.parametrize("dicts", [False, True])
-def test_warm_reduction_reads_old_counts_unchecked_and_confirms_the_window(dicts: bool) -> None:
+def test_counts_of_a_remembered_prefix_come_unchecked_and_confirm_the_window(dicts: bool) -> None:
+    """The column path's count with a remembered list's columns (what a reducer's memo hands
+    it) takes the shared prefix's counts unchecked; ``confirm`` checks any part of them."""
     msgs = history(60, 1, dicts=dicts)
-    cfg = config(msgs, 0.3)
-    reducer = warm_reducer(cfg, msgs)
-    counter = reducer.token_counter
-    assert isinstance(counter, TokenCounter)
-    counts, _, unchecked = counter.read_and_count_unchecked([*msgs, new_message(dicts)])
+    counter = heuristic_counter()
+    counter.count_messages(msgs)
+    columns = _columns.count(counter, msgs).columns  # the second sight caches them
+    assert columns is not None
+    counts, _, unchecked, _ = _columns.count(counter, [*msgs, new_message(dicts)], columns, len(msgs))
     assert unchecked is not None and unchecked.upto == len(msgs)
     assert counts[: len(msgs)] == heuristic_counter(cache_size=0).count_messages(msgs)
     assert counter.confirm(msgs, unchecked, 0)
@@ -268,11 +270,11 @@ def test_a_history_growing_turn_by_turn_is_confirmed_without_edits(dicts: bool) 
     msgs = history(40, 5, dicts=dicts)
     counter = heuristic_counter()
     seen = 10
-    counter.read_and_count_unchecked(msgs[:seen])
-    counter.read_and_count_unchecked(msgs[:seen])  # the second sight caches them
+    counter.count_messages(msgs[:seen])
+    columns = _columns.count(counter, msgs[:seen]).columns  # the second sight caches them
     while seen < len(msgs):
-        seen = min(len(msgs), seen + 3)
-        counts, _, unchecked = counter.read_and_count_unchecked(msgs[:seen])
+        before, seen = seen, min(len(msgs), seen + 3)
+        counts, _, unchecked, columns = _columns.count(counter, msgs[:seen], columns, before)
         assert counts == heuristic_counter(cache_size=0).count_messages(msgs[:seen])
         assert unchecked is not None
         assert counter.confirm(msgs[:seen], unchecked, 0)

@@ -9,10 +9,14 @@ same way (tests/test_table.py, tests/test_properties.py compare the two with hyp
 
 The surface:
 
-* ``plan(...) -> Plan | None``: ``planner.plan`` by columns (``table.plan_by_table``);
+* ``PrefixMemo``: a reducer's one memo of the lists it handled (``memo``: its assumptions);
+* ``plan(...) -> (Plan | None, TableState | None)``: ``planner.plan`` by columns
+  (``table.plan_by_table``), with the table read for the memo;
+* ``count(counter, messages, prior, lead) -> Counted``: a ``TokenCounter``'s counts and
+  readings by columns, those of the memo's prefix unchecked (``warm``);
 * ``pinned_indices(messages)``: the indices of pinned kinds, read by columns;
 * ``newest_over(costs, amount)``: where the newest messages worth more than ``amount`` start;
-* the counter's warm check (``warm``), installed into ``tokens.cache`` on import.
+* the counter's warm check by columns, installed into ``tokens.cache`` on import.
 
 ``AGENTSTATE_REDUCER_REFERENCE=1`` in the environment (read at import) turns the column path
 off for the process: every reducer plans with the reference planner and every counter checks
@@ -25,7 +29,9 @@ import os
 
 from agentstate_reducer._columns import warm
 from agentstate_reducer._columns.bulk import pinned_indices
-from agentstate_reducer._columns.table import TableMemo, newest_over, plan_by_table
+from agentstate_reducer._columns.memo import PrefixMemo, Remembered, Sendable
+from agentstate_reducer._columns.table import TableState, newest_over, plan_by_table
+from agentstate_reducer._columns.warm import CountColumns, Counted, count
 from agentstate_reducer.tokens.cache import use_warm_path
 
 plan = plan_by_table
@@ -43,4 +49,17 @@ def use(on: bool) -> None:
 
 use(enabled)
 
-__all__ = ["TableMemo", "enabled", "newest_over", "pinned_indices", "plan", "use"]
+__all__ = [
+    "CountColumns",
+    "Counted",
+    "PrefixMemo",
+    "Remembered",
+    "Sendable",
+    "TableState",
+    "count",
+    "enabled",
+    "newest_over",
+    "pinned_indices",
+    "plan",
+    "use",
+]

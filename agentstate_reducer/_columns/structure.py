@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from itertools import chain, compress, islice, repeat, takewhile
+from itertools import chain, compress, count, islice, repeat, takewhile
 from operator import attrgetter, eq, is_, is_not
 from typing import Any, Final, NamedTuple
 
@@ -261,28 +261,26 @@ def window(table: Structure, lo: int, hi: int) -> Structure:
     )
 
 
-def leading_equal(own: list[Any], other: list[Any], k: int) -> bool:
-    """``own[:k] == other[:k]`` (``==``, identity first), ``own`` a list no other code reads or
-    changes meanwhile: for one comparison of the whole lists, ``own``'s items from ``k`` on are
-    ``other``'s (then put back), instead of copying ``k`` items of each."""
-    if len(own) < k or len(other) < k:
-        return False
-    saved = own[k:]
-    own[k:] = other[k:]
-    try:
-        return own == other
-    finally:
-        own[k:] = saved
+def identity_lead(own: Sequence[Any], other: Sequence[Any]) -> int:
+    """How many leading items of ``own`` and ``other`` are the same objects at the same places.
 
-
-def common_lead(own: list[Any], other: list[Any]) -> int:
-    """How many leading items of ``other`` equal ``own``'s (``==``, identity first) when the two
-    differ at most in the last place they share (a list grown from the other, a turn's new
-    message in place of the last one): the length they share, or one less; else 0. The last
-    shared item is compared first, so such lists cost one pass (``leading_equal``: ``own`` as
-    there). Raises what an item's ``==`` raises."""
-    m = min(len(own), len(other))
-    if not m:
+    Bisection on identity finds where they stop being the same objects (a list that extends the
+    remembered one, or replaces its newest items, is the same up to one place), and one list
+    ``==`` (identity first: C speed, no ``__eq__`` call for the same object) confirms the prefix;
+    when it does not (an item replaced in the middle), a scan by identity answers."""
+    n = min(len(own), len(other))
+    if not n or own[0] is not other[0]:
         return 0
-    k = m if own[m - 1] is other[m - 1] or own[m - 1] == other[m - 1] else m - 1
-    return k if leading_equal(own, other, k) else 0
+    lo, hi = 1, n  # own[:lo] starts the same; the answer is in [lo, hi]
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if own[mid - 1] is other[mid - 1]:
+            lo = mid
+        else:
+            hi = mid - 1
+    try:
+        if (own if lo == len(own) else own[:lo]) == (other if lo == len(other) else other[:lo]):
+            return lo
+    except Exception:  # an __eq__ that raises: by identity alone
+        pass
+    return next(compress(count(), map(is_not, own, other)), n)

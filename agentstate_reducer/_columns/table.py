@@ -18,17 +18,16 @@ which this equals wherever it answers (tests/test_table.py checks it with hypoth
 from __future__ import annotations
 
 import re
-import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, ne, sub
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from agentstate_reducer._columns.bulk import pinned_indices
 from agentstate_reducer._columns.structure import (
     Structure,
-    common_lead,
+    identity_lead,
     joined,
     read_structure,
     structure_of_infos,
@@ -42,78 +41,25 @@ _SLACK: Final = 64
 _GROW: Final = object()
 
 
-_State = tuple[list[Any], list[int], Structure]  # (keys, kind-pinned indices, table)
+class TableState(NamedTuple):
+    """The planner's table of a window of a list (``memo.Remembered.table``): ``keys``, what
+    the table was read from (the messages in count mode, their readings in token mode: the count
+    cache hands back a new reading for a message changed in place), the indices of pinned kinds,
+    and the table. A later list whose first ``known`` keys are these objects, with ``known`` at
+    least the window's start, has only its new messages read. Never changed once made."""
+
+    keys: list[Any]
+    kind_pinned: list[int]
+    table: Structure
 
 
-class TableMemo:
-    """The last two lists a reducer planned by columns (a history and its copy reloaded from a
-    checkpoint alternate), each with its pinned indices and its table, so that a list starting
-    with the same messages (compared with ``==``, identity first) has only its new messages read.
-    In count mode the messages are compared: like the reducer's validity memo, it takes a message
-    that is the same object as before to have the same structure (kind, call ids, answered ids).
-    In token mode their readings are: the count cache hands back a new reading for a message
-    changed in place.
-
-    The memo keeps its own copy of each list (``messages`` may be the list handed back to the
-    caller, who may change it; the count cache changes its readings' list in place). A plan that
-    starts from a remembered list of the same first message takes that list out of the memo
-    (``recall``) and makes it its own by replacing its items from the first new one, instead of
-    copying a long history again; ``remember`` puts the result back. Both hold a lock, and a list
-    is changed only while out of the memo, so a reducer shared by threads never mixes two lists'
-    memos."""
-
-    __slots__ = ("_lock", "last")
-
-    def __init__(self) -> None:
-        self.last: tuple[_State, ...] = ()
-        self._lock = threading.Lock()
-
-    def __reduce__(self) -> tuple[type[TableMemo], tuple[()]]:
-        return TableMemo, ()  # a copy (deepcopy, pickle) starts empty: the memo only saves time
-
-    def recall(self, source: list[Any]) -> tuple[list[Any], int, _State | None]:
-        """``(keys, known, state)``: ``keys``, a list equal to ``source`` that the memo may keep;
-        ``known``, how many leading items of ``source`` the remembered ``state`` holds (see
-        ``_known``), or 0 and None."""
-        with self._lock:
-            same = [s for s in self.last if source and s[0] and s[0][0] is source[0]]
-            if same:
-                state = same[0]
-                known = _known(state, state[0], source)
-                if known:  # the remembered list becomes this one's, out of the memo
-                    own = state[0]
-                    if own[known - 1] is not source[known - 1] or own[known // 2] is not source[known // 2]:
-                        own[:] = source  # equal copies (reloaded): the same objects next time
-                    else:
-                        own[known:] = source[known:]
-                    self.last = tuple(s for s in self.last if s is not state)
-                    return own, known, state
-                return list(source), 0, None
-            keys = list(source)
-            for state in self.last[:1]:  # the newest list, of another first message
-                known = _known(state, keys, state[0])
-                if known:
-                    return keys, known, state
-            return keys, 0, None
-
-    def remember(self, state: _State) -> None:
-        with self._lock:
-            keys = state[0]
-            older = [s for s in self.last[:1] if not (keys and s[0] and s[0][0] is keys[0])]
-            self.last = (state, *older)
-
-
-def _known(state: _State, own: list[Any], other: list[Any]) -> int:
-    """How many leading items of the list planned now the remembered ``state`` holds
-    (``common_lead``: all they share, or all but the last), or 0; at least the first of the
-    state's window, whose table covers the rest. One of ``own`` and ``other`` is the state's
-    list, the other the list planned now; ``own`` is one no other code reads or changes
-    meanwhile."""
-    try:
-        k = common_lead(own, other)
-    except Exception:  # an element whose == cannot answer
+def known_of(state: TableState | None, keys: Sequence[Any]) -> int:
+    """How many leading ``keys`` the remembered ``state`` holds (``memo.identity_lead``), or 0
+    when that does not reach the window's start (its table covers the rest)."""
+    if state is None:
         return 0
-    return k if k >= state[2].lo else 0
+    k = identity_lead(state.keys, keys)
+    return k if k >= state.table.lo else 0
 
 
 def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
@@ -134,25 +80,23 @@ def plan_by_table(
     start_on_human: bool,
     infos: Sequence[MessageInfo] | None = None,
     triggered: bool = True,
-    memo: TableMemo | None = None,
+    prior: TableState | None = None,
     slack: int = _SLACK,
-) -> Plan | None:
+) -> tuple[Plan | None, TableState | None]:
     """``planner.plan`` of ``messages``, or None when the window it needs is not of plain
     structure. ``costs`` are the messages' tokens (token mode) or None (count mode: each
     message costs 1 and pinned messages nothing); ``infos`` their readings when made already;
-    ``memo``: the last lists planned (read and updated); ``slack``: how many messages the first
-    window reads beyond the budget's worth."""
+    ``prior``: a remembered table of a list that may start with these (``known_of``);
+    ``slack``: how many messages the first window reads beyond the budget's worth. Returns the
+    plan (None: not of plain structure) and the table read, for the memo."""
     n = len(messages)
-    keys: list[Any] = []
-    known, last = 0, None
-    if memo is not None:
-        source = messages if infos is None else infos
-        keys, known, last = memo.recall(source if type(source) is list else list(source))
-    prior: Structure | None = None
+    keys = messages if infos is None else infos
+    known = known_of(prior, keys)
+    last: Structure | None = None
     if known:
-        assert last is not None
-        prior = last[2]
-        pinned = [p for p in last[1] if p < known]
+        assert prior is not None
+        last = prior.table
+        pinned = [p for p in prior.kind_pinned if p < known]
         if known < n:
             more = _pinned(messages[known:], infos[known:] if infos is not None else None)
             pinned = pinned + [known + p for p in more]
@@ -179,8 +123,8 @@ def plan_by_table(
         lo = newest[1] - slack
     lo = max(min(lo, n - 1), 0)
     table: Structure | None = None
-    if prior is not None:  # the remembered window, cut to what the decision reads first
-        table = window(prior, max(prior.lo, min(lo, known)), known)
+    if last is not None:  # the remembered window, cut to what the decision reads first
+        table = window(last, max(last.lo, min(lo, known)), known)
         if known < n:
             rest = structure_of_infos(infos, known) if infos is not None else read_structure(messages, known)
             table = joined(table, rest)
@@ -196,12 +140,11 @@ def plan_by_table(
         if out is not _GROW:
             break
         if lo == 0:
-            return None
+            return None, None
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
-    if memo is not None:
-        memo.remember((keys, kind_pinned, table))
+    state = TableState(list(keys), kind_pinned, table)
     if not isinstance(out, tuple):
-        return None
+        return None, state
     members, kept_cost = out
     runs = None
     if type(members) is range and not any(members.start <= p < members.stop for p in pinned):
@@ -212,7 +155,7 @@ def plan_by_table(
         kept: tuple[int, ...] = (*below, *members, *above)
     else:
         kept = tuple(sorted([*pinned, *members]) if pinned else members)
-    return Plan(kept, triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, newest)
+    return Plan(kept, triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost, runs, newest), state
 
 
 def newest_over(costs: Sequence[int], amount: int) -> int:

@@ -11,7 +11,6 @@ mixed list, an unusual class, an ``==`` that raises) it falls back to the refere
 
 from __future__ import annotations
 
-import threading
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
@@ -20,7 +19,6 @@ from operator import add, attrgetter, eq, floordiv, is_, is_not, itemgetter, not
 from typing import Any, Final, NamedTuple, cast
 
 from agentstate_reducer._columns.bulk import fast_views, read_plain
-from agentstate_reducer._columns.structure import common_lead
 from agentstate_reducer.messages import MessageInfo, read_message, unchanged
 from agentstate_reducer.messages.fields import apply_view, fast_view
 from agentstate_reducer.tokens.cache import (
@@ -49,27 +47,6 @@ def _unchanged_each(
     compared whole, else the message's ``fast_view`` (``views``: one per message, unused for
     dicts); stops at the shortest of ``snaps`` and ``live``."""
     return map(eq, snaps, live if dicts else map(apply_view, views, live))
-
-
-def _lead(own: list[Any], live: list[Any]) -> int:
-    """How many leading messages of ``live`` equal (``==``, identity first) those of ``own``, a
-    memo's list, at the same places: all the two share when they differ at most in the last
-    place they share (a list extending the memo's, a turn's new message in place of its last),
-    else at least those that are the same objects. Equal messages that are other objects (a
-    reloaded copy) replace ``own``'s, so that the next call finds them the same objects."""
-    try:
-        k = common_lead(own, live)
-    except Exception:  # an == that raises: by identity
-        k = 0
-    if k:
-        if own[k - 1] is not live[k - 1] or own[k // 2] is not live[k // 2]:
-            own[:k] = live[:k]
-        return k
-    same = list(map(is_, live, own))
-    try:
-        return same.index(False)
-    except ValueError:
-        return len(same)
 
 
 def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[int]:
@@ -105,43 +82,43 @@ def _heuristic_counts(read: Sequence[MessageInfo | None], gaps: bool) -> list[in
 _info_content: Final = attrgetter("content")
 
 
-class _Memo(NamedTuple):
-    """The columns of a recent call checked by columns, to check the same messages again without
-    a lookup per message: ``snapshots[i]`` is the cached snapshot of ``messages[i]`` (or one equal
-    to nothing when it was not cached), ``views[i]`` its ``fast_view`` (unused for dicts).
-    Each snapshot was taken with its count and reading, so a message equal to its snapshot has
-    that count whether its cache entry is still there or not; their messages are evicted last,
-    and an eviction that must take some of them drops the memos remembered before it.
-    ``uncached``: the indices whose snapshot is the one equal to nothing, ascending.
-
-    A call that extends the memo's list takes its lists over and changes them in place (from its
-    first new message on) instead of copying them, when it runs in the thread that made the memo
-    (``owner``, a thread identifier): a caller of ``read_and_count_unchecked`` in another thread
-    may still be reading the counts and readings it was handed, and one in this thread has
-    finished (it made no call in between); ``lent``: the most leading entries of them that an
-    earlier ``Unchecked`` may still compare with (``Unchecked.upto``), which no call changes."""
+class CountColumns(NamedTuple):
+    """The counter's columns of a list checked by columns (``memo.Remembered.counts``), to check
+    the same messages again without a lookup each: ``snapshots[i]`` is the snapshot
+    ``counts[i]`` and ``infos[i]`` were taken with (one equal to nothing when the message was
+    not cached: ``uncached``, ascending), ``views[i]`` the message's ``fast_view`` (unused for
+    dicts). A message equal to its snapshot has that count, whether its cache entry is still
+    there or not. Never changed once made (``memo``'s assumption 2)."""
 
     dicts: bool
-    messages: list[Any]
     views: list[Any]
     snapshots: list[Any]
     counts: list[int]
     infos: list[MessageInfo]
     uncached: list[int]
-    lent: int
-    owner: int
 
 
-_NO_MEMO: Final = _Memo(False, [], [], [], [], [], [], 0, 0)
-#: memos kept: the last calls of lists that start with different messages (two lists that
-#: alternate, as a history reduced warm and its copy reloaded from a checkpoint)
-_MEMOS: Final = 2
-#: what ``_columns`` returns: counts, infos, missed, the views and snapshots of the call, how
-#: many leading messages were taken from the memo unchecked, and the memo's message list and
-#: ``lent`` when the call took its lists over (else None and that number)
-Checked = tuple[
-    list[int], list[MessageInfo], list[int], list[Any] | None, list[Any] | None, int, list[Any] | None, int
-]
+class Counted(NamedTuple):
+    """What ``count`` returns: each message's count and reading, which leading ones were not
+    checked (None: every one was), and the columns for the memo (None: not rememberable)."""
+
+    counts: list[int]
+    infos: list[MessageInfo]
+    unchecked: Unchecked | None
+    columns: CountColumns | None
+
+
+class _Checked(NamedTuple):
+    """The warm check's outcome (``_check``): counts and readings (placeholders where missed),
+    the missed indices, the views and snapshots compared (None: the cache was empty), and how
+    many leading messages were taken from the memo unchecked."""
+
+    counts: list[int]
+    infos: list[MessageInfo]
+    missed: list[int]
+    views: list[Any] | None
+    snapshots: list[Any] | None
+    upto: int
 
 
 def confirm(
@@ -169,29 +146,42 @@ def confirm(
 def read_and_count(
     counter: TokenCounter, messages: Sequence[Any], *, trust: bool
 ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
-    """``read_and_count``; with ``trust``, ``read_and_count_unchecked``."""
+    """``TokenCounter.read_and_count`` by columns (no memo: every message is checked)."""
+    counts, infos, _, _ = count(counter, messages)
+    return counts, infos, None
+
+
+def count(
+    counter: TokenCounter, messages: Sequence[Any], prior: CountColumns | None = None, lead: int = 0
+) -> Counted:
+    """Each message's count and reading, by columns where the list allows. ``prior``: the
+    columns of a remembered list whose first ``lead`` messages are these (``memo.recall``):
+    their counts come unchecked (``Counted.unchecked``; confirm those a decision reads with
+    ``confirm``). The lists returned are new, never changed later: the memo may keep them."""
     n = len(messages)
     if counter.cache_size <= 0:
         counts, infos, _ = _count_fresh(counter, messages, by_id=False)
-        return counts, infos, None
+        return Counted(counts, infos, None, None)
     unchecked: Unchecked | None = None
+    views: list[Any] | None = None
+    snaps: list[Any] | None = None
+    by_dicts = bool(n) and type(messages[0]) is dict
+    if prior is None or prior.dicts is not by_dicts:
+        prior, lead = None, 0
     with counter._lock:
-        by_dicts = bool(n) and type(messages[0]) is dict
-        checked = _columns(counter, messages, by_dicts, trust=trust)
+        checked = _check(counter, messages, by_dicts, prior, lead)
         if checked is None:
             counts, infos, missed = counter._lookup_each(messages)
         else:
-            counts, infos, missed, views, snaps, upto, own, lent = checked
+            counts, infos, missed, views, snaps, upto = checked
             if upto and snaps is not None:
                 unchecked = Unchecked(upto, by_dicts, views or [], snaps)
         counter.hits += n - len(missed)
-        evictions = counter._evictions
         if not missed:
+            columns = None
             if checked is not None and snaps is not None:
-                _remember(
-                    counter, messages, by_dicts, views, snaps, counts, infos, [], evictions, own, lent, trust
-                )
-            return counts, infos, unchecked
+                columns = _columns_of(messages, by_dicts, views, snaps, counts, infos, [])
+            return Counted(counts, infos, unchecked, columns)
     sub = messages if len(missed) == n else list(map(messages.__getitem__, missed))
     sub_all = sub
     sub_counts, sub_infos, cheap = _count_fresh(counter, sub, by_id=True)
@@ -224,7 +214,8 @@ def read_and_count(
             keys = list(map(keys.__getitem__, admit))
             sub_infos = list(map(sub_infos.__getitem__, admit))
             sub_counts = list(map(sub_counts.__getitem__, admit))
-        evictions += counter._admit(sub, keys, sub_infos, sub_counts, messages)
+        counter._admit(sub, keys, sub_infos, sub_counts, messages)
+    columns = None
     with counter._lock:
         counter.misses += len(missed)
         if checked is not None and (admit or snaps is not None):
@@ -245,30 +236,14 @@ def read_and_count(
                 if views:  # a missed message may have changed class: its view as snapshot now
                     for i in missed:
                         views[i] = fast_view(type(messages[i]))
-            if views and None in map(views.__getitem__, missed):  # now of a class read otherwise
-                counter._memos = []  # (a confirmation that reaches it finds no view: it fails)
-            else:
+            if not (views and None in map(views.__getitem__, missed)):  # else: a class read otherwise
                 # a message passed has a snapshot: only a missed one may have none
                 uncached = [i for i in missed if snaps[i] is _NOT_CACHED]
-                _remember(
-                    counter,
-                    messages,
-                    by_dicts,
-                    views,
-                    snaps,
-                    counts,
-                    infos,
-                    uncached,
-                    evictions,
-                    own,
-                    lent,
-                    trust,
-                )
-    return counts, infos, unchecked
+                columns = _columns_of(messages, by_dicts, views, snaps, counts, infos, uncached)
+    return Counted(counts, infos, unchecked, columns)
 
 
-def _remember(
-    counter: TokenCounter,
+def _columns_of(
     messages: Sequence[Any],
     dicts: bool,
     views: list[Any] | None,
@@ -276,37 +251,21 @@ def _remember(
     counts: list[int],
     infos: list[MessageInfo],
     uncached: list[int],
-    evictions: int,
-    own: list[Any] | None,
-    lent: int,
-    shared: bool,
-) -> None:
-    """Keep this call's columns for the next calls (``_Memo``), in place of the memo of a
-    list that starts with the same message, when all of it can be cached and no entry left
-    the cache since the check but by this call's own admission (which evicts no message of
-    the call when the call fits); ``evictions``: the count that leaves. ``own``: the list of
-    ``messages`` taken over from the last memo, else None (the memo copies ``messages``);
-    ``lent``: see ``_Memo``. The caller owns ``counts`` and ``infos``, so the memo keeps
-    copies, but when ``shared`` (``read_and_count_unchecked``: they are read, never
-    changed). Under the lock."""
-    if not messages or len(messages) > counter.cache_size or counter._evictions != evictions:
-        return  # some of its entries may be out of the cache
-    if views is None:  # not read (the cache was empty): the shapes are not checked yet
+) -> CountColumns | None:
+    """This call's columns for the memo, or None when its list is not one the check by columns
+    reads (``views`` None: the cache was empty, the shapes are not checked yet)."""
+    if not messages:
+        return None
+    if views is None:
         if dicts:
             if set(map(type, messages)) != {dict}:
-                return
+                return None
             views = []
         else:
             views = fast_views(messages)
             if views is None:
-                return
-    first = messages[0]
-    others = [m for m in counter._memos if m.messages[0] is not first]
-    if not shared:
-        counts, infos = counts.copy(), infos.copy()
-    kept = own if own is not None else list(messages)
-    memo = _Memo(dicts, kept, views, snaps, counts, infos, uncached, lent, threading.get_ident())
-    counter._memos = [memo, *others][:_MEMOS]
+                return None
+    return CountColumns(dicts, views, snaps, counts, infos, uncached)
 
 
 def _count_fresh(
@@ -359,36 +318,28 @@ def _count_plain(counter: TokenCounter, info: MessageInfo) -> int:
     return MESSAGE_OVERHEAD + counter._measure_all(plain_texts(info))
 
 
-def _columns(
-    counter: TokenCounter, messages: Sequence[Any], dicts: bool, *, trust: bool = False
-) -> Checked | None:
+def _check(
+    counter: TokenCounter, messages: Sequence[Any], dicts: bool, prior: CountColumns | None, k: int
+) -> _Checked | None:
     """The warm check by columns (``map`` over the list, no Python code per message), when
     every message is an exact dict (``dicts``) or every one an instance of a ``fast_view``
     class (LangChain messages); else None.
 
     Each cached snapshot is compared with ``==`` (at C speed, identity first) with the live
     message: a dict whole, a model's ``fast_view`` (class, declared fields, extras: one C
-    call). The snapshots come from the entries found by ``id()``, except for the leading
-    messages equal to those of a remembered call at the same places (``_Memo``, ``_lead``):
-    those are taken from its columns, without a lookup. A message whose check fails is
-    looked up again (its entry may be newer than the memo) and checked on its own.
-
-    With ``trust``, the leading messages taken from the memo are not compared (but those the
-    memo has no snapshot of): the last value says how many lead (0 without ``trust``).
-
-    Returns the counts and readings (placeholders where missed), the missed indices, the
-    views and snapshots compared (for the next memo), and that number. Under the lock.
+    call). The snapshots come from the entries found by ``id()``, except for the first ``k``
+    messages, those of the remembered list ``prior`` (``memo.recall``): their counts and
+    readings are taken from its columns without a lookup or a comparison (but those it has no
+    snapshot of), and ``upto`` says how many (``confirm`` checks those a decision reads). A
+    message whose check fails is looked up again and checked on its own. Under the lock.
     """
     n = len(messages)
     cache = counter._cache
     if not cache:  # nothing to check (the shapes are checked when remembered)
-        return [0] * n, cast("list[MessageInfo]", [None] * n), list(range(n)), None, None, 0, None, 0
+        return _Checked([0] * n, cast("list[MessageInfo]", [None] * n), list(range(n)), None, None, 0)
     msgs = messages if type(messages) is list else list(messages)
-    memo = _NO_MEMO
-    for recent in counter._memos:
-        if recent.dicts is dicts and n and recent.messages[0] is msgs[0]:
-            memo = recent
-    k = _lead(memo.messages, msgs) if memo.messages else 0
+    if prior is None:
+        k = 0
     tail = msgs[k:] if k else msgs
     if dicts:
         if tail and set(map(type, tail)) != {dict}:
@@ -400,61 +351,38 @@ def _columns(
         return None
     entries = list(map(cache.get, map(id, tail), repeat(_NO_ENTRY)))
     tail_snaps = list(map(_entry_snapshot, entries))
+    uncached = prior.uncached if prior is not None else []
     try:
-        if trust and k:
-            # unchecked: the memo's messages with a snapshot (confirm() checks them later)
-            same = [True] * k
-            for i in memo.uncached[: bisect_left(memo.uncached, k)]:
-                same[i] = False
-        else:
-            same = list(_unchanged_each(memo.snapshots, memo.views, msgs[:k], dicts)) if k else []
+        # unchecked: the memo's messages with a snapshot (confirm() checks them later)
+        same = [True] * k
+        for i in uncached[: bisect_left(uncached, k)]:
+            same[i] = False
         same += _unchanged_each(tail_snaps, tail_views, tail, dicts)
     except Exception:  # a declared field missing, an == that raises: check one by one
         return None
-    # a list that extends the memo's takes its lists over, when no caller may still compare
-    # with what changes: the entries from k on, and those of the memo's messages without a
-    # snapshot (set below when found cached now)
-    lent = memo.lent
-    own: list[Any] | None = None
-    if (
-        trust
-        and k
-        and k >= lent
-        and (not memo.uncached or memo.uncached[0] >= lent)
-        and memo.owner == threading.get_ident()
-    ):
-        counter._memos = [m for m in counter._memos if m is not memo]
-        own, views, snaps, counts, infos = (
-            memo.messages,
-            memo.views,
-            memo.snapshots,
-            memo.counts,
-            memo.infos,
+    if prior is not None and k:  # new lists: a record is never changed
+        views, snaps, counts, infos = (
+            prior.views[:k],
+            prior.snapshots[:k],
+            prior.counts[:k],
+            prior.infos[:k],
         )
-        for column in (own, views, snaps, counts, infos):
-            del column[k:]
-        own += tail
-        lent = k
     else:
-        views = memo.views[:k] if k else []
-        snaps = memo.snapshots[:k] if k else []
-        counts = memo.counts[:k] if k else []
-        infos = memo.infos[:k] if k else []
-        lent = k if trust else 0
+        views, snaps, counts, infos = [], [], [], []
     if not dicts:
         views += tail_views
     snaps += tail_snaps
     counts += map(_entry_count, entries)
     infos += map(_entry_info, entries)
-    upto = k if trust else 0
+    upto = k
     try:
         first = same.index(False, upto)  # (before upto: only where the memo has no snapshot)
     except ValueError:
         first = n
-    if upto and memo.uncached and memo.uncached[0] < upto:
-        first = memo.uncached[0]
+    if upto and uncached and uncached[0] < upto:
+        first = uncached[0]
     if first == n:
-        return counts, infos, [], views, snaps, upto, own, lent
+        return _Checked(counts, infos, [], views, snaps, upto)
     missed = list(compress(range(first, n), map(not_, same[first:])))
     again = missed[: bisect_left(missed, k)]  # checked against the memo: the cache may be newer
     if again:
@@ -471,14 +399,14 @@ def _columns(
                         return None
         if hits:
             missed = [i for i in missed if i not in hits]
-    return counts, infos, missed, views, snaps, upto, own, lent
+    return _Checked(counts, infos, missed, views, snaps, upto)
 
 
 def lookup(counter: TokenCounter, messages: Sequence[Any]) -> Found | None:
-    """``_columns`` of a list of ``fast_view`` instances (LangChain messages); None for any
-    other list, dicts included."""
-    checked = _columns(counter, messages, False)
-    return None if checked is None else checked[:3]
+    """The warm check (``_check``) of a list of ``fast_view`` instances (LangChain messages),
+    without a memo; None for any other list, dicts included."""
+    checked = _check(counter, messages, False, None, 0)
+    return None if checked is None else (checked.counts, checked.infos, checked.missed)
 
 
 class ColumnPath:

@@ -44,9 +44,9 @@ Found = tuple[list[int], list[MessageInfo], list[int]]
 
 class Unchecked(NamedTuple):
     """The leading ``upto`` messages of a call whose counts and readings were taken from a
-    remembered call of the same messages without a check, with what ``TokenCounter.confirm``
-    compares them with: the snapshots (and, for models, the ``fast_view`` of each) of the whole
-    call. The lists are the counter's own, shared with its memo: read them, never change them."""
+    remembered list of the same messages without a check (the column path's memo), with what
+    ``TokenCounter.confirm`` compares them with: the snapshots (and, for models, the
+    ``fast_view`` of each) of the whole call. Read them, never change them."""
 
     upto: int
     dicts: bool
@@ -111,22 +111,18 @@ class TokenCounter:
 
     At most ``cache_size`` messages are kept (``cache_size=0`` disables the cache). A hit costs
     no bookkeeping: when admitting new messages overfills the cache, the entries of messages
-    neither the current call nor the remembered recent calls (below) passed go first, oldest
-    inserted first (up to a sixteenth of ``cache_size`` more than needed, so that a full cache
-    does not evict on every call), then the others, oldest inserted first, only as needed.
+    the current call did not pass go first, oldest inserted first (up to a sixteenth of
+    ``cache_size`` more than needed, so that a full cache does not evict on every call), then
+    the others, oldest inserted first, only as needed.
 
-    The warm check runs by columns (``map`` over the list, no Python code per message) on lists
-    of dicts and on lists of ``fast_view`` classes (LangChain messages: one C call reads a
-    message's class, declared fields and extras); other lists are checked one message at a
-    time. The columns of the last two such calls whose lists start with different messages are
-    remembered (a history reduced warm and its copy reloaded from a checkpoint alternate): the
-    leading messages of a list that starts with the same object as such a call and equal its
-    messages at the same places (``==``, identity first, as the reducer compares its last
-    output) take their snapshots, counts and readings from its columns instead of a lookup each
-    (the snapshots are still compared). Their messages are evicted last, and an eviction that
-    must take one of them forgets the calls remembered before it. Each remembered column pairs a
-    snapshot with the count and reading taken with it (a message not cached gets a snapshot
-    equal to nothing), so a message that passes the check has the right count, cached or not.
+    This class is the reference: it checks, counts and caches one message at a time. The column
+    path (``agentstate_reducer._columns.warm``, installed on import) answers the same calls by
+    columns (``map`` over the list, no Python code per message) on lists of dicts and of
+    ``fast_view`` classes (LangChain messages), and a reducer hands it the columns of the list it
+    reduced last (its memo), so that the messages they share are taken unchecked and only those
+    its decision reads are confirmed (``read_and_count_unchecked`` without that memo checks
+    every message). Each remembered column pairs a snapshot with the count and reading taken
+    with it, so a message that passes the check has the right count, cached or not.
 
     Messages not in the cache are read by columns (``read_plain``) and snapshot by columns
     (``snapshots``). The heuristic counts the plain messages and tool calls it reads by columns
@@ -160,8 +156,6 @@ class TokenCounter:
         self._cache: dict[int, _Entry] = {}  # id(message) -> entry, in insertion order
         self._by_msg_id: dict[str, _Entry] = {}  # message id -> its newest entry
         self._seen: set[int] = set()  # id() of messages the heuristic counted by columns once
-        self._memos: list[Any] = []  # the most recent first
-        self._evictions = 0  # evictions so far: a new memo is kept when this is as expected
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -196,15 +190,9 @@ class TokenCounter:
     def read_and_count_unchecked(
         self, messages: Sequence[Any]
     ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
-        """``read_and_count``, except that the leading messages equal (``==``, identity first) to
-        those at the same places of a remembered call (``_Memo``: one of the last two lists
-        counted) take that call's counts and readings without the check that they are
-        unchanged. The third value says which (``Unchecked.upto``), or is None when every
-        message was checked; the caller confirms those its decision read with ``confirm`` and,
-        when one changed, calls ``read_and_count``, which checks them all (and recounts the
-        changed ones). The counts and readings are lists the counter keeps: read them, never
-        change them; they stay as they are until the next call of this counter in the same
-        thread (a call in another thread never changes them)."""
+        """``read_and_count``, with the ``Unchecked`` counts a memo leaves to ``confirm``: a
+        counter on its own keeps no memo, so every message is checked and the third value is
+        None. (A reducer passes the column path its memo: ``_columns.count``.)"""
         return self._read_and_count(messages, trust=True)
 
     def confirm(
@@ -213,9 +201,14 @@ class TokenCounter:
         """True when each of ``messages[lo:unchecked.upto]`` and of ``messages[i]`` for ``i`` in
         ``extra`` (each below ``upto``) still equals the snapshot its unchecked count was taken
         with (the check ``read_and_count`` makes of every message)."""
-        if not _warm:  # the reference hands out no unchecked counts
+        if _warm:
+            return _warm[0].confirm(self, messages, unchecked, lo, extra)
+        snaps = unchecked.snapshots
+        picks = [i for i in extra if i < lo]
+        try:
+            return all(unchanged(snaps[i], messages[i]) for i in [*range(lo, unchecked.upto), *picks])
+        except Exception:  # a declared field gone, an == that raises: not confirmed
             return False
-        return _warm[0].confirm(self, messages, unchecked, lo, extra)
 
     def _read_and_count(
         self, messages: Sequence[Any], *, trust: bool
@@ -286,18 +279,14 @@ class TokenCounter:
             held_ids = cast("list[str]", list(compress(msg_ids, msg_ids)))  # the true ones: str ids
             by_msg_id.update(zip(held_ids, compress(entries, msg_ids), strict=True))
             excess = len(cache) - self.cache_size
-            if excess > 0:  # kept first: the messages of this call and of the memos
+            if excess > 0:  # kept first: the messages of this call
                 keep = set(map(id, current))
-                for memo in self._memos:
-                    keep.update(map(id, memo.messages))
                 # a sixteenth of the room freed at once (of the entries not kept first), so that a
                 # full cache builds ``keep`` once per that many admissions, not on every call
                 room = excess + self.cache_size // 16
                 victims = list(islice(filterfalse(keep.__contains__, cache), room))
                 if len(victims) < excess:  # the messages kept first alone overfill the cache
                     victims += islice(filter(keep.__contains__, cache), excess - len(victims))
-                    self._memos = []
-                self._evictions += 1
                 for key in victims:
                     old = cache.pop(key)
                     msg_id = _entry_info(old).id
@@ -327,7 +316,6 @@ class TokenCounter:
             self._cache.clear()
             self._by_msg_id.clear()
             self._seen.clear()
-            self._memos = []
 
     def cache_len(self) -> int:
         return len(self._cache)

@@ -1,0 +1,116 @@
+"""``PrefixMemo``: what one reducer learned about the lists it handled, found again for a list
+that starts with the same objects. The one "same list as before" memo of the column path.
+
+A reducer keeps one ``PrefixMemo``. Each call hands its list to ``recall`` and gets back the
+remembered list that shares the longest *identity* prefix with it (``identity_lead``: the same
+objects at the same places, compared with ``is``, at C speed), and that prefix's length. What it
+learned about that list is attached to the record by job (``Remembered``): the counter's
+columns, the planner's table of a window, and, for a reducer's output, that it is sendable.
+
+The assumptions every user of the memo relies on, in one place (docs/contract.md links here):
+
+1. **Identity, not equality.** The prefix is found by identity (``identity_lead``; an item in
+   it that is an equal other object counts as the same: ``==`` means content equality). A
+   message that is the same object as before is taken to have the same kind and call ids
+   (count mode reads no message it has read before); in token mode every count is still
+   checked against its snapshot, so a message edited in place is recounted. An
+   equal copy (a checkpoint read back, a deep copy) shares no prefix: it costs what a fresh
+   reducer costs on it, never more, and the next call on those objects is warm again.
+2. **Records never change.** ``keep`` stores a record whose lists nobody changes afterwards: the
+   memo copies the caller's list, and what the users attach is built for the record (a later
+   call copies the prefix it reuses). A record handed out stays valid for as long as it is held,
+   whatever other calls do meanwhile, so threads and asyncio tasks sharing one reducer need no
+   ownership: the lock guards only the choice of records.
+3. **Only a cache.** A record that does not apply (another list, a shorter prefix than a user
+   needs) is ignored, and every user then reads what it needs from the list itself; the memo
+   changes what a call costs, never what it returns. ``deepcopy``/``pickle`` of a reducer start
+   it empty.
+4. ``target_tokens <= max_tokens``: a triggered token-mode decision reads the costs of no message
+   older than the newest ones worth more than ``max_tokens`` (``Plan.newest``), so only those
+   and the kept ones need their unchecked counts confirmed (``tokens.cache.Unchecked``).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from agentstate_reducer._columns.structure import identity_lead
+
+if TYPE_CHECKING:
+    from agentstate_reducer._columns.table import TableState
+    from agentstate_reducer._columns.warm import CountColumns
+    from agentstate_reducer.planner import Tail
+    from agentstate_reducer.results import ReducerStats
+
+#: records kept, none a prefix of another: an input and the output cut from it, a history and
+#: its copy reloaded from a checkpoint
+SLOTS: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Sendable:
+    """A reducer output known sendable: a list that starts with it needs only its new messages
+    checked (``planner.extend_tail`` of ``tail``)."""
+
+    tail: Tail
+    #: the stats of reducing the output again on its own, when that keeps it whole untriggered
+    #: (count mode, at most ``max_messages``); None otherwise
+    again: ReducerStats | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Remembered:
+    """One list a reducer handled (``items``, the memo's own copy) and what was learned about it."""
+
+    items: list[Any]
+    #: the counter's columns of ``items`` (token mode, a ``TokenCounter`` checked by columns)
+    counts: CountColumns | None = None
+    #: the planner's table of a window of ``items`` (planned by columns)
+    table: TableState | None = None
+    #: ``items`` was a reducer's output and is sendable
+    sendable: Sendable | None = None
+
+
+class PrefixMemo:
+    """The last ``SLOTS`` lists one reducer handled, newest first (see the module docstring)."""
+
+    __slots__ = ("_lock", "_records")
+
+    def __init__(self) -> None:
+        self._records: tuple[Remembered, ...] = ()
+        self._lock = threading.Lock()
+
+    def __reduce__(self) -> tuple[type[PrefixMemo], tuple[()]]:
+        return PrefixMemo, ()  # a copy (deepcopy, pickle) starts empty: the memo only saves time
+
+    def recall(self, items: list[Any]) -> tuple[Remembered | None, int]:
+        """The remembered list sharing the longest identity prefix with ``items`` and its length,
+        or ``(None, 0)``."""
+        if not items:
+            return None, 0
+        with self._lock:
+            records = self._records
+        first = items[0]
+        best, lead = None, 0
+        for record in records:
+            if record.items and record.items[0] is first:
+                k = identity_lead(record.items, items)
+                if k > lead:
+                    best, lead = record, k
+        return best, lead
+
+    def keep(self, items: list[Any], **learned: Any) -> Remembered:
+        """Remember ``items`` (copied) with what was learned about it (``Remembered``'s fields),
+        newest first, in place of the records of lists it extends (or repeats)."""
+        record = Remembered(list(items), **learned)
+        new = record.items
+        with self._lock:
+            others = tuple(r for r in self._records if identity_lead(r.items, new) < len(r.items))
+            self._records = (record, *others)[:SLOTS]
+        return record
+
+    def clear(self) -> None:
+        with self._lock:
+            self._records = ()
