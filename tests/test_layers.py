@@ -172,3 +172,64 @@ def test_the_cli_starts_without_its_optional_dependencies() -> None:
         or (module.startswith("checkpointers") and not module.startswith("checkpointers.cli"))
     ]
     assert found == []
+
+
+#: the column path: everything in it equals the reference, which must stand without it
+FAST = "agentstate_reducer._columns"
+#: the reference path (modules and packages): the reducer chooses between it and ``FAST``
+REFERENCE = tuple(
+    f"agentstate_reducer.{name}"
+    for name in ("planner", "messages", "tokens", "summary", "merge", "config", "results", "langgraph")
+)
+
+
+def _reaches(start: str, graph: dict[str, set[str]]) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _core_graph() -> dict[str, set[str]]:
+    """Each core module's imports of core modules (a name imported from a package resolves to
+    the longest module it names), at any depth, for the type checker too."""
+    names = {_module_name(p): p for p in CORE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in names.items():
+        targets = set()
+        for _, module in imports(path):
+            while module and module not in names:
+                module = module.rpartition(".")[0]
+            if module and module != name:
+                targets.add(module)
+        graph[name] = targets
+    return graph
+
+
+def _in(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _reference_reaching_fast(graph: dict[str, set[str]]) -> list[str]:
+    reference = [n for n in graph if any(_in(n, r) for r in REFERENCE)]
+    return sorted(
+        f"{name} reaches {FAST}" for name in reference if any(_in(m, FAST) for m in _reaches(name, graph))
+    )
+
+
+def test_the_reference_path_imports_nothing_of_the_column_path() -> None:
+    """The planner, the readers, the plain counter, the summaries and the merge stand without
+    ``_columns``: only the reducer (and what wraps it) chooses the column path."""
+    graph = _core_graph()
+    assert FAST in graph and all(any(_in(n, r) for n in graph) for r in REFERENCE)
+    assert _reference_reaching_fast(graph) == []
+
+
+def test_the_reference_check_sees_a_reference_module_importing_the_column_path() -> None:
+    """The check can fail: the planner importing a reader by columns is found."""
+    graph = _core_graph()
+    graph["agentstate_reducer.planner"] = {*graph["agentstate_reducer.planner"], f"{FAST}.bulk"}
+    assert "agentstate_reducer.planner reaches agentstate_reducer._columns" in _reference_reaching_fast(graph)
