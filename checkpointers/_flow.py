@@ -14,9 +14,12 @@ the result back into the flow, until the flow returns. The driver's invariants:
   caller (lazily: the flow resumes, with None, when the caller asks for the next one); ``drive`` and
   ``adrive`` reject ``Emit`` with ``TypeError``.
 
-``recovering(flow, error_type, recover)`` is itself a flow: ``flow``, where an ``error_type`` thrown
-in at an operation is answered by the flow ``recover(error)`` (more operations, performed by the same
-driver) instead, so a recovery is written once for every flow and both kinds of driver.
+``translating(flow, perform)`` is itself a flow: ``flow``, with each operation it yields performed
+by the flow ``perform(op)`` (operations of another kind, performed by the same driver), so a flow of
+one layer's operations (retention's) runs on a saver that performs another's (SQL, Cosmos DB).
+``recovering(flow, error_type, recover)`` is one such flow: an ``error_type`` thrown in at an
+operation is answered by the flow ``recover(error)`` instead, so a recovery is written once for every
+flow and both kinds of driver.
 
 >>> def double_both() -> Flow[str, int, int]:
 ...     a = yield "x"
@@ -37,9 +40,10 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeAlias, TypeVar
 
-__all__ = ["Emit", "Flow", "adrive", "aiterate", "drive", "iterate", "recovering"]
+__all__ = ["Emit", "Flow", "adrive", "aiterate", "drive", "iterate", "recovering", "translating"]
 
 Op = TypeVar("Op")
+Inner = TypeVar("Inner")
 Result = TypeVar("Result")
 Return = TypeVar("Return")
 T = TypeVar("T")
@@ -141,6 +145,32 @@ def aiterate(
     return _asteps(_Driving(flow), perform)
 
 
+def translating(
+    flow: Flow[Op, Result, Return], perform: Callable[[Op], Flow[Inner, Any, Result]]
+) -> Flow[Inner, Any, Return]:
+    """``flow``, with each operation it yields performed by the flow ``perform(op)``: what that flow
+    returns is sent to ``flow`` as the operation's result, an ``Exception`` it raises (its own, or
+    one thrown into it at one of its operations) is thrown into ``flow`` there.
+
+    >>> def total() -> Flow[str, int, int]:
+    ...     return (yield "ab") + (yield "c")
+    >>> def letters(word: str) -> Flow[str, int, int]:
+    ...     n = 0
+    ...     for letter in word:
+    ...         n += yield letter
+    ...     return n
+    >>> drive(translating(total(), letters), {"a": 1, "b": 2, "c": 3}.__getitem__)
+    6
+    """
+    driving = _Driving(flow)
+    while (op := driving.next()) is not _END:
+        try:
+            driving.result = yield from perform(op)
+        except Exception as exc:
+            driving.error = exc  # thrown in by next(), outside this except block
+    return driving.returned
+
+
 def recovering(
     flow: Flow[Op, Result, Return],
     error_type: type[E],
@@ -150,18 +180,13 @@ def recovering(
     what it returns is sent to ``flow`` as that operation's result, what it raises is thrown into
     ``flow`` there. Other exceptions are thrown into ``flow`` as they are; what ``flow`` emits passes
     through."""
-    driving = _Driving(flow)
-    while (op := driving.next()) is not _END:
+
+    def perform(op: Op) -> Flow[Op, Result, Result]:
         try:
-            driving.result = yield op
-            continue
+            return (yield op)
         except error_type as caught:
             error = caught
-        except Exception as exc:
-            driving.error = exc
-            continue
-        try:  # outside the except block above: what recover raises is not chained to ``error``
-            driving.result = yield from recover(error)
-        except Exception as exc:
-            driving.error = exc
-    return driving.returned
+        # outside the except block above: what recover raises is not chained to ``error``
+        return (yield from recover(error))
+
+    return translating(flow, perform)

@@ -226,7 +226,7 @@ def compact_store(
     2. a thread whose newest root checkpoint's ``ts`` is older than ``older_than`` is deleted whole
        (decided before compaction, which would make it look new);
     3. with ``reducer``, the latest checkpoint is compacted (``compact_thread``);
-    4. with ``keep_last``, the thread is trimmed by the rules of ``checkpointers.retention``.
+    4. with ``keep_last``, the thread is trimmed by the rules of ``checkpointers.retention.rules``.
 
     ``dry_run`` writes and deletes nothing, and reports exactly what the run would do: the trim is
     planned on the thread as it would be after the compaction (with its new checkpoint). Works on
@@ -240,7 +240,7 @@ def compact_store(
     if thread_ids is None:
         if backend is None:
             raise ValueError("compact_store needs thread_ids= without keep_last or older_than")
-        thread_ids = backend.run(r._list_flow())
+        thread_ids = backend.run(r.list_threads_flow())
     now = datetime.now(timezone.utc)
     for thread_id in thread_ids:
         if on_thread is not None:

@@ -157,8 +157,8 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         if self._keep_last is not None:
             if not _retention.supports_retention(type(inner)):
                 raise TypeError(
-                    f"keep_last is supported on {_retention.SUPPORTED}; {type(inner).__name__} has no "
-                    "retention backend: leave keep_last=None"
+                    f"keep_last is supported on {', '.join(_retention.supported_savers())}; "
+                    f"{type(inner).__name__} has no retention backend: leave keep_last=None"
                 )
             self._backend = _retention.backend_for(inner)
         self._task_path = _accepts_task_path(inner.put_writes)

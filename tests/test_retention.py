@@ -379,3 +379,17 @@ def test_a_real_delta_channel_graph_is_refused(
             saver.prune(["delta"])
         ids = [m.id for m in graph.get_state(thread_config("delta")).values["messages"]]
         assert ids[-len(turn_ids(2)):] == turn_ids(2) and ids[0] == "sys"
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    from checkpointers import retention
+    from checkpointers.retention import rules
+
+    attempted = 0
+    for module in (retention, rules):
+        result = doctest.testmod(module)
+        assert result.failed == 0
+        attempted += result.attempted
+    assert attempted >= 7  # sweep on an empty store, checkpoint_time, step_due

@@ -12,7 +12,7 @@ Invariants:
 * threads with pending writes or an open interrupt are left whole unless ``--force``;
 * bytes before and after are real: SQLite, the file (with its WAL) after a WAL checkpoint;
   PostgreSQL, ``pg_total_relation_size`` of the checkpoint tables; Cosmos DB, the container's stored
-  bytes (``checkpointers.retention``). SQLite is vacuumed after a run that deleted something
+  bytes (``checkpointers.retention.api``). SQLite is vacuumed after a run that deleted something
   (``VACUUM`` rewrites the file: it needs free disk up to the file's size); PostgreSQL only with
   ``--vacuum`` (``VACUUM (ANALYZE)``; else autovacuum reclaims the space later); after a vacuum
   the report states what the whole database's size did from before the run to after it (SQLite:

@@ -254,7 +254,7 @@ def plan_put(
         "checkpoint_id": cid,
         "parent_checkpoint_id": address.checkpoint_id,
         "blobs": [blob_item_id(ns, ch, ver) for ch, ver in checkpoint["channel_versions"].items()],
-        # retention reads it: whether a step is due after this checkpoint (checkpointers.retention)
+        # retention reads it: whether a step is due after this checkpoint (checkpointers.retention.rules)
         "updated_channels": checkpoint.get("updated_channels"),
         **metadata_fields(config, metadata, serde),
         "type": type_,

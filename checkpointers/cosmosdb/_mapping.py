@@ -26,7 +26,7 @@ It is written by concern, each module with its invariants:
 * ``_flows``: every multi-step operation as a flow (``checkpointers._flow``), written once and
   driven by both savers with their ``execute``;
 * ``_retention``: the operations of ``checkpointers.retention`` (keep_last, prune, sweep) as
-  flows of the ops above.
+  flows of the ops above, and the retention backends ``sync`` and ``aio`` register for the savers.
 """
 
 from ._flows import (

@@ -19,6 +19,11 @@ with their ``execute``. Invariants:
   Cosmos DB has no transaction across batches: a process stopped between batches leaves the kept
   checkpoints whole (only deletable items may remain; the next run deletes them);
 * a retention flow that raises deletes nothing.
+
+``CosmosBackend``/``AsyncCosmosBackend`` are retention's backends for ``CosmosDBSaver``/
+``AsyncCosmosDBSaver``: ``sync`` and ``aio`` register them (``checkpointers.retention.register``)
+where they define the savers, so retention itself knows nothing of Cosmos DB. They drive
+``retention_flow`` with the saver's own driver (``_run``, this package's, used within it).
 """
 
 from __future__ import annotations
@@ -32,13 +37,14 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.types import INTERRUPT
 
 from .. import retention as r
+from .._flow import translating
 from ._flows import delete_thread_flow, plan_removal
-from ._ids import partition_key
+from ._ids import blob_item_id, partition_key
 from ._items import plan_batches
 from ._ops import Batch, CosmosFlow, NextPage, Pages, Query
 from ._queries import IS_CHECKPOINT, PAGE_SIZE
 
-__all__ = ["documents_bytes", "retention_flow", "stored_bytes_flow"]
+__all__ = ["AsyncCosmosBackend", "CosmosBackend", "documents_bytes", "retention_flow", "stored_bytes_flow"]
 
 _CHECKPOINTS_SQL = (
     "SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.blobs, c.updated_channels, "
@@ -202,19 +208,7 @@ def _perform(
 def retention_flow(flow: r.Flow, serde: SerializerProtocol) -> CosmosFlow[Any]:
     """``flow`` (a retention flow) as a Cosmos DB flow; what it deletes is written when it returns."""
     threads: dict[str, _Thread] = {}
-    result: Any = None
-    error: Exception | None = None
-    while True:
-        try:
-            op = flow.send(result) if error is None else flow.throw(error)
-        except StopIteration as done:
-            returned = done.value
-            break
-        result, error = None, None
-        try:
-            result = yield from _perform(op, threads, serde)
-        except Exception as exc:
-            error = exc
+    returned = yield from translating(flow, lambda op: _perform(op, threads, serde))
     for thread in threads.values():
         if thread.remove or thread.writes or thread.values:
             yield from _flush(thread)
@@ -248,3 +242,52 @@ def documents_bytes(usage: str | None) -> int | None:
         if name.strip() == "documentsSize" and value.strip().isdigit():
             return int(value) * 1024
     return None
+
+
+# -- the backends: registered for the savers by ``sync`` and ``aio`` ------------------------------
+
+
+class _CosmosVersions:
+    def version_entry(self, ns: str, channel: str, version: Any) -> tuple[str, str]:
+        return blob_item_id(ns, channel, version), ""  # versions are the value items' ids
+
+
+class CosmosBackend(_CosmosVersions, r.Backend):
+    """``CosmosDBSaver``: the operations as Cosmos DB ops (``retention_flow``), in transactional
+    batches of at most 100 operations per thread; no transaction spans batches."""
+
+    def _run(self, flow: r.Flow) -> Any:
+        return self.saver._run(retention_flow(flow, self.saver.serde))
+
+    def _size(self) -> int | None:
+        reported = documents_bytes(self.saver._resource_usage())
+        return reported if reported is not None else self.saver._run(stored_bytes_flow())
+
+    def _vacuum(self) -> None:
+        return None
+
+
+class AsyncCosmosBackend(_CosmosVersions, r.Backend):
+    """``AsyncCosmosDBSaver``: as ``CosmosBackend``, on ``azure.cosmos.aio``; the sync forms run
+    on the saver's event loop from another thread."""
+
+    is_async = True
+
+    def run(self, flow: r.Flow) -> Any:
+        return self.saver._sync(self._arun(flow))
+
+    def size(self) -> int | None:
+        return self.saver._sync(self._asize())
+
+    def vacuum(self) -> None:
+        return None
+
+    async def _arun(self, flow: r.Flow) -> Any:
+        return await self.saver._run(retention_flow(flow, self.saver.serde))
+
+    async def _asize(self) -> int | None:
+        reported = documents_bytes(await self.saver._aresource_usage())
+        return reported if reported is not None else await self.saver._run(stored_bytes_flow())
+
+    async def _avacuum(self) -> None:
+        return None

@@ -16,6 +16,7 @@ from .. import retention as _retention
 from .._flow import adrive, aiterate
 from . import _mapping as m
 from ._base import CosmosSaverBase
+from ._retention import AsyncCosmosBackend
 
 __all__ = ["AsyncCosmosDBSaver"]
 
@@ -370,6 +371,9 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         self._sync(self.aprune(thread_ids, strategy=strategy))
+
+
+_retention.register(AsyncCosmosDBSaver, AsyncCosmosBackend)
 
 
 def _scope(pk: str | None) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from .. import retention as _retention
 from .._flow import drive, iterate
 from . import _mapping as m
 from ._base import CosmosSaverBase
+from ._retention import CosmosBackend
 
 __all__ = ["CosmosDBSaver"]
 
@@ -76,7 +77,7 @@ class CosmosDBSaver(CosmosSaverBase):
             every put exactly as ``ReducingCheckpointSaver`` does (the same function); wrapping this
             saver in a ``ReducingCheckpointSaver`` never reduces twice (adoption rule).
         keep_last: keep each thread's newest ``keep_last`` root checkpoints and what they need (the
-            rules of ``checkpointers.retention``: subgraph calls follow their root checkpoint, a
+            rules of ``checkpointers.retention.rules``: subgraph calls follow their root checkpoint, a
             value goes when no kept checkpoint reads it); None (the default) keeps all. Deletions
             run in the thread's partition, in transactional batches of at most 100 operations,
             after the put stored its checkpoint; a failing one never fails the put (logged,
@@ -382,6 +383,9 @@ class CosmosDBSaver(CosmosSaverBase):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+_retention.register(CosmosDBSaver, CosmosBackend)
 
 
 def _scope(pk: str | None) -> dict[str, Any]:

@@ -1,0 +1,497 @@
+"""Retention backends: each performs the operations of ``flows`` on one saver class, and the
+registry that finds a saver's backend (``register``, ``backend_for``, ``supports_retention``).
+
+Built in: our own parameterized SQL (``sql``) for ``SqliteSaver``/``AsyncSqliteSaver`` and
+``PostgresSaver``/``AsyncPostgresSaver``, and ``InMemorySaver``'s dictionaries. Another saver
+package registers its backend when the module defining its saver class is imported (the Cosmos DB
+savers do, ``checkpointers.cosmosdb._retention``); this package imports no saver package.
+
+Each flow runs in one transaction (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: a transaction on the
+saver's connection), so a process killed in the middle of a retention batch leaves the thread as
+it was before the batch. A backend reads a saver through its documented attributes (``conn``,
+``lock``, ``pipe``, ``loop``, ``serde``, ``setup()``, InMemorySaver's ``storage``/``writes``/
+``blobs``), never its private methods.
+
+An async saver's backend also serves sync calls (``run``, ``size``, ``vacuum``) from another
+thread, on the saver's event loop, as the saver's own sync methods do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager, nullcontext
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.serde.types import INTERRUPT
+
+from .._flow import adrive, drive, translating
+from .flows import (
+    DeleteBlobs,
+    DeleteCheckpoints,
+    DeleteThread,
+    DeleteWrites,
+    Flow,
+    ListThreads,
+    LoadThread,
+    NewestTs,
+    Op,
+)
+from .rules import ROOT_NS, StoredWrites, ThreadState, stored_checkpoint
+from .sql import PG_SIZE_SQL, PG_VACUUM_SQL, PostgresDialect, Sql, SqliteDialect
+
+__all__ = [
+    "AsyncPostgresBackend",
+    "AsyncSqliteBackend",
+    "Backend",
+    "MemoryBackend",
+    "PostgresBackend",
+    "SqliteBackend",
+    "backend_for",
+    "register",
+    "supported_savers",
+    "supports_retention",
+]
+
+
+class Backend:
+    """Performs retention operations on one saver; ``run``/``arun`` drive a flow in one transaction."""
+
+    is_async: bool = False
+
+    def __init__(self, saver: Any) -> None:
+        self.saver = saver
+
+    def run(self, flow: Flow) -> Any:
+        if self.is_async:
+            return _on_saver_loop(self.saver, self.arun(flow))
+        return self._run(flow)
+
+    async def arun(self, flow: Flow) -> Any:
+        if not self.is_async:
+            return await asyncio.to_thread(self._run, flow)
+        return await self._arun(flow)
+
+    def size(self) -> int | None:
+        return _on_saver_loop(self.saver, self._asize()) if self.is_async else self._size()
+
+    async def asize(self) -> int | None:
+        return await self._asize() if self.is_async else await asyncio.to_thread(self._size)
+
+    def vacuum(self) -> None:
+        _on_saver_loop(self.saver, self._avacuum()) if self.is_async else self._vacuum()
+
+    async def avacuum(self) -> None:
+        await self._avacuum() if self.is_async else await asyncio.to_thread(self._vacuum)
+
+    def version_entry(self, ns: str, channel: str, version: Any) -> tuple[str, str]:
+        """How (channel, version) appears in the ``versions`` of this backend's StoredCheckpoint."""
+        return channel, str(version)
+
+    # implemented by the sync or the async backends
+    def _run(self, flow: Flow) -> Any:
+        raise NotImplementedError
+
+    async def _arun(self, flow: Flow) -> Any:
+        raise NotImplementedError
+
+    def _size(self) -> int | None:
+        raise NotImplementedError
+
+    async def _asize(self) -> int | None:
+        raise NotImplementedError
+
+    def _vacuum(self) -> None:
+        raise NotImplementedError
+
+    async def _avacuum(self) -> None:
+        raise NotImplementedError
+
+
+def _on_saver_loop(saver: Any, coro: Any) -> Any:
+    """Run ``coro`` on an async saver's event loop from another thread (as its sync methods do)."""
+    loop = getattr(saver, "loop", None)
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if loop is None or running is loop:
+        coro.close()
+        raise asyncio.InvalidStateError(
+            f"{type(saver).__name__} is async: from its event loop call the async form "
+            "(aprune, asweep, or let the graph use aput) instead of the sync one"
+        )
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
+
+
+# -- InMemorySaver --------------------------------------------------------------------------------
+
+
+class MemoryBackend(Backend):
+    """``InMemorySaver``: its dictionaries ``storage``, ``writes`` and ``blobs``, iterated through
+    copies (another thread's put may change them meanwhile)."""
+
+    def perform(self, op: Op) -> Any:
+        s = self.saver
+        if isinstance(op, LoadThread):
+            rows = []
+            for ns, stored in list(s.storage.get(op.thread_id, {}).items()):
+                for cid, (typed, meta, parent) in list(stored.items()):
+                    body = s.serde.loads_typed(typed)
+                    rows.append(stored_checkpoint(
+                        ns, cid, s.serde.loads_typed(meta), body.get("channel_versions", {}), parent,
+                        body.get("updated_channels"),
+                    ))
+            pending = [
+                StoredWrites(ns, cid, len(w), any(v[1] == INTERRUPT for v in w.values()))
+                for (tid, ns, cid), w in list(s.writes.items())
+                if tid == op.thread_id and w
+            ]
+            blobs = frozenset((ns, ch, str(v)) for (tid, ns, ch, v) in list(s.blobs) if tid == op.thread_id)
+            return ThreadState(op.thread_id, tuple(rows), tuple(pending), blobs)
+        if isinstance(op, DeleteCheckpoints):
+            stored = s.storage.get(op.thread_id, {}).get(op.ns, {})
+            checkpoints = writes = 0
+            for cid in op.ids:
+                if stored.pop(cid, None) is not None:
+                    checkpoints += 1
+                writes += len(s.writes.pop((op.thread_id, op.ns, cid), None) or ())
+            return checkpoints, writes
+        if isinstance(op, DeleteWrites):
+            return sum(len(s.writes.pop((op.thread_id, op.ns, cid), None) or ()) for cid in op.ids)
+        if isinstance(op, DeleteBlobs):
+            named = {  # checked again: another run's put since the load may name a version
+                str(s.serde.loads_typed(typed).get("channel_versions", {}).get(op.channel))
+                for typed, _meta, _parent in list(s.storage.get(op.thread_id, {}).get(op.ns, {}).values())
+            }
+            popped = [s.blobs.pop((op.thread_id, op.ns, op.channel, v), None) for v in op.versions
+                      if v not in named]
+            return sum(b is not None for b in popped)
+        if isinstance(op, DeleteThread):
+            s.delete_thread(op.thread_id)
+            return None
+        if isinstance(op, ListThreads):
+            return [t for t, spaces in list(s.storage.items()) if any(spaces.values())]
+        if isinstance(op, NewestTs):
+            stored = s.storage.get(op.thread_id, {}).get(ROOT_NS, {})
+            if not stored:
+                return None
+            return s.serde.loads_typed(stored[max(stored)][0]).get("ts")
+        raise TypeError(f"unknown retention operation {op!r}")
+
+    def _run(self, flow: Flow) -> Any:
+        return drive(flow, self.perform)
+
+    def _size(self) -> int | None:
+        s = self.saver
+        total = sum(len(t[1]) + len(m[1]) for spaces in list(s.storage.values())
+                    for stored in list(spaces.values()) for t, m, _ in list(stored.values()))
+        total += sum(len(v[2][1]) for w in list(s.writes.values()) for v in list(w.values()))
+        return total + sum(len(b[1]) for b in list(s.blobs.values()))
+
+    def _vacuum(self) -> None:
+        return None
+
+
+# -- SQL: one statement at a time on a cursor -----------------------------------------------------
+
+
+def _rows(cur: Any) -> list[tuple[Any, ...]]:
+    return [tuple(r.values()) if isinstance(r, Mapping) else tuple(r) for r in cur.fetchall()]
+
+
+async def _arows(cur: Any) -> list[tuple[Any, ...]]:
+    return [tuple(r.values()) if isinstance(r, Mapping) else tuple(r) for r in await cur.fetchall()]
+
+
+def _executing(cur: Any, **options: Any) -> Callable[[Sql], Any]:
+    """Performs a statement of ``SqlDialect.flow`` on ``cur``: its rows when it fetches, else its
+    row count. ``options``: keyword arguments of the driver's ``execute``."""
+
+    def execute(statement: Sql) -> Any:
+        cur.execute(statement.text, statement.params, **options)
+        return _rows(cur) if statement.fetch else cur.rowcount
+
+    return execute
+
+
+def _aexecuting(cur: Any, **options: Any) -> Callable[[Sql], Awaitable[Any]]:
+    """``_executing`` on an async cursor."""
+
+    async def execute(statement: Sql) -> Any:
+        await cur.execute(statement.text, statement.params, **options)
+        return await _arows(cur) if statement.fetch else cur.rowcount
+
+    return execute
+
+
+# -- SQLite ---------------------------------------------------------------------------------------
+
+
+class SqliteBackend(Backend):
+    """``SqliteSaver``: the dialect's statements on the saver's connection, under its lock, in
+    one ``BEGIN IMMEDIATE`` transaction per flow."""
+
+    def __init__(self, saver: Any) -> None:
+        super().__init__(saver)
+        self.dialect = SqliteDialect(saver.serde)
+
+    def _run(self, flow: Flow) -> Any:
+        saver = self.saver
+        saver.setup()
+        with saver.lock:
+            conn = saver.conn
+            if conn.in_transaction:
+                conn.commit()
+            cur = conn.cursor()
+            try:
+                cur.execute("BEGIN IMMEDIATE")
+                result = drive(translating(flow, self.dialect.flow), _executing(cur))
+                conn.commit()
+                return result
+            except BaseException:
+                conn.rollback()
+                raise
+            finally:
+                cur.close()
+
+    def _size(self) -> int | None:
+        with self.saver.lock:
+            conn = self.saver.conn
+            return _sqlite_size(conn.execute, conn.execute("PRAGMA database_list").fetchall())
+
+    def _vacuum(self) -> None:
+        with self.saver.lock:
+            conn = self.saver.conn
+            if conn.in_transaction:
+                conn.commit()
+            mode = conn.execute("PRAGMA auto_vacuum").fetchone()[0]
+            if mode == 2:
+                conn.execute("PRAGMA incremental_vacuum").fetchall()
+            else:
+                conn.execute("VACUUM")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
+
+def _sqlite_size(execute: Callable[..., Any], databases: Iterable[Sequence[Any]]) -> int | None:
+    path = next((r[2] for r in databases if r[1] == "main"), "")
+    if not path:
+        return None  # an in-memory database
+    execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    return sum(p.stat().st_size for p in (Path(path), Path(path + "-wal")) if p.exists())
+
+
+class AsyncSqliteBackend(Backend):
+    """``AsyncSqliteSaver``: as ``SqliteBackend``, on aiosqlite."""
+
+    is_async = True
+
+    def __init__(self, saver: Any) -> None:
+        super().__init__(saver)
+        self.dialect = SqliteDialect(saver.serde)
+
+    async def _arun(self, flow: Flow) -> Any:
+        saver = self.saver
+        await saver.setup()
+        async with saver.lock:
+            conn = saver.conn
+            if conn.in_transaction:
+                await conn.commit()
+            cur = await conn.cursor()
+            try:
+                await cur.execute("BEGIN IMMEDIATE")
+                result = await adrive(translating(flow, self.dialect.flow), _aexecuting(cur))
+                await conn.commit()
+                return result
+            except BaseException:
+                await conn.rollback()
+                raise
+            finally:
+                await cur.close()
+
+    async def _asize(self) -> int | None:
+        saver = self.saver
+        await saver.setup()
+        async with saver.lock:
+            databases = await saver.conn.execute_fetchall("PRAGMA database_list")
+            path = next((r[2] for r in databases if r[1] == "main"), "")
+            if not path:
+                return None
+            await saver.conn.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+            return sum(p.stat().st_size for p in (Path(path), Path(path + "-wal")) if p.exists())
+
+    async def _avacuum(self) -> None:
+        saver = self.saver
+        await saver.setup()
+        async with saver.lock:
+            conn = saver.conn
+            if conn.in_transaction:
+                await conn.commit()
+            mode = (await conn.execute_fetchall("PRAGMA auto_vacuum"))[0][0]
+            await conn.execute_fetchall("PRAGMA incremental_vacuum" if mode == 2 else "VACUUM")
+            await conn.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+# -- PostgreSQL -----------------------------------------------------------------------------------
+
+
+@contextmanager
+def _pg_cursor(saver: Any) -> Iterator[Any]:
+    """A cursor on a ``PostgresSaver``'s ``conn`` (a connection, or a pool: one of its
+    connections), holding the saver's ``lock``, as the saver holds it for its own statements."""
+    conn = saver.conn
+    with saver.lock, (nullcontext(conn) if hasattr(conn, "cursor") else conn.connection()) as c:
+        with c.cursor(binary=True) as cur:
+            yield cur
+
+
+@asynccontextmanager
+async def _apg_cursor(saver: Any) -> AsyncIterator[Any]:
+    """``_pg_cursor`` for an ``AsyncPostgresSaver``."""
+    conn = saver.conn
+    async with saver.lock, (nullcontext(conn) if hasattr(conn, "cursor") else conn.connection()) as c:
+        async with c.cursor(binary=True) as cur:
+            yield cur
+
+
+def _vacuum_error(exc: Exception) -> RuntimeError:
+    return RuntimeError(
+        "VACUUM cannot run inside a transaction: give the Postgres saver a connection in autocommit "
+        f"mode (from_conn_string does), or vacuum from psql ({type(exc).__name__}: {exc})"
+    )
+
+
+class PostgresBackend(Backend):
+    """``PostgresSaver``: the dialect's statements on the saver's connection (``_pg_cursor``), in
+    one transaction per flow."""
+
+    def __init__(self, saver: Any) -> None:
+        super().__init__(saver)
+        self.dialect = PostgresDialect(saver.serde)
+
+    def _run(self, flow: Flow) -> Any:
+        saver = self.saver
+        with _pg_cursor(saver) as cur:
+            if saver.pipe:
+                saver.pipe.sync()
+            with cur.connection.transaction():
+                return drive(translating(flow, self.dialect.flow), _executing(cur, prepare=False))
+
+    def _size(self) -> int | None:
+        with _pg_cursor(self.saver) as cur:
+            cur.execute(PG_SIZE_SQL)
+            return int(_rows(cur)[0][0])
+
+    def _vacuum(self) -> None:
+        import psycopg
+
+        with _pg_cursor(self.saver) as cur:
+            try:
+                cur.execute(PG_VACUUM_SQL)
+            except psycopg.errors.ActiveSqlTransaction as exc:
+                raise _vacuum_error(exc) from None
+
+
+class AsyncPostgresBackend(Backend):
+    """``AsyncPostgresSaver``: as ``PostgresBackend``, on psycopg's async connection."""
+
+    is_async = True
+
+    def __init__(self, saver: Any) -> None:
+        super().__init__(saver)
+        self.dialect = PostgresDialect(saver.serde)
+
+    async def _arun(self, flow: Flow) -> Any:
+        saver = self.saver
+        async with _apg_cursor(saver) as cur:
+            if saver.pipe:
+                await saver.pipe.sync()
+            async with cur.connection.transaction():
+                return await adrive(translating(flow, self.dialect.flow), _aexecuting(cur, prepare=False))
+
+    async def _asize(self) -> int | None:
+        async with _apg_cursor(self.saver) as cur:
+            await cur.execute(PG_SIZE_SQL)
+            return int((await _arows(cur))[0][0])
+
+    async def _avacuum(self) -> None:
+        import psycopg
+
+        async with _apg_cursor(self.saver) as cur:
+            try:
+                await cur.execute(PG_VACUUM_SQL)
+            except psycopg.errors.ActiveSqlTransaction as exc:
+                raise _vacuum_error(exc) from None
+
+
+# -- the registry ---------------------------------------------------------------------------------
+
+#: LangGraph's savers, by module and class name: found in ``sys.modules`` only (a saver of the
+#: class exists only once its module is imported), so retention imports no optional driver.
+_LANGGRAPH_SAVERS: tuple[tuple[str, str, type[Backend]], ...] = (
+    ("langgraph.checkpoint.memory", "InMemorySaver", MemoryBackend),
+    ("langgraph.checkpoint.sqlite", "SqliteSaver", SqliteBackend),
+    ("langgraph.checkpoint.sqlite.aio", "AsyncSqliteSaver", AsyncSqliteBackend),
+    ("langgraph.checkpoint.postgres", "PostgresSaver", PostgresBackend),
+    ("langgraph.checkpoint.postgres.aio", "AsyncPostgresSaver", AsyncPostgresBackend),
+)
+
+_registered: dict[type, type[Backend]] = {}
+
+
+def register(saver_class: type, backend: type[Backend]) -> None:
+    """Make ``backend`` the retention backend of ``saver_class`` and its subclasses (a subclass's
+    own registration wins). A saver package calls it in the module defining the class, so
+    ``backend_for``/``supports_retention`` know the class whenever a saver of it can exist."""
+    if not (isinstance(saver_class, type) and issubclass(saver_class, BaseCheckpointSaver)):
+        raise TypeError(f"register needs a BaseCheckpointSaver subclass, got {saver_class!r}")
+    if not (isinstance(backend, type) and issubclass(backend, Backend)):
+        raise TypeError(f"register needs a retention Backend subclass, got {backend!r}")
+    _registered[saver_class] = backend
+
+
+def _known() -> dict[type, type[Backend]]:
+    known: dict[type, type[Backend]] = {}
+    for module, name, backend in _LANGGRAPH_SAVERS:
+        cls = getattr(sys.modules.get(module), name, None)
+        if isinstance(cls, type):
+            known[cls] = backend
+    known.update(_registered)
+    return known
+
+
+def _backend_class(saver_class: type) -> type[Backend] | None:
+    """The backend for a saver class: that of the nearest class in its MRO with one."""
+    known = _known()
+    return next((known[cls] for cls in getattr(saver_class, "__mro__", ()) if cls in known), None)
+
+
+def supported_savers() -> tuple[str, ...]:
+    """The names of the saver classes retention has a backend for (LangGraph's, then those
+    registered)."""
+    return (*(name for _, name, _ in _LANGGRAPH_SAVERS), *(cls.__name__ for cls in _registered))
+
+
+def supports_retention(saver_class: type) -> bool:
+    """Whether retention has a backend for savers of this class."""
+    return _backend_class(saver_class) is not None
+
+
+def backend_for(saver: Any) -> Backend:
+    """The retention backend of ``saver`` (a wrapper with an ``inner`` saver property, such as
+    ``ReducingCheckpointSaver``, is looked through to its inner saver)."""
+    inner = saver
+    while isinstance(getattr(type(inner), "inner", None), property) and isinstance(
+        inner.inner, BaseCheckpointSaver
+    ):
+        inner = inner.inner
+    backend = _backend_class(type(inner))
+    if backend is None:
+        raise TypeError(
+            f"retention supports {', '.join(supported_savers())} (bare or wrapped in a "
+            f"ReducingCheckpointSaver), got {type(inner).__name__}"
+        )
+    return backend(inner)
