@@ -33,7 +33,7 @@ class _Call:
 
     memo: PrefixMemo | None
     record: Remembered | None = None
-    lead: int = 0
+    shared: int = 0
     counts: CountColumns | None = None
     table: TableState | None = None
 
@@ -41,9 +41,9 @@ class _Call:
         """True when ``messages`` is a remembered sendable output plus messages that keep it
         sendable (only the new ones are read)."""
         record = self.record
-        if record is None or record.sendable is None or self.lead != len(record.items):
+        if record is None or record.sendable is None or self.shared != len(record.items):
             return False
-        return extend_tail(record.sendable.tail, map(read_message, messages[self.lead :])) is not None
+        return extend_tail(record.sendable.tail, map(read_message, messages[self.shared :])) is not None
 
 
 
@@ -191,7 +191,7 @@ class MessageReducer:
         infos: list[MessageInfo] | None
         if call.memo is not None and isinstance(counter, TokenCounter):
             prior = call.record.counts if call.record is not None else None
-            costs, infos, unchecked, call.counts = _columns.count(counter, messages, prior, call.lead)
+            costs, infos, unchecked, call.counts = _columns.count(counter, messages, prior, call.shared)
         else:
             costs, infos = read_and_count(counter, messages)
         p = self._plan_costs(messages, held, costs, infos, call)
@@ -337,8 +337,8 @@ class MessageReducer:
         memo = self._memo if _columns.enabled else None
         if memo is None:
             return messages, _Call(None)
-        record, lead = memo.recall(messages)
-        return messages, _Call(memo, record, lead)
+        record, shared = memo.recall(messages)
+        return messages, _Call(memo, record, shared)
 
     def _kept_whole(self, messages: list[Any], new: Any, call: _Call) -> ReducerResult | None:
         """The result for a remembered output reduced again on its own (no ``new``), when that
@@ -347,7 +347,7 @@ class MessageReducer:
         if new is not None or record is None or record.sendable is None:
             return None
         again = record.sendable.again
-        if again is None or call.lead != len(messages) or call.lead != len(record.items):
+        if again is None or call.shared != len(messages) or call.shared != len(record.items):
             return None
         return ReducerResult(messages, [], None, again)
 

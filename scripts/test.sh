@@ -42,3 +42,8 @@ echo "== mypy"
 "$PY" -m mypy
 echo "== pytest"
 "$PY" -m pytest "$@"
+if [ $# -eq 0 ]; then
+  # the property tests again with the column path off: the reference alone gives the same answers
+  echo "== pytest, reference path (AGENTSTATE_REDUCER_REFERENCE=1)"
+  AGENTSTATE_REDUCER_REFERENCE=1 "$PY" -m pytest -q tests/test_properties.py tests/test_validity.py
+fi

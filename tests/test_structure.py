@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from agentstate_reducer._columns.structure import (
     LETTERS,
     Structure,
-    identity_lead,
     joined,
     read_structure,
+    same_prefix,
     structure_of_infos,
     window,
 )
@@ -152,7 +152,7 @@ class _Loud:
     equal_copies=st.booleans(),
     loud=st.booleans(),
 )
-def test_identity_lead_counts_the_same_objects_at_the_same_places(
+def test_same_prefix_counts_the_same_objects_at_the_same_places(
     size: int, other_size: int, swaps: list[int], equal_copies: bool, loud: bool
 ) -> None:
     """The answer is the length of the prefix of the same objects, whatever the lists hold past
@@ -164,7 +164,7 @@ def test_identity_lead_counts_the_same_objects_at_the_same_places(
         if i < len(other):
             other[i] = list(other[i]) if equal_copies and isinstance(other[i], list) else object()
     before = list(own)
-    got = identity_lead(own, other)
+    got = same_prefix(own, other)
     shorter = min(len(own), len(other))
     same = next((i for i in range(shorter) if own[i] is not other[i]), shorter)
     assert same <= got <= shorter

@@ -12,7 +12,7 @@ The surface:
 * ``PrefixMemo``: a reducer's one memo of the lists it handled (``memo``: its assumptions);
 * ``plan(...) -> (Plan | None, TableState | None)``: ``planner.plan`` by columns
   (``table.plan_by_table``), with the table read for the memo;
-* ``count(counter, messages, prior, lead) -> Counted``: a ``TokenCounter``'s counts and
+* ``count(counter, messages, prior, shared) -> Counted``: a ``TokenCounter``'s counts and
   readings by columns, those of the memo's prefix unchecked (``warm``);
 * ``pinned_indices(messages)``: the indices of pinned kinds, read by columns;
 * ``newest_over(costs, amount)``: where the newest messages worth more than ``amount`` start;

@@ -2,14 +2,14 @@
 that starts with the same objects. The one "same list as before" memo of the column path.
 
 A reducer keeps one ``PrefixMemo``. Each call hands its list to ``recall`` and gets back the
-remembered list that shares the longest *identity* prefix with it (``identity_lead``: the same
+remembered list that shares the longest *identity* prefix with it (``same_prefix``: the same
 objects at the same places, compared with ``is``, at C speed), and that prefix's length. What it
 learned about that list is attached to the record by job (``Remembered``): the counter's
 columns, the planner's table of a window, and, for a reducer's output, that it is sendable.
 
 The assumptions every user of the memo relies on, in one place (docs/contract.md links here):
 
-1. **Identity, not equality.** The prefix is found by identity (``identity_lead``; an item in
+1. **Identity, not equality.** The prefix is found by identity (``same_prefix``; an item in
    it that is an equal other object counts as the same: ``==`` means content equality). A
    message that is the same object as before is taken to have the same kind and call ids
    (count mode reads no message it has read before); in token mode every count is still
@@ -36,7 +36,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from agentstate_reducer._columns.structure import identity_lead
+from agentstate_reducer._columns.structure import same_prefix
 
 if TYPE_CHECKING:
     from agentstate_reducer._columns.table import TableState
@@ -93,13 +93,13 @@ class PrefixMemo:
         with self._lock:
             records = self._records
         first = items[0]
-        best, lead = None, 0
+        best, shared = None, 0
         for record in records:
             if record.items and record.items[0] is first:
-                k = identity_lead(record.items, items)
-                if k > lead:
-                    best, lead = record, k
-        return best, lead
+                k = same_prefix(record.items, items)
+                if k > shared:
+                    best, shared = record, k
+        return best, shared
 
     def keep(self, items: list[Any], **learned: Any) -> Remembered:
         """Remember ``items`` (copied) with what was learned about it (``Remembered``'s fields),
@@ -107,7 +107,7 @@ class PrefixMemo:
         record = Remembered(list(items), **learned)
         new = record.items
         with self._lock:
-            others = tuple(r for r in self._records if identity_lead(r.items, new) < len(r.items))
+            others = tuple(r for r in self._records if same_prefix(r.items, new) < len(r.items))
             self._records = (record, *others)[:SLOTS]
         return record
 

@@ -261,7 +261,7 @@ def window(table: Structure, lo: int, hi: int) -> Structure:
     )
 
 
-def identity_lead(own: Sequence[Any], other: Sequence[Any]) -> int:
+def same_prefix(own: Sequence[Any], other: Sequence[Any]) -> int:
     """How many leading items of ``own`` and ``other`` are the same objects at the same places.
 
     Bisection on identity finds where they stop being the same objects (a list that extends the

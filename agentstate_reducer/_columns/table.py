@@ -27,9 +27,9 @@ from typing import Any, Final, NamedTuple
 from agentstate_reducer._columns.bulk import pinned_indices
 from agentstate_reducer._columns.structure import (
     Structure,
-    identity_lead,
     joined,
     read_structure,
+    same_prefix,
     structure_of_infos,
     window,
 )
@@ -54,11 +54,11 @@ class TableState(NamedTuple):
 
 
 def known_of(state: TableState | None, keys: Sequence[Any]) -> int:
-    """How many leading ``keys`` the remembered ``state`` holds (``memo.identity_lead``), or 0
+    """How many leading ``keys`` the remembered ``state`` holds (``memo.same_prefix``), or 0
     when that does not reach the window's start (its table covers the rest)."""
     if state is None:
         return 0
-    k = identity_lead(state.keys, keys)
+    k = same_prefix(state.keys, keys)
     return k if k >= state.table.lo else 0
 
 

@@ -152,10 +152,10 @@ def read_and_count(
 
 
 def count(
-    counter: TokenCounter, messages: Sequence[Any], prior: CountColumns | None = None, lead: int = 0
+    counter: TokenCounter, messages: Sequence[Any], prior: CountColumns | None = None, shared: int = 0
 ) -> Counted:
     """Each message's count and reading, by columns where the list allows. ``prior``: the
-    columns of a remembered list whose first ``lead`` messages are these (``memo.recall``):
+    columns of a remembered list whose first ``shared`` messages are these (``memo.recall``):
     their counts come unchecked (``Counted.unchecked``; confirm those a decision reads with
     ``confirm``). The lists returned are new, never changed later: the memo may keep them."""
     n = len(messages)
@@ -167,9 +167,9 @@ def count(
     snaps: list[Any] | None = None
     by_dicts = bool(n) and type(messages[0]) is dict
     if prior is None or prior.dicts is not by_dicts:
-        prior, lead = None, 0
+        prior, shared = None, 0
     with counter._lock:
-        checked = _check(counter, messages, by_dicts, prior, lead)
+        checked = _check(counter, messages, by_dicts, prior, shared)
         if checked is None:
             counts, infos, missed = counter._lookup_each(messages)
         else:
