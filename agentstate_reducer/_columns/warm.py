@@ -304,8 +304,8 @@ def _count_fresh(
         if info is None:
             info = infos[i] = read_message(msg)
         known = known_ids.get(info.id) if known_ids and info.id is not None else None
-        if known is not None and unchanged(known[1], msg):
-            counts[i] = known[3]  # an equal copy of a counted message, e.g. reloaded from a checkpoint
+        if known is not None and unchanged(_entry_snapshot(known), msg):
+            counts[i] = _entry_count(known)  # an equal copy of a counted message (reloaded)
         elif plain:
             counts[i] = _count_plain(counter, info)
         else:
@@ -390,8 +390,9 @@ def _check(
         newer = map(is_not, map(_entry_snapshot, found), map(snaps.__getitem__, again))
         hits = set()
         for i, entry in compress(zip(again, found, strict=True), newer):
-            if unchanged(entry[1], msgs[i]):
-                counts[i], infos[i], snaps[i] = entry[3], entry[2], entry[1]
+            if unchanged(_entry_snapshot(entry), msgs[i]):
+                counts[i], infos[i] = _entry_count(entry), _entry_info(entry)
+                snaps[i] = _entry_snapshot(entry)
                 hits.add(i)
                 if not dicts:  # the snapshot was taken with the view of the class it has now
                     views[i] = fast_view(type(msgs[i]))

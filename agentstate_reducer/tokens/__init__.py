@@ -1,7 +1,8 @@
 """Token counting: a user callable, else tiktoken when its encoding loads, else a heuristic.
 
 * ``rules``: what one message costs (the same rules for both built-in counters);
-* ``cache``: ``TokenCounter``, the cached counter, and the check of user counters' results;
+* ``cache``: ``TokenCounter``, the cached counter (the reference: one message at a time);
+* ``counting``: counting with any counter, user counters' results checked;
 * ``tiktoken``: loading an encoding once per process, with a timeout, and resolving the counter.
 
 docs/tokens.md is the user guide.
@@ -19,10 +20,9 @@ from agentstate_reducer.tokens.cache import (
     TokenCounter,
     TokenCounterFn,
     TokenCountError,
-    count_messages,
     heuristic_counter,
-    read_and_count,
 )
+from agentstate_reducer.tokens.counting import count_messages, read_and_count
 from agentstate_reducer.tokens.rules import (
     HEURISTIC_CHARS_PER_TOKEN,
     IMAGE_TOKENS,

@@ -243,8 +243,8 @@ class TokenCounter:
         for msg in messages:
             info = read_message(msg)
             known = known_ids.get(info.id) if known_ids and info.id is not None else None
-            if known is not None and unchanged(known[1], msg):
-                counts.append(known[3])  # an equal copy of a counted message
+            if known is not None and unchanged(_entry_snapshot(known), msg):
+                counts.append(_entry_count(known))  # an equal copy of a counted message
             else:
                 counts.append(self.count_uncached(msg, info))
             infos.append(info)
@@ -304,9 +304,9 @@ class TokenCounter:
         cache = self._cache
         for i, msg in enumerate(messages):
             entry = cache.get(id(msg))
-            if entry is not None and unchanged(entry[1], msg):
-                infos[i] = entry[2]
-                counts[i] = entry[3]
+            if entry is not None and unchanged(_entry_snapshot(entry), msg):
+                infos[i] = _entry_info(entry)
+                counts[i] = _entry_count(entry)
             else:
                 missed.append(i)
         return counts, infos, missed
@@ -322,60 +322,6 @@ class TokenCounter:
 
     def __repr__(self) -> str:
         return f"TokenCounter(name={self.name!r}, cache_size={self.cache_size})"
-
-
-def count_messages(counter: TokenCounterFn, messages: Sequence[Any]) -> list[int]:
-    """The token count of each message with any counter: the reducer's one counting path.
-
-    A ``TokenCounter`` answers from its cache. Any other callable is called once per message and
-    its result checked: an exception, or a result that is not a non-negative int, raises
-    ``TokenCountError`` naming the message index.
-    """
-    if isinstance(counter, TokenCounter):
-        return counter.count_messages(messages)
-    counts: list[int] = []
-    for i, msg in enumerate(messages):
-        try:
-            n = counter(msg)
-        except Exception as exc:
-            raise TokenCountError(
-                f"token_counter raised {type(exc).__name__} for message {i} ({_describe(msg)}): {exc}; "
-                "fix the counter so that it returns an int for every message"
-            ) from exc
-        if not (type(n) is int or (isinstance(n, int) and not isinstance(n, bool))) or n < 0:
-            raise TokenCountError(
-                f"token_counter returned {n!r} ({type(n).__name__}) for message {i} ({_describe(msg)}); "
-                "it must return a non-negative int"
-            )
-        counts.append(n)
-    return counts
-
-
-def read_and_count(
-    counter: TokenCounterFn, messages: Sequence[Any]
-) -> tuple[list[int], list[MessageInfo] | None]:
-    """``count_messages``, plus each message's reading when the counter has it (a
-    ``TokenCounter``), else None: a user callable never makes the reducer read twice either."""
-    if isinstance(counter, TokenCounter):
-        return counter.read_and_count(messages)
-    return count_messages(counter, messages), None
-
-
-def read_and_count_unchecked(
-    counter: TokenCounterFn, messages: Sequence[Any]
-) -> tuple[list[int], list[MessageInfo] | None, Unchecked | None]:
-    """``read_and_count``, with a ``TokenCounter``'s ``read_and_count_unchecked``: the counts of
-    the leading messages of its last call may come unchecked (third value; confirm them with
-    ``counter.confirm``). Any other counter counts every message: None."""
-    if isinstance(counter, TokenCounter):
-        return counter.read_and_count_unchecked(messages)
-    return count_messages(counter, messages), None, None
-
-
-def _describe(msg: Any) -> str:
-    info = read_message(msg)
-    ident = f", id {info.id!r}" if info.id is not None else ""
-    return f"{type(msg).__name__}, role {info.role!r}{ident}"
 
 
 def heuristic_counter(
