@@ -28,6 +28,11 @@ The assumptions every user of the memo relies on, in one place (docs/contract.md
 4. ``target_tokens <= max_tokens``: a triggered token-mode decision reads the costs of no message
    older than the newest ones worth more than ``max_tokens`` (``Plan.newest``), so only those
    and the kept ones need their unchecked counts confirmed (``tokens.cache.Unchecked``).
+
+Two other checks ask other questions and stay with their owners: ``summary.SummaryMemo``
+(which message ids a conversation's running summary already covers, per conversation and across
+lists read back from storage: by ids, its span's ends by identity) and the LangGraph
+annotation's ``existing is trusted`` (the very list it returned last, whole: one ``is``).
 """
 
 from __future__ import annotations
