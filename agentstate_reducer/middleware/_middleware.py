@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -24,6 +23,7 @@ from langgraph.runtime import Runtime
 
 from ..reducer import MessageReducer, ReducerResult
 from ..summary import MemoizedReduction, SummaryMemo, is_summary_message
+from ._bounded import BoundedMap
 from ._repair import merge_system, trim_ends
 from ._summarizer import summary_fields
 from ._triggers import (
@@ -43,6 +43,9 @@ __all__ = ["Mode", "ReduceRecord", "ReducerMiddleware"]
 logger = logging.getLogger("agentstate_reducer.middleware")
 
 Mode = Literal["state", "request"]
+
+#: ``_reduced_at``'s answer for a thread no reduction has pruned (an AI message id may be None)
+_NOT_REDUCED = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,12 +212,15 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._reducers: dict[Size | None, MessageReducer] = {}
         self._repair: MessageReducer | None = None
         self._lock = threading.Lock()
+        # per-thread notes, as many threads as the memo remembers
+        threads = self.summary_memo.max_threads
         #: per thread: id of the newest AI message when the last reduction pruned
-        self._reduced_at: OrderedDict[Hashable, str | None] = OrderedDict()
+        self._reduced_at: BoundedMap[Hashable, str | None] = BoundedMap(threads)
         #: per thread and "state"/"request": the ids the last logged repair removed
-        self._reported: OrderedDict[Hashable, tuple[str | None, ...]] = OrderedDict()
-        #: per thread: what before_model did, for the next model call's record
-        self._pending: dict[Hashable, _Pending] = {}
+        self._reported: BoundedMap[Hashable, tuple[str | None, ...]] = BoundedMap(threads)
+        #: per thread: what before_model did, for the next model call's record (a model call
+        #: that never came is forgotten after ``threads`` others)
+        self._pending: BoundedMap[Hashable, _Pending] = BoundedMap(threads)
 
     def __repr__(self) -> str:
         """The effective trigger and keep, in the middleware's forms (a trigger fires at ``>=``:
@@ -313,9 +319,8 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             total = usage.get("total_tokens") if isinstance(usage, Mapping) else None
             if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
                 return None
-            with self._lock:
-                if key in self._reduced_at and self._reduced_at[key] == getattr(m, "id", None):
-                    return None
+            if self._reduced_at.get(key, _NOT_REDUCED) == getattr(m, "id", None):
+                return None
             return total + self._tokens(messages[i + 1 :])
         return None
 
@@ -347,11 +352,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         newest_ai = next(
             (getattr(m, "id", None) for m in reversed(messages) if getattr(m, "type", None) == "ai"), None
         )
-        with self._lock:
-            self._reduced_at[key] = newest_ai
-            self._reduced_at.move_to_end(key)
-            while len(self._reduced_at) > self.summary_memo.max_threads:
-                self._reduced_at.popitem(last=False)
+        self._reduced_at.put(key, newest_ai)
 
     def _plan(self, key: Hashable, messages: list[Any], model: Any) -> tuple[MessageReducer, bool]:
         """The reducer to apply to ``messages`` (the trigger measured on the cleared view)."""
@@ -366,12 +367,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         ids = _ids(removed)
         if not ids:
             return
-        with self._lock:
-            repeated = self._reported.get((key, what)) == ids
-            self._reported[(key, what)] = ids
-            self._reported.move_to_end((key, what))
-            while len(self._reported) > self.summary_memo.max_threads:
-                self._reported.popitem(last=False)
+        repeated = self._reported.put((key, what), ids) == ids
         level = logging.DEBUG if repeated else logging.WARNING
         logger.log(level, "%s repaired before the model call: removed %s", what, list(ids))
 
@@ -392,10 +388,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         changed = len(result.surviving) != len(messages) or any(
             a is not b for a, b in zip(result.surviving, messages, strict=False)
         )
-        with self._lock:
-            self._pending[key] = _Pending(len(messages), self._record_tokens(messages), result, triggered)
-            while len(self._pending) > self.summary_memo.max_threads:  # model calls that never came
-                del self._pending[next(iter(self._pending))]
+        self._pending.put(key, _Pending(len(messages), self._record_tokens(messages), result, triggered))
         if not changed:
             return None
         if result.pruned and result.stats.repaired:
@@ -515,8 +508,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _state_record(
         self, key: Hashable, request: ModelRequest[Any]
     ) -> tuple[int, int, ReducerResult | None, bool]:
-        with self._lock:
-            pending = self._pending.pop(key, None)
+        pending = self._pending.pop(key)
         if pending is None:
             n = len(request.messages)
             return n, self._record_tokens(request.messages), None, False
