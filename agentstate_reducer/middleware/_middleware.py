@@ -24,7 +24,7 @@ from langgraph.runtime import Runtime
 from ..reducer import MessageReducer, ReducerResult
 from ..summary import MemoizedReduction, SummaryMemo, is_summary_message
 from ._bounded import BoundedMap
-from ._repair import merge_system, trim_ends
+from ._repair import RequestRepair, merge_system
 from ._summarizer import summary_fields
 from ._triggers import (
     Clause,
@@ -210,7 +210,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         )
         self.summary_memo = summary_memo if summary_memo is not None else SummaryMemo()
         self._reducers: dict[Size | None, MessageReducer] = {}
-        self._repair: MessageReducer | None = None
+        self._repair = RequestRepair()
         self._lock = threading.Lock()
         # per-thread notes, as many threads as the memo remembers
         threads = self.summary_memo.max_threads
@@ -256,25 +256,6 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 # a count-mode reducer never resolves a counter, so never loads tiktoken (or warns)
                 r = self._reducers[keep] = MessageReducer(config=dataclasses.replace(self._base, **limits))
             return r
-
-    def _validator(self) -> MessageReducer:
-        """Repairs a request: no summarizer, no hooks (the request is not the history)."""
-        with self._lock:
-            if self._repair is None:
-                self._repair = MessageReducer(
-                    config=dataclasses.replace(
-                        self._base,
-                        min_messages=0,
-                        max_messages=None,
-                        max_tokens=None,
-                        target_tokens=None,
-                        summarize_fn=None,
-                        asummarize_fn=None,
-                        inject_summary=False,
-                        on_prune=(),
-                    )
-                )
-            return self._repair
 
     def _tokens(self, messages: Sequence[Any]) -> int:
         return sum(self.reducer.count_tokens(list(messages))) if messages else 0
@@ -460,11 +441,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             if held:
                 messages = [m for m in messages if getattr(m, "type", None) != "system"]
                 system = merge_system(system, held)
-            out = self._validator().reduce(messages) if messages else None
-            if out is not None and out.pruned:
-                repaired += out.pruned
-                messages = out.surviving
-            messages, removed = trim_ends(messages)
+            messages, removed = self._repair(messages)
             repaired += removed
         messages, cleared = self._cleared_view(messages)
         pruned = result.pruned if result is not None else []
