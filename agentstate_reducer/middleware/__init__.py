@@ -24,7 +24,9 @@ Invariants, in both modes:
 
 * Every model call gets a history OpenAI and Anthropic accept (``validate=True``): one system
   message at the front (the agent's system prompt, then system messages held in state, merged),
-  a user turn first after it, every tool result after its call, every call answered once.
+  a user turn first after it, every tool result after its call, every call answered once. The
+  repair is the planner's untriggered plan of the request read as if a user turn followed it
+  (``_repair.RequestRepair``), so a call at the end still waiting for results goes too.
   Repairs are logged with the ids they removed. In request mode they change only the request; in
   state mode the reduction of the state prunes, untriggered, what the contract names broken
   (orphan, late and second results, calls left unanswered) from the state too, and only the
