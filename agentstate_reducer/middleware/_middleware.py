@@ -104,7 +104,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             token counter, ``on_summary_error``...). Default: ``min_messages=20, max_messages=40``.
         mode: ``"state"`` (reduce the stored state in ``before_model``) or ``"request"`` (reduce
             only what is sent, in ``wrap_model_call``; the state keeps everything).
-        trigger: when to reduce, in LangChain's forms (see the module docstring); replaces the
+        trigger: when to reduce, in LangChain's forms (see the package docstring); replaces the
             reducer's ``max_messages``/``max_tokens``.
         keep: how much to keep, ``("messages", n)``, ``("tokens", n)`` or ``("fraction", f)``;
             replaces the reducer's ``min_messages``/``target_tokens``. Any trigger combines with
@@ -115,7 +115,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             ``(messages) -> str`` or an async one; replaces the reducer's ``summarize_fn``.
         preserve_first: pin the first state message (the reducer's own setting is replaced:
             ``create_agent`` sends its system prompt from outside the state).
-        validate: repair every request into one providers accept (see the module docstring).
+        validate: repair every request into one providers accept (see the package docstring).
         clear_tool_results: a ``ClearToolUsesEdit``: older tool results are replaced by its
             placeholder in the request (never in the state) before whole turns are pruned.
         on_reduce: ``fn(ReduceRecord)`` called once per model call; failures are logged.
@@ -211,7 +211,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.summary_memo = summary_memo if summary_memo is not None else SummaryMemo()
         self._reducers: dict[Size | None, MessageReducer] = {}
         self._repair = RequestRepair()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _reducers
         # per-thread notes, as many threads as the memo remembers
         threads = self.summary_memo.max_threads
         #: per thread: id of the newest AI message when the last reduction pruned
