@@ -13,8 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from langchain.agents import create_agent
-from langchain.agents.middleware import ClearToolUsesEdit, HumanInTheLoopMiddleware
+from langchain.agents.middleware import ClearToolUsesEdit, HumanInTheLoopMiddleware, ModelRequest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
@@ -23,8 +25,11 @@ from langgraph.types import Command
 
 from agentstate_reducer import MessageReducer, ReducerConfig
 from agentstate_reducer.middleware import Mode, ReduceRecord, ReducerMiddleware
+from agentstate_reducer.planner import UNLIMITED, plan
 from agentstate_reducer.summary import SUMMARY_ID, SummaryMemo
 from tests.agent_script import TOOLS, ScriptedModel, prefix_reuse, provider_errors, turns
+from tests.convo import Spec, langchain_objects
+from tests.test_properties import conversations
 
 SYSTEM = "You are a terse assistant."
 CFG: RunnableConfig = {"configurable": {"thread_id": "t1"}}
@@ -797,3 +802,79 @@ def test_repr_shows_the_effective_trigger_and_keep() -> None:
     )
     never = ReducerMiddleware(MessageReducer())
     assert repr(never) == "ReducerMiddleware(mode='state', trigger=None, keep=('messages', 0))"
+
+
+# -- the request repair is the planner's --------------------------------------------------------------
+
+
+def _sent(mw: ReducerMiddleware, messages: list[Any]) -> ModelRequest[Any]:
+    """The request ``mw`` hands to the model for ``messages`` (no ``before_model`` ran)."""
+    sent: list[ModelRequest[Any]] = []
+
+    def handler(request: ModelRequest[Any]) -> Any:
+        sent.append(request)
+        return AIMessage("ok")
+
+    request = ModelRequest(model=ScriptedModel(), messages=messages, system_message=SystemMessage(SYSTEM))
+    mw.wrap_model_call(request, handler)
+    return sent[0]
+
+
+def _planner_keeps(messages: list[Any]) -> list[Any]:
+    """The reference planner's untriggered plan of the request followed by a user turn, from its
+    first user message on: what the middleware documents its repair to be."""
+    planned = [*messages, HumanMessage("the next turn")]
+    kept = plan(
+        planned,
+        lambda i: 1,
+        trigger_cost=len(planned),
+        budget=UNLIMITED,
+        count_mode=True,
+        preserve_first=False,
+        start_on_human=False,
+        triggered=False,
+    ).kept
+    survivors = [planned[i] for i in kept][:-1]
+    first = next((j for j, m in enumerate(survivors) if m.type == "human"), 0)
+    return survivors[first:]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=conversations(), preserve_first=st.booleans())
+def test_a_repaired_request_is_what_the_planner_keeps(spec: Spec, preserve_first: bool) -> None:
+    """Any history, broken in any of the ways the property tests generate, with or without a pending
+    call at the end: the request sent is the planner's untriggered plan of it (system messages
+    merged out first), so it never carries an orphan, late or second result or an unanswered call."""
+    messages = langchain_objects(spec)
+    mw = ReducerMiddleware(MessageReducer(min_messages=0, max_messages=None), preserve_first=preserve_first)
+    request = _sent(mw, messages)
+    conversation = [m for m in messages if m.type != "system"]
+    assert [m.id for m in request.messages] == [m.id for m in _planner_keeps(conversation)]
+    assert all(a is b for a, b in zip(request.messages, _planner_keeps(conversation), strict=True))
+    assert request.system_message is not None and request.system_message.text.startswith(SYSTEM)
+    if any(m.type == "human" for m in messages) and not any(m.type == "chat" for m in messages):
+        # an agent calls its model after a user message or tool results, never after its answer
+        errors = provider_errors([request.system_message, *request.messages])
+        assert [e for e in errors if "does not end with a user message" not in e] == []
+
+
+def test_a_call_before_trailing_unknown_role_messages_is_not_sent() -> None:
+    """A call answered by nothing, followed only by messages of a role the planner pins: no later
+    result can answer it before the model call, so it goes like any other unanswered call."""
+    from langchain_core.messages import ChatMessage
+
+    call = AIMessage("", tool_calls=[{"name": "lookup", "args": {"q": "x"}, "id": "x"}], id="c")
+    messages = [HumanMessage("q0", id="h0"), call, ChatMessage(role="critic", content="looks fine", id="u")]
+    request = _sent(ReducerMiddleware(), messages)
+    assert [m.id for m in request.messages] == ["h0", "u"]
+
+
+def test_the_middleware_modules_doctests() -> None:
+    import doctest
+    import importlib
+
+    names = ("", "._bounded", "._repair", "._triggers")
+    for name in names:
+        module = importlib.import_module(f"agentstate_reducer.middleware{name}")
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, (name, result)

@@ -1,96 +1,51 @@
-"""``ReducerMiddleware``: the pruning contract inside a LangChain 1.x ``create_agent`` agent.
+"""The ``ReducerMiddleware`` class: the pruning contract at LangChain's agent hooks.
 
->>> from agentstate_reducer import MessageReducer
->>> mw = ReducerMiddleware(MessageReducer(min_messages=20, max_messages=40))
->>> mw.mode, mw.preserve_first
-('state', False)
-
-``create_agent(model, tools, middleware=[mw])``. Needs the ``langchain`` extra
-(``pip install ".[langchain]"`` from the checkout); ``import agentstate_reducer`` never imports
-this module.
-
-Two modes:
-
-* ``mode="state"`` (default): ``before_model``/``abefore_model`` reduce the agent state's messages
-  and write the result back (``RemoveMessage(REMOVE_ALL_MESSAGES)`` plus the survivors), so the
-  checkpoint is bounded too. The running summary is injected once and rolls forward; ``on_prune``
-  hooks see each pruned message once (it is gone from the state afterwards).
-* ``mode="request"``: ``wrap_model_call``/``awrap_model_call`` reduce only the messages sent to the
-  model; the state keeps the full history. A ``SummaryMemo`` (one entry per thread and graph
-  namespace) remembers what the running summary covers, so the request is the previous request
-  plus the new messages (a stable prefix), and the summarizer and hooks see each message once.
-
-Invariants, in both modes:
-
-* Every model call gets a history OpenAI and Anthropic accept (``validate=True``): one system
-  message at the front (the agent's system prompt, then system messages held in state, merged),
-  a user turn first after it, every tool result after its call, every call answered once.
-  Repairs are logged with the ids they removed. In request mode they change only the request; in
-  state mode the reduction of the state prunes, untriggered, what the contract names broken
-  (orphan, late and second results, calls left unanswered) from the state too, and only the
-  request loses what comes before the first user turn and a pending call at the end.
-* The request's system prompt is never pruned; system messages in state stay pinned.
-* ``trigger``/``keep`` take LangChain's forms: ``("messages", n)``, ``("tokens", n)``,
-  ``("fraction", f)`` of the model profile's ``max_input_tokens``; a list means any of them, a dict
-  all of them. A trigger fires when the history reaches the threshold (``>=``, as LangChain's).
-  Without them the reducer's own limits apply (more than ``max_messages`` / ``max_tokens``,
-  keep ``min_messages`` / ``target_tokens``). A keep over a threshold of the trigger in the same
-  unit is a ``ValueError`` at construction.
-* Token triggers use the newest AI message's ``usage_metadata["total_tokens"]`` plus an estimate
-  of the messages after it, unless a reduction has happened since that message.
-* A failing summarizer prunes nothing (``ReducerConfig.on_summary_error="keep"``, the default).
+What it guarantees is stated in the package docstring (``agentstate_reducer.middleware``) and in
+docs/middleware.md; the ``trigger``/``keep`` forms live in ``_triggers``, the summarizer adapters
+in ``_summarizer``, the request repair in ``_repair``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from langchain.agents.middleware.context_editing import ClearToolUsesEdit
 from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage
-from langchain_core.messages.utils import get_buffer_string
-from langgraph.constants import TAG_NOSTREAM
+from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from .config import ReducerConfig
-from .messages import read_message
-from .reducer import MessageReducer, ReducerResult
-from .summary import MemoizedReduction, SummaryMemo, is_summary_message
+from ..reducer import MessageReducer, ReducerResult
+from ..summary import MemoizedReduction, SummaryMemo, is_summary_message
+from ._bounded import BoundedMap
+from ._repair import RequestRepair, merge_system
+from ._summarizer import summary_fields
+from ._triggers import (
+    Clause,
+    Size,
+    check_keep_within_trigger,
+    no_profile,
+    parse_size,
+    parse_trigger,
+    profile_limit,
+    resolve,
+    trigger_repr,
+)
 
-__all__ = ["DEFAULT_SUMMARY_PROMPT", "Mode", "ReduceRecord", "ReducerMiddleware"]
+__all__ = ["Mode", "ReduceRecord", "ReducerMiddleware"]
 
 logger = logging.getLogger("agentstate_reducer.middleware")
 
 Mode = Literal["state", "request"]
-#: a resolved size: ("messages", n) or ("tokens", n)
-_Size = tuple[str, int]
-#: a trigger: any of the clauses; a clause: all of its (kind, threshold) pairs
-_Clause = tuple[tuple[str, float], ...]
 
-_KINDS = ("messages", "tokens", "fraction")
-
-DEFAULT_SUMMARY_PROMPT = """You maintain the running summary of a conversation between a user and an \
-AI assistant that uses tools. The assistant will continue the conversation without the messages \
-below, so the summary replaces them. If the messages start with an earlier summary, fold it in.
-
-Keep: the user's goals and constraints, decisions made and why, facts learned from tools (names, \
-numbers, ids, file paths, errors), what was already done, open questions and next steps. Drop \
-pleasantries and repetition. Reply with the summary only.
-
-<messages>
-{messages}
-</messages>"""
-"""The prompt a chat-model ``summarizer`` gets; ``{messages}`` is the pruned messages (the previous
-summary first) rendered by ``langchain_core.messages.get_buffer_string``."""
+#: ``_reduced_at``'s answer for a thread no reduction has pruned (an AI message id may be None)
+_NOT_REDUCED = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,234 +77,8 @@ class ReduceRecord:
     summary_error: str | None = None
 
 
-# -- trigger and keep forms --------------------------------------------------------------------
-
-
-def _check_value(kind: Any, value: Any, what: str) -> float:
-    if kind not in _KINDS:
-        raise ValueError(f"{what}: unknown kind {kind!r}; use 'messages', 'tokens' or 'fraction'")
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"{what}: the {kind} value must be a number, got {value!r}")
-    if kind == "fraction":
-        if not 0 < value <= 1:
-            raise ValueError(f"{what}: a fraction must be in (0, 1], got {value!r}")
-        return float(value)
-    if not isinstance(value, int):
-        raise TypeError(f"{what}: the {kind} value must be an int, got {value!r}")
-    if value <= 0:
-        raise ValueError(f"{what}: the {kind} value must be > 0, got {value}")
-    return value
-
-
-def _size(value: Any, what: str) -> tuple[str, float]:
-    if not isinstance(value, tuple) or len(value) != 2:
-        raise TypeError(
-            f"{what} must be a (kind, value) tuple such as ('messages', 40), ('tokens', 3000) or "
-            f"('fraction', 0.8), got {value!r}"
-        )
-    return value[0], _check_value(value[0], value[1], what)
-
-
-def parse_trigger(trigger: Any) -> tuple[_Clause, ...]:
-    """LangChain's trigger forms -> clauses (any clause; all pairs of a clause)."""
-
-    def clause(item: Any) -> _Clause:
-        if isinstance(item, tuple):
-            return (_size(item, "trigger"),)
-        if isinstance(item, Mapping):
-            if not item:
-                raise ValueError("trigger: a dict needs at least one of 'messages', 'tokens', 'fraction'")
-            return tuple((k, _check_value(k, v, "trigger")) for k, v in item.items())
-        raise TypeError(
-            "trigger must be a (kind, value) tuple, a dict {kind: value} (all of them) or a list of "
-            f"those (any of them), got {type(item).__name__}: {item!r}"
-        )
-
-    if isinstance(trigger, list):
-        if not trigger:
-            raise ValueError("trigger: an empty list never fires; pass None to use the reducer's limits")
-        return tuple(clause(item) for item in trigger)
-    return (clause(trigger),)
-
-
-def _trigger_repr(trigger: tuple[_Clause, ...]) -> str:
-    """``trigger`` in the form it is given in: None, a tuple, a dict (all), a list (any)."""
-
-    def clause(c: _Clause) -> str:
-        return repr(c[0]) if len(c) == 1 else repr(dict(c))
-
-    if not trigger:
-        return "None"
-    return clause(trigger[0]) if len(trigger) == 1 else "[" + ", ".join(map(clause, trigger)) + "]"
-
-
-def _check_keep_within_trigger(
-    keep: tuple[str, float],
-    trigger: tuple[_Clause, ...],
-    model: Any,
-    *,
-    keep_given: bool,
-    trigger_given: bool,
-) -> None:
-    """Raise ``ValueError`` when ``keep`` is more than a threshold of ``trigger`` in the same unit
-    (a fraction is compared in tokens when ``model``'s profile gives its window): a reduction
-    keeping more than what triggered it prunes nothing until the history is over ``keep``.
-    ``keep_given``/``trigger_given``: given to the middleware, else the reducer's
-    (``min_messages``/``target_tokens``; ``max_messages``/``max_tokens``, whose threshold is
-    one more)."""
-    limit = profile_limit(model) if model is not None else None
-
-    def unit(kind: str, value: float) -> tuple[str, float]:
-        return _resolve(kind, value, model) if kind != "fraction" or limit is not None else (kind, value)
-
-    kept = unit(*keep)
-    what = f"keep {keep!r}"
-    if not keep_given:
-        what = f"the reducer's {'min_messages' if keep[0] == 'messages' else 'target_tokens'} ({keep[1]})"
-    for clause in trigger:
-        for kind, value in clause:
-            threshold = unit(kind, value)
-            if threshold[0] != kept[0]:
-                continue
-            if trigger_given and kept[1] > threshold[1]:
-                raise ValueError(
-                    f"{what} must be <= trigger {(kind, value)!r}: a reduction keeping more than "
-                    "what triggered it prunes nothing until the history is over keep; lower keep "
-                    "or raise the trigger"
-                )
-            most = int(value) - 1
-            if not trigger_given and kept[1] > most:
-                name = "max_messages" if kind == "messages" else "max_tokens"
-                raise ValueError(
-                    f"{what} must be <= the reducer's {name} ({most}): a reduction keeping more "
-                    "than that prunes nothing until the history is over keep; pass a smaller keep "
-                    "or a trigger"
-                )
-
-
-def profile_limit(model: Any) -> int | None:
-    """``max_input_tokens`` from a chat model's profile, or None."""
-    try:
-        profile = getattr(model, "profile", None)
-    except Exception:
-        return None
-    limit = profile.get("max_input_tokens") if isinstance(profile, Mapping) else None
-    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
-
-
-def _no_profile(model: Any) -> ValueError:
-    name = type(model).__name__ if model is not None else "None"
-    return ValueError(
-        f"a ('fraction', f) trigger or keep needs the model's max_input_tokens, but the model ({name}) "
-        "has no profile with it: pass ('tokens', n) instead, or give the chat model "
-        "profile={'max_input_tokens': ...}"
-    )
-
-
-def _resolve(kind: str, value: float, model: Any) -> tuple[str, int]:
-    if kind != "fraction":
-        return kind, int(value)
-    limit = profile_limit(model)
-    if limit is None:
-        raise _no_profile(model)
-    return "tokens", max(1, int(limit * value))
-
-
-# -- the summarizer ------------------------------------------------------------------------------
-
-
-def _is_async(fn: Any) -> bool:
-    call = fn.__call__ if callable(fn) and not inspect.isfunction(fn) else None
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
-
-
-def _summary_text(response: Any) -> str:
-    text = response.text if isinstance(response, BaseMessage) else response
-    if not isinstance(text, str):
-        raise TypeError(f"the summary model returned {type(text).__name__}, not text")
-    return str(text).strip()
-
-
-class _ModelSummarizer:
-    """A chat model writing the running summary with ``DEFAULT_SUMMARY_PROMPT``."""
-
-    def __init__(self, model: BaseChatModel, prompt: str = DEFAULT_SUMMARY_PROMPT) -> None:
-        self.model = model
-        self.prompt = prompt
-
-    def _input(self, messages: list[Any]) -> list[BaseMessage]:
-        return [HumanMessage(self.prompt.format(messages=get_buffer_string(messages)))]
-
-    def __call__(self, messages: list[Any]) -> str:
-        return _summary_text(self.model.invoke(self._input(messages), config={"tags": [TAG_NOSTREAM]}))
-
-    async def acall(self, messages: list[Any]) -> str:
-        return _summary_text(await self.model.ainvoke(self._input(messages), config={"tags": [TAG_NOSTREAM]}))
-
-
-def _summary_fields(summarizer: Any, config: ReducerConfig) -> dict[str, Any]:
-    """The ``ReducerConfig`` fields for the summarizer: an explicit ``summarizer`` replaces the
-    reducer's; either way the summary is injected (it is the running summary)."""
-    if summarizer is None:
-        has = config.summarize_fn is not None or config.asummarize_fn is not None
-        return {"inject_summary": has}
-    if isinstance(summarizer, BaseChatModel):
-        s = _ModelSummarizer(summarizer)
-        return {"summarize_fn": s, "asummarize_fn": s.acall, "inject_summary": True}
-    if not callable(summarizer):
-        raise TypeError(
-            "summarizer must be a chat model, a callable (messages) -> str or an async callable, "
-            f"got {type(summarizer).__name__}"
-        )
-    if _is_async(summarizer):
-        return {"summarize_fn": None, "asummarize_fn": summarizer, "inject_summary": True}
-    return {"summarize_fn": summarizer, "asummarize_fn": None, "inject_summary": True}
-
-
-# -- request validation ----------------------------------------------------------------------------
-
-
 def _ids(messages: Sequence[Any]) -> tuple[str | None, ...]:
     return tuple(getattr(m, "id", None) for m in messages)
-
-
-def _merge_system(first: SystemMessage | None, held: list[Any]) -> SystemMessage | None:
-    """One system message: the request's prompt, then the system messages held in state."""
-    parts = ([first] if first is not None else []) + held
-    if len(parts) <= 1:
-        return cast("SystemMessage | None", parts[0] if parts else None)
-    if all(isinstance(p.content, str) for p in parts):
-        content: Any = "\n\n".join(p.content for p in parts)
-    else:
-        content = []
-        for p in parts:
-            text = p.content
-            content += [{"type": "text", "text": text}] if isinstance(text, str) else list(text)
-    return SystemMessage(content=content, id=parts[0].id)
-
-
-def _trim_ends(messages: list[Any]) -> tuple[list[Any], list[Any]]:
-    """``(kept, removed)``: drop what comes before the first user turn and an unanswered tool call
-    at the end (the model is about to be called: the call can no longer be answered first)."""
-    first = next((i for i, m in enumerate(messages) if read_message(m).kind == "human"), None)
-    removed: list[Any] = []
-    if first:
-        removed += messages[:first]
-        messages = messages[first:]
-    end = len(messages)
-    answered: set[str] = set()
-    for i in range(len(messages) - 1, -1, -1):
-        info = read_message(messages[i])
-        if info.kind == "tool":
-            answered.update(info.result_ids)
-            continue
-        if info.kind == "ai" and info.call_ids and not answered.issuperset(info.call_ids):
-            end = i
-        break
-    if end < len(messages):
-        removed += messages[end:]
-        messages = messages[:end]
-    return messages, removed
 
 
 # -- the middleware --------------------------------------------------------------------------------
@@ -375,7 +104,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             token counter, ``on_summary_error``...). Default: ``min_messages=20, max_messages=40``.
         mode: ``"state"`` (reduce the stored state in ``before_model``) or ``"request"`` (reduce
             only what is sent, in ``wrap_model_call``; the state keeps everything).
-        trigger: when to reduce, in LangChain's forms (see the module docstring); replaces the
+        trigger: when to reduce, in LangChain's forms (see the package docstring); replaces the
             reducer's ``max_messages``/``max_tokens``.
         keep: how much to keep, ``("messages", n)``, ``("tokens", n)`` or ``("fraction", f)``;
             replaces the reducer's ``min_messages``/``target_tokens``. Any trigger combines with
@@ -386,7 +115,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             ``(messages) -> str`` or an async one; replaces the reducer's ``summarize_fn``.
         preserve_first: pin the first state message (the reducer's own setting is replaced:
             ``create_agent`` sends its system prompt from outside the state).
-        validate: repair every request into one providers accept (see the module docstring).
+        validate: repair every request into one providers accept (see the package docstring).
         clear_tool_results: a ``ClearToolUsesEdit``: older tool results are replaced by its
             placeholder in the request (never in the state) before whole turns are pruned.
         on_reduce: ``fn(ReduceRecord)`` called once per model call; failures are logged.
@@ -447,8 +176,8 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self.on_reduce = on_reduce
         self.model = model
         c = reducer.config
-        self._base = dataclasses.replace(c, preserve_first=preserve_first, **_summary_fields(summarizer, c))
-        self._trigger: tuple[_Clause, ...]
+        self._base = dataclasses.replace(c, preserve_first=preserve_first, **summary_fields(summarizer, c))
+        self._trigger: tuple[Clause, ...]
         if trigger is not None:
             self._trigger = parse_trigger(trigger)
         elif c.max_tokens is not None:
@@ -459,7 +188,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             self._trigger = ()
         self._keep: tuple[str, float]
         if keep is not None:
-            self._keep = _size(keep, "keep")
+            self._keep = parse_size(keep, "keep")
         elif c.max_tokens is not None:
             target = c.effective_target_tokens
             self._keep = ("tokens", target if target is not None else c.max_tokens)
@@ -475,32 +204,35 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                     "mode='request', which reads the request's model"
                 )
             if profile_limit(model) is None:
-                raise _no_profile(model)
-        _check_keep_within_trigger(
+                raise no_profile(model)
+        check_keep_within_trigger(
             self._keep, self._trigger, model, keep_given=keep is not None, trigger_given=trigger is not None
         )
         self.summary_memo = summary_memo if summary_memo is not None else SummaryMemo()
-        self._reducers: dict[_Size | None, MessageReducer] = {}
-        self._repair: MessageReducer | None = None
-        self._lock = threading.Lock()
+        self._reducers: dict[Size | None, MessageReducer] = {}
+        self._repair = RequestRepair()
+        self._lock = threading.Lock()  # guards _reducers
+        # per-thread notes, as many threads as the memo remembers
+        threads = self.summary_memo.max_threads
         #: per thread: id of the newest AI message when the last reduction pruned
-        self._reduced_at: OrderedDict[Hashable, str | None] = OrderedDict()
+        self._reduced_at: BoundedMap[Hashable, str | None] = BoundedMap(threads)
         #: per thread and "state"/"request": the ids the last logged repair removed
-        self._reported: OrderedDict[Hashable, tuple[str | None, ...]] = OrderedDict()
-        #: per thread: what before_model did, for the next model call's record
-        self._pending: dict[Hashable, _Pending] = {}
+        self._reported: BoundedMap[Hashable, tuple[str | None, ...]] = BoundedMap(threads)
+        #: per thread: what before_model did, for the next model call's record (a model call
+        #: that never came is forgotten after ``threads`` others)
+        self._pending: BoundedMap[Hashable, _Pending] = BoundedMap(threads)
 
     def __repr__(self) -> str:
         """The effective trigger and keep, in the middleware's forms (a trigger fires at ``>=``:
         the reducer's ``max_messages=40`` is ``('messages', 41)``)."""
         return (
-            f"ReducerMiddleware(mode={self.mode!r}, trigger={_trigger_repr(self._trigger)}, "
+            f"ReducerMiddleware(mode={self.mode!r}, trigger={trigger_repr(self._trigger)}, "
             f"keep={self._keep!r})"
         )
 
     # -- building blocks ---------------------------------------------------------------------
 
-    def _reducer_for(self, keep: _Size | None) -> MessageReducer:
+    def _reducer_for(self, keep: Size | None) -> MessageReducer:
         """The reducer applying ``keep`` once triggered (None: nothing triggers, only what cannot
         be sent is pruned). All share the reducer's token counter and its cache."""
         with self._lock:
@@ -524,25 +256,6 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 # a count-mode reducer never resolves a counter, so never loads tiktoken (or warns)
                 r = self._reducers[keep] = MessageReducer(config=dataclasses.replace(self._base, **limits))
             return r
-
-    def _validator(self) -> MessageReducer:
-        """Repairs a request: no summarizer, no hooks (the request is not the history)."""
-        with self._lock:
-            if self._repair is None:
-                self._repair = MessageReducer(
-                    config=dataclasses.replace(
-                        self._base,
-                        min_messages=0,
-                        max_messages=None,
-                        max_tokens=None,
-                        target_tokens=None,
-                        summarize_fn=None,
-                        asummarize_fn=None,
-                        inject_summary=False,
-                        on_prune=(),
-                    )
-                )
-            return self._repair
 
     def _tokens(self, messages: Sequence[Any]) -> int:
         return sum(self.reducer.count_tokens(list(messages))) if messages else 0
@@ -587,9 +300,8 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             total = usage.get("total_tokens") if isinstance(usage, Mapping) else None
             if not isinstance(total, int) or isinstance(total, bool) or total <= 0:
                 return None
-            with self._lock:
-                if key in self._reduced_at and self._reduced_at[key] == getattr(m, "id", None):
-                    return None
+            if self._reduced_at.get(key, _NOT_REDUCED) == getattr(m, "id", None):
+                return None
             return total + self._tokens(messages[i + 1 :])
         return None
 
@@ -600,7 +312,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         for clause in self._trigger:
             met = True
             for kind, value in clause:
-                rkind, threshold = _resolve(kind, value, model)
+                rkind, threshold = resolve(kind, value, model)
                 if rkind == "messages":
                     met = len(messages) >= threshold
                 else:
@@ -621,17 +333,13 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         newest_ai = next(
             (getattr(m, "id", None) for m in reversed(messages) if getattr(m, "type", None) == "ai"), None
         )
-        with self._lock:
-            self._reduced_at[key] = newest_ai
-            self._reduced_at.move_to_end(key)
-            while len(self._reduced_at) > self.summary_memo.max_threads:
-                self._reduced_at.popitem(last=False)
+        self._reduced_at.put(key, newest_ai)
 
     def _plan(self, key: Hashable, messages: list[Any], model: Any) -> tuple[MessageReducer, bool]:
         """The reducer to apply to ``messages`` (the trigger measured on the cleared view)."""
         view, _ = self._cleared_view(messages)
         if self._trigger and self._triggered(key, view, model):
-            return self._reducer_for(_resolve(*self._keep, model)), True
+            return self._reducer_for(resolve(*self._keep, model)), True
         return self._reducer_for(None), False
 
     def _log_repair(self, key: Hashable, what: str, removed: Sequence[Any]) -> None:
@@ -640,12 +348,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         ids = _ids(removed)
         if not ids:
             return
-        with self._lock:
-            repeated = self._reported.get((key, what)) == ids
-            self._reported[(key, what)] = ids
-            self._reported.move_to_end((key, what))
-            while len(self._reported) > self.summary_memo.max_threads:
-                self._reported.popitem(last=False)
+        repeated = self._reported.put((key, what), ids) == ids
         level = logging.DEBUG if repeated else logging.WARNING
         logger.log(level, "%s repaired before the model call: removed %s", what, list(ids))
 
@@ -666,10 +369,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         changed = len(result.surviving) != len(messages) or any(
             a is not b for a, b in zip(result.surviving, messages, strict=False)
         )
-        with self._lock:
-            self._pending[key] = _Pending(len(messages), self._record_tokens(messages), result, triggered)
-            while len(self._pending) > self.summary_memo.max_threads:  # model calls that never came
-                del self._pending[next(iter(self._pending))]
+        self._pending.put(key, _Pending(len(messages), self._record_tokens(messages), result, triggered))
         if not changed:
             return None
         if result.pruned and result.stats.repaired:
@@ -740,12 +440,8 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             held = [m for m in messages if getattr(m, "type", None) == "system"]
             if held:
                 messages = [m for m in messages if getattr(m, "type", None) != "system"]
-                system = _merge_system(system, held)
-            out = self._validator().reduce(messages) if messages else None
-            if out is not None and out.pruned:
-                repaired += out.pruned
-                messages = out.surviving
-            messages, removed = _trim_ends(messages)
+                system = merge_system(system, held)
+            messages, removed = self._repair(messages)
             repaired += removed
         messages, cleared = self._cleared_view(messages)
         pruned = result.pruned if result is not None else []
@@ -789,8 +485,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     def _state_record(
         self, key: Hashable, request: ModelRequest[Any]
     ) -> tuple[int, int, ReducerResult | None, bool]:
-        with self._lock:
-            pending = self._pending.pop(key, None)
+        pending = self._pending.pop(key)
         if pending is None:
             n = len(request.messages)
             return n, self._record_tokens(request.messages), None, False
