@@ -189,7 +189,7 @@ class MessageReducer:
         counter = self.token_counter
         unchecked = None
         infos: list[MessageInfo] | None
-        if call.memo is not None and isinstance(counter, TokenCounter):
+        if _columns.enabled and isinstance(counter, TokenCounter):
             prior = call.record.counts if call.record is not None else None
             costs, infos, unchecked, call.counts = _columns.count(counter, messages, prior, call.shared)
         else:
@@ -246,7 +246,7 @@ class MessageReducer:
         repair = budget == UNLIMITED
         start_on_human = c.start_on_human and not repair
         pinned_kinds = None
-        if call.memo is not None:
+        if _columns.enabled:
             prior = call.record.table if call.record is not None else None
             fast, call.table = _columns.plan(
                 messages,
