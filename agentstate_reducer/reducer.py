@@ -15,7 +15,7 @@ from ._columns import CountColumns, PrefixMemo, Remembered, Sendable, TableState
 from .config import ReducerConfig
 from .merge import make_state_reducer
 from .messages import MessageInfo, is_message_like, read_message
-from .planner import UNLIMITED, Plan, extend_tail, keep_all, plan, tail_of
+from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
 from .results import Mode, ReducerResult, ReducerStats
 from .tokens import TokenCounter, count_messages, read_and_count, resolve_token_counter
 
@@ -36,14 +36,23 @@ class _Call:
     shared: int = 0
     counts: CountColumns | None = None
     table: TableState | None = None
+    #: the tail of the history, when ``sendable`` found it sendable
+    tail: Tail | None = None
+
+    @property
+    def extends(self) -> Remembered | None:
+        """The remembered record the history starts with whole, or None."""
+        record = self.record
+        return record if record is not None and self.shared == len(record.items) else None
 
     def sendable(self, messages: list[Any]) -> bool:
         """True when ``messages`` is a remembered sendable output plus messages that keep it
         sendable (only the new ones are read)."""
-        record = self.record
-        if record is None or record.sendable is None or self.shared != len(record.items):
+        record = self.extends
+        if record is None or record.sendable is None:
             return False
-        return extend_tail(record.sendable.tail, map(read_message, messages[self.shared :])) is not None
+        self.tail = extend_tail(record.sendable.tail, map(read_message, messages[self.shared :]))
+        return self.tail is not None
 
 
 
@@ -435,12 +444,16 @@ class MessageReducer:
             # reduced again, the output is sendable and within max_messages: kept whole, untriggered
             kept_whole = not (stats.pruned_count or stats.triggered or stats.over_target or error is not None)
             again = stats if kept_whole else ReducerStats(step.mode, False, n, n, 0)
-        sendable = Sendable(tail_of(surviving), again)
-        if surviving is step.messages:
-            call.memo.keep(step.messages, counts=call.counts, table=call.table, sendable=sendable)
+        whole = surviving is step.messages
+        tail = call.tail if whole and call.tail is not None else tail_of(surviving)
+        sendable = Sendable(tail, again)
+        if whole:
+            call.memo.keep(
+                step.messages, call.extends, counts=call.counts, table=call.table, sendable=sendable
+            )
             return
         if call.counts is not None or call.table is not None:
-            call.memo.keep(step.messages, counts=call.counts, table=call.table)
+            call.memo.keep(step.messages, call.extends, counts=call.counts, table=call.table)
         call.memo.keep(surviving, sendable=sendable)
 
     def _run_hooks(self, pruned: list[Any], namespace: Any) -> None:

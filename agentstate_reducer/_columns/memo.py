@@ -106,13 +106,23 @@ class PrefixMemo:
                     best, shared = record, k
         return best, shared
 
-    def keep(self, items: list[Any], **learned: Any) -> Remembered:
+    def keep(self, items: list[Any], extends: Remembered | None = None, **learned: Any) -> Remembered:
         """Remember ``items`` (copied) with what was learned about it (``Remembered``'s fields),
-        newest first, in place of the records of lists it extends (or repeats)."""
+        newest first, in place of the records of lists it extends (or repeats). ``extends``: a
+        record the caller knows ``items`` extends (from ``recall``), not compared again."""
         record = Remembered(list(items), **learned)
         new = record.items
+        n = len(new)
+
+        def superseded(r: Remembered) -> bool:
+            k = len(r.items)
+            if r is extends:
+                return True
+            # a prefix of the new list ends with the same object at the same place
+            return k <= n and (k == 0 or r.items[k - 1] is new[k - 1]) and same_prefix(r.items, new) == k
+
         with self._lock:
-            others = tuple(r for r in self._records if same_prefix(r.items, new) < len(r.items))
+            others = tuple(r for r in self._records if not superseded(r))
             self._records = (record, *others)[:SLOTS]
         return record
 
