@@ -32,9 +32,10 @@ kept, cut at a turn boundary. The contract (README, "The pruning contract"):
    at least the newest unit, and the plan says it is over the target.
 
 This module is the reference: it walks backwards from the newest message, one message at a time,
-and stops once the budget is spent and the live turn's human message is found. ``table`` makes the
-same decision by columns for histories of plain structure and is tested equal to it; the reducer
-plans with the table where it answers and with ``plan`` otherwise.
+and stops once the budget is spent and the live turn's human message is found. The column path
+(``agentstate_reducer._columns``, which this module never imports) makes the same decision by
+columns for histories of plain structure and is tested equal to it; the reducer plans by columns
+where they answer and with ``plan`` otherwise.
 """
 
 from __future__ import annotations
@@ -60,8 +61,8 @@ class Plan:
     cost_after: int
     #: ``kept`` as ``(start, stop)`` runs of consecutive indices, when the planner has them
     runs: Sequence[tuple[int, int]] | None = field(default=None, compare=False, repr=False)
-    #: ``(amount, start)``: made by ``table.plan_by_table`` with costs, which found where the
-    #: newest messages worth more than ``amount`` start (``table.newest_over``); when triggered,
+    #: ``(amount, start)``: made by ``_columns.plan`` with costs, which found where the
+    #: newest messages worth more than ``amount`` start (``_columns.newest_over``); when triggered,
     #: the decision read the costs of no message older than the newest ones worth more than the
     #: trigger, but of the kept ones. None for any other plan.
     newest: tuple[int, int] | None = field(default=None, compare=False, repr=False)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from agentstate_reducer.messages import snapshot, unchanged
+from agentstate_reducer.messages import snapshot, snapshots, unchanged
 from agentstate_reducer.tokens import tiktoken as _loader
 from agentstate_reducer.tokens.cache import (
     DEFAULT_CACHE_SIZE,
@@ -59,6 +59,7 @@ __all__ = [
     "read_and_count",
     "resolve_token_counter",
     "snapshot",
+    "snapshots",
     "tiktoken_counter",
     "unchanged",
 ]
