@@ -1,4 +1,9 @@
-"""``MessageReducer``: read (adapter) -> cost -> plan (pure) -> apply (slice, summary, hooks)."""
+"""``MessageReducer``: read (adapter) -> cost -> plan (pure) -> apply (slice, summary, hooks).
+
+One reduction: hold the injected summary out (``summary.hold``), plan the rest (the column path
+where it answers, else the reference ``planner.plan``), put the summary back; the reducer's one
+memo (``_columns.PrefixMemo``) lets a history that starts with a list it handled skip what it
+learned about that list."""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from .results import Mode, ReducerResult, ReducerStats
 from .tokens import TokenCounter, count_messages, read_and_count, resolve_token_counter
 
 logger = logging.getLogger("agentstate_reducer")
+
 
 def _one(i: int) -> int:
     return 1
@@ -53,7 +59,6 @@ class _Call:
             return False
         self.tail = extend_tail(record.sendable.tail, map(read_message, messages[self.shared :]))
         return self.tail is not None
-
 
 
 @dataclass(frozen=True, slots=True)
