@@ -13,7 +13,13 @@ Targets, on LangChain messages:
 * keep 40 of 10k messages: ``reduce`` at least 3x faster than ``trim_messages``, and
   time(10k) / time(1k) <= 12;
 * ``reduce(existing, new)`` of a valid history plus one message, no trigger firing, warm (see
-  ``untriggered``): at most 3x a list copy.
+  ``untriggered``): at most 3x a list copy;
+* a reducer handed a list related to the one it reduced last (see ``reloaded``), keep half of 10k:
+  that list plus one new turn at least as fast as ``trim_messages`` (>= 1); an equal deep copy of
+  it (what a checkpoint read back is) at least as fast as ``trim_messages`` (>= 1, the aim) and
+  no slower than a fresh reducer on the same copy (fresh / warm >= 1, the minimum). A fresh reducer
+  on a fresh list, and token mode (heuristic) on the list plus one turn against
+  ``trim_messages(token_counter=count_tokens_approximately)``, are reported.
 
 The same count-mode ratios on OpenAI-format dicts (``convert_to_openai_messages`` of the same
 conversation, each with an ``"id"``) follow for information.
@@ -21,47 +27,60 @@ conversation, each with an ``"id"``) follow for information.
 
 from __future__ import annotations
 
+import copy
 import gc
 import statistics
 import time
 from collections.abc import Callable
 from typing import Any
 
-from agentstate_reducer import MessageReducer
+from agentstate_reducer import MessageReducer, ReducerConfig
+from agentstate_reducer.tokens import heuristic_counter
 
 
 def conversation(n: int) -> list[Any]:
     """A system prompt, then turns of human / AI tool call with two parallel results / AI answer."""
-    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+    from langchain_core.messages import SystemMessage
 
     msgs: list[Any] = [SystemMessage("You are a helpful agent.", id="sys")]
     t = 0
     while len(msgs) < n:
-        calls = [
-            {"name": "search", "args": {"q": f"q{t}"}, "id": f"c{t}a"},
-            {"name": "calc", "args": {}, "id": f"c{t}b"},
-        ]
-        msgs += [
-            HumanMessage(f"question {t} " * 8, id=f"h{t}"),
-            AIMessage("", tool_calls=calls, id=f"a{t}"),
-            ToolMessage(f"result {t}a " * 10, tool_call_id=f"c{t}a", id=f"t{t}a"),
-            ToolMessage(f"result {t}b " * 10, tool_call_id=f"c{t}b", id=f"t{t}b"),
-            AIMessage(f"answer {t} " * 12, id=f"f{t}"),
-        ]
+        msgs += turn(t)
         t += 1
     return msgs[:n]
+
+
+def turn(t: int, prefix: str = "") -> list[Any]:
+    """Turn ``t`` of ``conversation``: human / AI tool call / two results / AI answer; ids and
+    call ids start with ``prefix``."""
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+    p = prefix
+    calls = [
+        {"name": "search", "args": {"q": f"q{t}"}, "id": f"{p}c{t}a"},
+        {"name": "calc", "args": {}, "id": f"{p}c{t}b"},
+    ]
+    return [
+        HumanMessage(f"question {t} " * 8, id=f"{p}h{t}"),
+        AIMessage("", tool_calls=calls, id=f"{p}a{t}"),
+        ToolMessage(f"result {t}a " * 10, tool_call_id=f"{p}c{t}a", id=f"{p}t{t}a"),
+        ToolMessage(f"result {t}b " * 10, tool_call_id=f"{p}c{t}b", id=f"{p}t{t}b"),
+        AIMessage(f"answer {t} " * 12, id=f"{p}f{t}"),
+    ]
 
 
 def median_seconds(fn: Callable[[], Any], repeat: int) -> float:
     """Median seconds per call, each after a full collection, so garbage left by the previous
     call is not collected on this one's clock."""
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return statistics.median(seconds(fn) for _ in range(repeat))
+
+
+def seconds(fn: Callable[[], Any]) -> float:
+    """Seconds of one call, after a full collection."""
+    gc.collect()
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
 
 
 def openai_dicts(msgs: list[Any]) -> list[dict[str, Any]]:
@@ -133,6 +152,7 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
                 }
             )
     rows += untriggered(quick)
+    rows += reloaded(quick)
     return rows
 
 
@@ -192,3 +212,96 @@ def untriggered(quick: bool = False) -> list[dict[str, Any]]:
 if __name__ == "__main__":
     for row in run():
         print(row)
+
+
+def reloaded(quick: bool = False) -> list[dict[str, Any]]:
+    """10k LangChain messages, keep half: a reducer that has reduced ``seen`` is handed a list
+    related to it, as an agent's next turn or a checkpoint read back hands it one. Before each
+    timed call the reducer reduces ``seen`` again (untimed), so every call starts from the same
+    memory; ``trim_messages`` and a fresh reducer are timed on the same list in the same repeat,
+    the order of the reducers alternating.
+
+    * grown: ``[*seen, *one new turn]`` (five new messages);
+    * equal deep copy: ``copy.deepcopy(seen)``, new objects equal to the old;
+    * fresh: a new reducer on that copy (a list it never saw);
+    * token mode: a heuristic ``max_tokens`` reducer keeping about half the tokens, on the list
+      grown by one turn, against ``trim_messages(token_counter=count_tokens_approximately)``.
+    """
+    from langchain_core.messages import trim_messages
+    from langchain_core.messages.utils import count_tokens_approximately
+
+    n = 10_000
+    keep = n // 2
+    repeat = 3 if quick else 9
+    seen = conversation(n)
+    budget = sum(heuristic_counter(cache_size=0).count_messages(seen)) // 2
+
+    def count_reducer() -> MessageReducer:
+        return MessageReducer(min_messages=keep, max_messages=keep + 20)
+
+    def token_reducer() -> MessageReducer:
+        return MessageReducer(config=ReducerConfig(max_tokens=budget, token_counter=heuristic_counter()))
+
+    def trim(msgs: list[Any], tokens: bool = False) -> Any:
+        return trim_messages(
+            msgs,
+            max_tokens=budget if tokens else keep,
+            token_counter=count_tokens_approximately if tokens else len,
+            strategy="last",
+            start_on="human",
+            include_system=True,
+        )
+
+    warm, warm_tokens = count_reducer(), token_reducer()
+    for r in (warm, warm, warm_tokens, warm_tokens):  # the heuristic caches in bulk on a second sight
+        r.reduce(seen)
+    times: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Callable[[], Any]) -> None:
+        times.setdefault(name, []).append(seconds(fn))
+
+    for rep in range(repeat):
+        grown = [*seen, *turn(rep, prefix="new")]
+        warm.reduce(seen)
+        timed("grown", lambda: warm.reduce(grown))  # noqa: B023
+        timed("grown trim", lambda: trim(grown))  # noqa: B023
+        warm_tokens.reduce(seen)
+        timed("tokens", lambda: warm_tokens.reduce(grown))  # noqa: B023
+        timed("tokens trim", lambda: trim(grown, tokens=True))  # noqa: B023
+        copied = copy.deepcopy(seen)
+        for name in ("copy", "fresh") if rep % 2 else ("fresh", "copy"):
+            if name == "copy":
+                warm.reduce(seen)
+                timed("copy", lambda: warm.reduce(copied))  # noqa: B023
+            else:
+                timed("fresh", lambda: count_reducer().reduce(copied))  # noqa: B023
+        timed("copy trim", lambda: trim(copied))  # noqa: B023
+    med = {k: statistics.median(v) for k, v in times.items()}
+    saw = f"count mode, keep half, {n} msgs, reducer that saw the list"
+    trim_x = "trim_messages / reduce (x faster)"
+    # (benchmark, metric, baseline, reduce, target): each ratio is baseline / reduce
+    cases = (
+        (f"{saw}: grown by one turn", trim_x, "grown trim", "grown", 1.0),
+        (f"{saw}: equal deep copy", trim_x, "copy trim", "copy", 1.0),
+        (f"{saw}: equal deep copy", "fresh reducer / this reducer (x faster)", "fresh", "copy", 1.0),
+        (f"count mode, keep half, {n} msgs: fresh reducer, fresh list", trim_x, "copy trim", "fresh", None),
+        (
+            f"token mode, heuristic, keep half the tokens, {n} msgs: grown by one turn",
+            "trim_messages(count_tokens_approximately) / reduce (x faster)",
+            "tokens trim",
+            "tokens",
+            None,
+        ),
+    )
+    return [
+        {
+            "benchmark": benchmark,
+            "metric": metric,
+            "ratio": med[base] / med[measured],
+            "target": _target(">=", target, ""),
+            "met": None if target is None else med[base] / med[measured] >= target,
+            "reduce_ms": round(med[measured] * 1e3, 3),
+            "baseline_ms": round(med[base] * 1e3, 3),
+        }
+        for benchmark, metric, base, measured, target in cases
+    ]

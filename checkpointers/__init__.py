@@ -2,9 +2,10 @@
 
 ``ReducingCheckpointSaver`` wraps any saver; ``PutReduction`` is what its ``on_reduce`` callback
 receives for every put; ``SummaryMemo`` keeps a summarizer from re-summarizing within a run;
-``reduce_checkpoint`` / ``areduce_checkpoint`` are the one reduction path every saver here uses
-(for authors of savers that reduce by themselves); ``StoreArchive`` keeps pruned messages in a
-LangGraph ``BaseStore`` and ``read_transcript`` / ``aread_transcript`` read a whole thread back.
+``reduce_checkpoint`` / ``areduce_checkpoint`` reduce one checkpoint's messages channel as every
+saver here does on a put, and return what they did (for authors of savers that reduce by
+themselves); ``StoreArchive`` keeps pruned messages in a LangGraph ``BaseStore`` and
+``read_transcript`` / ``aread_transcript`` read a whole thread back.
 
 The names are loaded on first use, so ``import checkpointers`` works without LangGraph installed;
 a name that needs it raises one ``ImportError`` naming the extra to install.

@@ -1,7 +1,10 @@
 """Reducing the messages channel of a checkpoint: the one code path every saver here uses.
 
-``ReducingCheckpointSaver`` and ``CosmosDBSaver(reducer=...)`` both call ``reduce_checkpoint`` /
-``areduce_checkpoint``; what a saver promises its users is in ``docs/savers.md``. Invariants:
+``ReducingCheckpointSaver`` and ``CosmosDBSaver(reducer=...)`` call ``reduce_for_put`` /
+``areduce_for_put`` on every put: the checkpoint ``reduce_checkpoint`` / ``areduce_checkpoint``
+return, with the same logging and ``on_reduce`` calls, the report built only when one of them
+uses it; ``reduce_checkpoint`` also returns the report (``compact`` uses it). What a saver promises
+its users is in ``docs/savers.md``. Invariants:
 
 * the checkpoint given is never mutated (its list is the live run's list): the result is a new
   dict with new ``channel_values``; no key is added or deleted; versions, ids and metadata are
@@ -23,7 +26,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo
@@ -186,99 +189,37 @@ def _report(
     return report
 
 
-class _ReadyPut(NamedTuple):
-    """A put whose messages are ready to reduce: what ``_finish`` needs besides the result.
-
-    A ``NamedTuple``, not a dataclass: one is built on every put, and a tuple is the cheapest."""
-
-    config: RunnableConfig
-    checkpoint: Checkpoint
-    messages_key: str
-    new_versions: ChannelVersions
-    on_reduce: OnReduce | None
-    #: the channel's messages, as a list
-    original: list[Any]
-    as_tuple: bool
-    #: the list to reduce: ``original``, or the list a ``SummaryMemo`` cut from it
-    messages: list[Any]
-    memoized: MemoizedReduction | None
-
-    @property
-    def new_version(self) -> bool:
-        return self.messages_key in self.new_versions
-
-    @property
-    def namespace(self) -> Any:
-        """What the reducer's hooks receive."""
-        return _namespace(self.config)
-
-
-def _prepare(
-    reducer: MessageReducer,
-    config: RunnableConfig,
-    checkpoint: Checkpoint,
-    new_versions: ChannelVersions,
-    messages_key: str,
-    on_reduce: OnReduce | None,
-    summary_memo: SummaryMemo | None,
-) -> _ReadyPut | str:
-    """The put ready to reduce, or why its channel holds nothing to reduce."""
-    value = _messages_or_skip(checkpoint, messages_key)
-    if isinstance(value, str):
-        return value
-    as_tuple = isinstance(value, tuple)
-    messages: list[Any] = list(value) if isinstance(value, tuple) else value  # the reducer takes a list
-    memoized = None
-    if summary_memo is not None and _summarizes(reducer):
-        conf = config.get("configurable") or {}
-        key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
-        memoized = summary_memo.start(key, messages, preserve_first=reducer.config.preserve_first)
-    return _ReadyPut(
-        config, checkpoint, messages_key, new_versions, on_reduce, messages, as_tuple,
-        memoized.messages if memoized is not None else messages, memoized,
-    )
-
-
-def _skipped(
-    config: RunnableConfig,
-    checkpoint: Checkpoint,
-    new_versions: ChannelVersions,
-    messages_key: str,
-    on_reduce: OnReduce | None,
-    why: str,
-) -> PutReduction:
-    return _report(config, checkpoint, messages_key, messages_key in new_versions, why, None, on_reduce)
-
-
-def _finish(put: _ReadyPut, result: ReducerResult) -> Checkpoint:
-    """The checkpoint to store once ``put.messages`` is reduced to ``result``."""
-    if put.memoized is not None:
-        put.memoized.record(result)
-    whole = put.messages is put.original and _kept_whole(put.original, result)
-    return _stored(put.checkpoint, put.messages_key, result, put.as_tuple, whole)
-
-
-def _kept_whole(original: list[Any], result: ReducerResult) -> bool:
-    """The reducer got the channel's own list and pruned nothing: surviving is that list, message
-    for message (a summary is only injected when something is pruned)."""
-    return not result.pruned and len(result.surviving) == len(original)
+def _memoized(
+    reducer: MessageReducer, config: RunnableConfig, messages: list[Any], summary_memo: SummaryMemo | None
+) -> MemoizedReduction | None:
+    """The ``SummaryMemo``'s start on ``messages``; None without a memo or a summarizer."""
+    if summary_memo is None or not _summarizes(reducer):
+        return None
+    conf = config.get("configurable") or {}
+    key = (conf.get("thread_id"), conf.get("checkpoint_ns", ""))
+    return summary_memo.start(key, messages, preserve_first=reducer.config.preserve_first)
 
 
 def _stored(
-    checkpoint: Checkpoint, key: str, result: ReducerResult, as_tuple: bool, whole: bool
+    checkpoint: Checkpoint,
+    key: str,
+    value: list[Any] | tuple[Any, ...],
+    messages: list[Any],
+    memoized: MemoizedReduction | None,
+    result: ReducerResult,
 ) -> Checkpoint:
-    """The checkpoint to store: the very same one when the list was kept ``whole`` (O(1) on the
-    hot path), else a copy holding the surviving messages in the channel's type."""
-    if whole:
+    """The checkpoint to store once the channel's ``value`` (as the list ``messages``, or the list
+    ``memoized`` cut from it) is reduced to ``result``: the very same one when the reducer got
+    ``messages`` and kept them whole (O(1) on the hot path; a summary is only injected when
+    something is pruned), else a copy holding the surviving messages in the channel's type."""
+    whole = True
+    if memoized is not None:
+        memoized.record(result)
+        whole = memoized.messages is messages
+    if whole and not result.pruned and len(result.surviving) == len(messages):
         return checkpoint
-    return _with_messages(checkpoint, key, tuple(result.surviving) if as_tuple else result.surviving)
-
-
-def _reported(put: _ReadyPut, result: ReducerResult) -> PutReduction:
-    """The put's report: logged when something was pruned, passed to ``on_reduce``."""
-    return _report(
-        put.config, put.checkpoint, put.messages_key, put.new_version, None, result, put.on_reduce
-    )
+    surviving = result.surviving
+    return _with_messages(checkpoint, key, tuple(surviving) if type(value) is tuple else surviving)
 
 
 def reduce_checkpoint(
@@ -292,11 +233,16 @@ def reduce_checkpoint(
     summary_memo: SummaryMemo | None = None,
 ) -> tuple[Checkpoint, PutReduction]:
     """Return ``(checkpoint to store, report)``; the input checkpoint is never changed."""
-    put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
-    if isinstance(put, str):
-        return checkpoint, _skipped(config, checkpoint, new_versions, messages_key, on_reduce, put)
-    result = reducer.reduce(put.messages, namespace=put.namespace)
-    return _finish(put, result), _reported(put, result)
+    new_version = messages_key in new_versions
+    value = _messages_or_skip(checkpoint, messages_key)
+    if isinstance(value, str):
+        return checkpoint, _report(config, checkpoint, messages_key, new_version, value, None, on_reduce)
+    messages = value if type(value) is list else list(value)  # the reducer takes a list
+    memoized = _memoized(reducer, config, messages, summary_memo)
+    to_reduce = messages if memoized is None else memoized.messages
+    result = reducer.reduce(to_reduce, namespace=_namespace(config))
+    stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
+    return stored, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
 
 async def areduce_checkpoint(
@@ -310,11 +256,16 @@ async def areduce_checkpoint(
     summary_memo: SummaryMemo | None = None,
 ) -> tuple[Checkpoint, PutReduction]:
     """``reduce_checkpoint`` for ``aput``: the summarizer, if any, runs off the event loop."""
-    put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
-    if isinstance(put, str):
-        return checkpoint, _skipped(config, checkpoint, new_versions, messages_key, on_reduce, put)
-    result = await reducer.areduce(put.messages, namespace=put.namespace)
-    return _finish(put, result), _reported(put, result)
+    new_version = messages_key in new_versions
+    value = _messages_or_skip(checkpoint, messages_key)
+    if isinstance(value, str):
+        return checkpoint, _report(config, checkpoint, messages_key, new_version, value, None, on_reduce)
+    messages = value if type(value) is list else list(value)  # the reducer takes a list
+    memoized = _memoized(reducer, config, messages, summary_memo)
+    to_reduce = messages if memoized is None else memoized.messages
+    result = await reducer.areduce(to_reduce, namespace=_namespace(config))
+    stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
+    return stored, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
 
 def reduce_for_put(
@@ -329,18 +280,21 @@ def reduce_for_put(
     """The checkpoint ``reduce_checkpoint`` returns, for a saver's ``put``, which drops the report.
 
     The same logging and ``on_reduce`` calls; the ``PutReduction`` is only built when one of them
-    uses it (``on_reduce`` is set, or something was pruned). A list channel without a summary
-    memo to consult (the common put) skips ``_prepare``: bench_savers' put overhead was +2.2%
-    with that path and +2.7% without it, in one run of six puts-series each, interleaved.
+    uses it (``on_reduce`` is set, or something was pruned).
     """
-    value = _plain_list(reducer, checkpoint, messages_key, summary_memo)
-    if value is not None:
-        result = reducer.reduce(value, namespace=_namespace(config))
-        return _plain_done(config, checkpoint, new_versions, messages_key, on_reduce, value, result)
-    put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
-    if isinstance(put, str):
-        return _unreduced(put, config, checkpoint, new_versions, messages_key, on_reduce)
-    return _put_done(put, reducer.reduce(put.messages, namespace=put.namespace))
+    value = _messages_or_skip(checkpoint, messages_key)
+    if isinstance(value, str):
+        if on_reduce is not None:
+            _report(config, checkpoint, messages_key, messages_key in new_versions, value, None, on_reduce)
+        return checkpoint
+    messages = value if type(value) is list else list(value)  # the reducer takes a list
+    memoized = _memoized(reducer, config, messages, summary_memo)
+    to_reduce = messages if memoized is None else memoized.messages
+    result = reducer.reduce(to_reduce, namespace=_namespace(config))
+    stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
+    if on_reduce is not None or result.pruned:
+        _report(config, checkpoint, messages_key, messages_key in new_versions, None, result, on_reduce)
+    return stored
 
 
 async def areduce_for_put(
@@ -353,68 +307,25 @@ async def areduce_for_put(
     summary_memo: SummaryMemo | None,
 ) -> Checkpoint:
     """``reduce_for_put`` for ``aput``; ``areduce_checkpoint``'s checkpoint."""
-    value = _plain_list(reducer, checkpoint, messages_key, summary_memo)
-    if value is not None:
-        result = await reducer.areduce(value, namespace=_namespace(config))
-        return _plain_done(config, checkpoint, new_versions, messages_key, on_reduce, value, result)
-    put = _prepare(reducer, config, checkpoint, new_versions, messages_key, on_reduce, summary_memo)
-    if isinstance(put, str):
-        return _unreduced(put, config, checkpoint, new_versions, messages_key, on_reduce)
-    return _put_done(put, await reducer.areduce(put.messages, namespace=put.namespace))
+    value = _messages_or_skip(checkpoint, messages_key)
+    if isinstance(value, str):
+        if on_reduce is not None:
+            _report(config, checkpoint, messages_key, messages_key in new_versions, value, None, on_reduce)
+        return checkpoint
+    messages = value if type(value) is list else list(value)  # the reducer takes a list
+    memoized = _memoized(reducer, config, messages, summary_memo)
+    to_reduce = messages if memoized is None else memoized.messages
+    result = await reducer.areduce(to_reduce, namespace=_namespace(config))
+    stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
+    if on_reduce is not None or result.pruned:
+        _report(config, checkpoint, messages_key, messages_key in new_versions, None, result, on_reduce)
+    return stored
 
 
 def _summarizes(reducer: MessageReducer) -> bool:
     """The reducer has a summarizer: a ``SummaryMemo`` may cut the list it is given."""
     c = reducer.config
     return c.summarize_fn is not None or c.asummarize_fn is not None
-
-
-def _plain_list(
-    reducer: MessageReducer, checkpoint: Checkpoint, key: str, summary_memo: SummaryMemo | None
-) -> list[Any] | None:
-    """The channel's list when the reducer gets it as it is (a list, no summary memo to cut it)."""
-    values = checkpoint.get("channel_values")
-    value = values.get(key) if values else None
-    if type(value) is list and (summary_memo is None or not _summarizes(reducer)):
-        return value
-    return None
-
-
-def _plain_done(
-    config: RunnableConfig,
-    checkpoint: Checkpoint,
-    new_versions: ChannelVersions,
-    messages_key: str,
-    on_reduce: OnReduce | None,
-    messages: list[Any],
-    result: ReducerResult,
-) -> Checkpoint:
-    """``_put_done`` for a ``_plain_list`` channel, without a ``_ReadyPut``."""
-    if on_reduce is not None or result.pruned:
-        _report(config, checkpoint, messages_key, messages_key in new_versions, None, result, on_reduce)
-    return _stored(checkpoint, messages_key, result, False, _kept_whole(messages, result))
-
-
-def _put_done(put: _ReadyPut, result: ReducerResult) -> Checkpoint:
-    """``_finish``, with the report built only when it is logged or received."""
-    out = _finish(put, result)
-    if put.on_reduce is not None or result.pruned:
-        _reported(put, result)
-    return out
-
-
-def _unreduced(
-    why: str,
-    config: RunnableConfig,
-    checkpoint: Checkpoint,
-    new_versions: ChannelVersions,
-    messages_key: str,
-    on_reduce: OnReduce | None,
-) -> Checkpoint:
-    """A put with nothing to reduce: the checkpoint as it is, reported only to ``on_reduce``."""
-    if on_reduce is not None:
-        _skipped(config, checkpoint, new_versions, messages_key, on_reduce, why)
-    return checkpoint
 
 
 def _namespace(config: Mapping[str, Any]) -> Any:
