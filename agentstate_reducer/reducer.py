@@ -103,6 +103,8 @@ def as_message_list(value: Any) -> list[Any]:
     """``None`` -> ``[]``; one message (dict or object) -> ``[message]``; an iterable -> a new list."""
     if value is None:
         return []
+    if type(value) is list:  # the common call: a list of messages
+        return list(value)
     if is_message_like(value):
         return [value]
     if isinstance(value, str | bytes):

@@ -31,7 +31,7 @@ class ReducerStats:
     repaired: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ReducerResult:
     """``surviving`` and ``pruned`` partition the input, each in original order.
 

@@ -95,8 +95,7 @@ class PrefixMemo:
         or ``(None, 0)``."""
         if not items:
             return None, 0
-        with self._lock:
-            records = self._records
+        records = self._records  # a tuple, replaced whole under the lock: read without it
         first = items[0]
         best, shared = None, 0
         for record in records:

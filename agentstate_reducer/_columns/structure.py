@@ -271,13 +271,15 @@ def same_prefix(own: Sequence[Any], other: Sequence[Any]) -> int:
     n = min(len(own), len(other))
     if not n or own[0] is not other[0]:
         return 0
-    lo, hi = 1, n  # own[:lo] starts the same; the answer is in [lo, hi]
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if own[mid - 1] is other[mid - 1]:
-            lo = mid
-        else:
-            hi = mid - 1
+    lo = n
+    if own[n - 1] is not other[n - 1]:  # they differ before the end of the shorter one
+        lo, hi = 1, n  # own[:lo] starts the same; the answer is in [lo, hi]
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if own[mid - 1] is other[mid - 1]:
+                lo = mid
+            else:
+                hi = mid - 1
     try:
         if (own if lo == len(own) else own[:lo]) == (other if lo == len(other) else other[:lo]):
             return lo
