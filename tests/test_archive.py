@@ -31,6 +31,8 @@ from checkpointers.archive import (
 from checkpointers.saver import ReducingCheckpointSaver
 from tests.convo import BUILDERS, Spec, ids
 
+pytestmark = pytest.mark.slow  # see the slow marker in pyproject.toml
+
 FORMATS = list(BUILDERS)
 NS = ("memories", "t1")
 

@@ -30,6 +30,8 @@ from agentstate_reducer import MessageReducer
 from agentstate_reducer.tokens import heuristic_counter
 from checkpointers.cli.demo_graph import build_demo_graph, turn_input
 
+pytestmark = pytest.mark.slow  # see the slow marker in pyproject.toml
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ERROR = "agentstate-reducer: error: "
 

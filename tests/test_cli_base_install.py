@@ -10,6 +10,8 @@ import pytest
 
 from tests.test_checkpointers_import import _run_without_langgraph
 
+pytestmark = pytest.mark.slow  # see the slow marker in pyproject.toml
+
 
 def _cli(tmp_path: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     code = f"import sys\nfrom checkpointers.cli.main import main\nsys.exit(main({list(argv)!r}))\n"

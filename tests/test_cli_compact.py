@@ -32,6 +32,8 @@ from tests.test_cli import (  # noqa: F401  (store_url is a fixture)
     turn_dicts,
 )
 
+pytestmark = pytest.mark.slow  # see the slow marker in pyproject.toml
+
 NUMBERS = ("checkpoints_before", "checkpoints_after", "checkpoints_written", "checkpoints_deleted",
            "writes_deleted", "blobs_deleted", "threads_trimmed", "threads_deleted", "kept_whole")
 

@@ -22,6 +22,8 @@ from checkpointers.cli.render import Progress, ascii_chart
 from checkpointers.cli.urls import parse_store_url
 from tests.test_cli import open_saver, seed_threads
 
+pytestmark = pytest.mark.slow  # see the slow marker in pyproject.toml
+
 ROOT = Path(__file__).resolve().parent.parent
 
 ERROR = "agentstate-reducer: error: "

@@ -41,6 +41,8 @@ from checkpointers.cli.redact import (
 from checkpointers.cli.urls import parse_store_url
 from tests.test_cli import seed_threads
 
+pytestmark = pytest.mark.slow  # see the slow marker in pyproject.toml
+
 MARKER = "S3cr3t"
 SECRET_ENV = ("COSMOSDB_KEY", "COSMOSDB_ENDPOINT", "PGPASSWORD")
 # A valid base64 Cosmos DB key holding the marker (the local Cosmos DB server accepts any key).

@@ -29,6 +29,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kind", "extended"), CASES)
 async def test_conformance_full(
     kind: str, extended: dict[str, int], tmp_path: Path, request: pytest.FixtureRequest

@@ -15,7 +15,7 @@ from checkpointers import ReducingCheckpointSaver
 from checkpointers.cosmosdb import AsyncCosmosDBSaver, CosmosDBSaver
 from tests.cosmos_service import CosmosServer
 
-pytestmark = pytest.mark.cosmos
+pytestmark = [pytest.mark.cosmos, pytest.mark.slow]
 
 EXPECTED = {
     "put": 17,

@@ -169,6 +169,7 @@ async def test_a_failed_put_keeps_the_values_a_stored_checkpoint_reads(
     assert sorted(i["id"] for i in items_of_thread(cosmos_server, cosmos_database)) == before
 
 
+@pytest.mark.slow
 async def test_pending_writes_failing_at_a_later_batch_leave_the_checkpoint_readable(
     armed: Any, cosmos_server: CosmosServer, cosmos_database: str
 ) -> None:

@@ -31,7 +31,7 @@ from tests.scenario_graph import (
     thread_config,
 )
 
-pytestmark = pytest.mark.cosmos
+pytestmark = [pytest.mark.cosmos, pytest.mark.slow]
 
 TURNS = 8
 MAX = 12

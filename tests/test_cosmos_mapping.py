@@ -52,6 +52,7 @@ def test_long_values_are_hashed_and_short() -> None:
     assert LEGAL_ID.match(wid) and len(wid.encode()) <= 1023
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(st.text(max_size=60), st.text(max_size=60))
 def test_encode_part_is_injective_and_legal(a: str, b: str) -> None:
@@ -60,6 +61,7 @@ def test_encode_part_is_injective_and_legal(a: str, b: str) -> None:
     assert ea == "" or re.fullmatch(r"[A-Za-z0-9_.\-~]+", ea)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(*[st.lists(st.text(max_size=20), min_size=3, max_size=3)] * 2)
 def test_item_ids_are_injective(x: list[str], y: list[str]) -> None:
@@ -283,12 +285,14 @@ def test_check_name_raises_only_value_error_and_only_for_bad_names(name: str) ->
         assert not bad
 
 
+@pytest.mark.slow
 @given(st.binary(min_size=1, max_size=96), st.sampled_from(["", " ", "\n", "\t "]))
 @settings(max_examples=200, deadline=None)
 def test_check_account_key_accepts_every_base64_key(raw: bytes, pad: str) -> None:
     m.check_account_key(pad + base64.b64encode(raw).decode() + pad, "given as credential=")
 
 
+@pytest.mark.slow
 @given(
     st.binary(min_size=12, max_size=96),
     st.sampled_from(["drop-padding", "urlsafe", "foreign", "inner-space", "truncate"]),

@@ -21,7 +21,7 @@ from checkpointers.retention import asweep, sweep
 from tests.cosmos_service import CosmosServer
 from tests.scenario_graph import arun_turns, build_graph, run_turns, thread_config, turn_ids
 
-pytestmark = pytest.mark.cosmos
+pytestmark = [pytest.mark.cosmos, pytest.mark.slow]
 
 
 def reducer() -> MessageReducer:

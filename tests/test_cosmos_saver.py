@@ -270,6 +270,7 @@ async def test_pending_writes_order_and_special_channels(make: Make) -> None:
 # -- large values ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_3mb_state_is_chunked_and_reassembled(
     make: Make, cosmos_server: CosmosServer, cosmos_database: str
 ) -> None:
@@ -378,6 +379,7 @@ def test_ttl_is_validated(ttl: Any) -> None:
 # -- metadata filters --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_metadata_filter_and_injection_attempts(make: Make) -> None:
     api = await make()
     ids = await api.chain(
@@ -428,6 +430,7 @@ async def test_metadata_filter_and_injection_attempts(make: Make) -> None:
 # -- listing -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 async def test_list_across_threads_limit_and_before(make: Make) -> None:
     api = await make()
     all_ids: list[str] = []
@@ -711,6 +714,7 @@ def test_constructor_errors(cosmos_server: CosmosServer, monkeypatch: pytest.Mon
         )
 
 
+@pytest.mark.slow
 def test_seed_example_with_endpoint_and_key_from_the_environment(
     cosmos_server: CosmosServer, cosmos_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

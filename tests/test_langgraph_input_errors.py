@@ -512,6 +512,7 @@ def _outcome(merge: Callable[[Any, Any], list[Any]], existing: list[Any], new: l
     return "ok", ""
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(st.lists(_MESSAGE, min_size=1, max_size=3), st.booleans())
 def test_random_malformed_messages_raise_type_or_value_error(new: list[Any], as_existing: bool) -> None:

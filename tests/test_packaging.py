@@ -9,6 +9,10 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # see the slow marker in pyproject.toml
+
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("agentstate_reducer", "checkpointers")
 

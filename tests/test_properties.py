@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -292,6 +293,7 @@ def _count_chars(message: Any) -> int:
     return len(str(read_message(message).content or "")) // 4 + 3
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     convo=shaped(),
@@ -311,6 +313,7 @@ def test_token_mode_contract(
     _check_contract(convo[1], cfg)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(convo=shaped(), preserve_first=st.booleans())
 def test_untriggered_contract(convo: tuple[str, list[Any]], preserve_first: bool) -> None:
@@ -318,6 +321,7 @@ def test_untriggered_contract(convo: tuple[str, list[Any]], preserve_first: bool
     _check_contract(convo[1], ReducerConfig(preserve_first=preserve_first))
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     convo=shaped(),

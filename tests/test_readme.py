@@ -176,6 +176,7 @@ def test_each_example_names_its_extras(block: Block) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda block: block.label)
 def test_each_example_runs_alone_twice_in_an_empty_folder(
     block: Block, tmp_path: Path, tiktoken_cache: Path, request: pytest.FixtureRequest

@@ -51,6 +51,7 @@ def file_bytes(path: Path, conn: sqlite3.Connection) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_bytes_stay_flat_over_200_turns_with_keep_last_2(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
@@ -163,6 +164,7 @@ def _roots(inner: Any, thread_id: str) -> list[str]:
     return sorted(t.config["configurable"]["checkpoint_id"] for t in inner.list(thread_config(thread_id)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", KINDS)
 def test_sigkill_during_retention_leaves_the_latest_checkpoint_intact(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest

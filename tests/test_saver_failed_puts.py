@@ -223,6 +223,7 @@ async def test_retried_async_runs_summarize_each_message_once(kind: str, seed: i
         assert_summarized_once_and_nothing_lost(outage, stored, ever_stored)
 
 
+@pytest.mark.slow
 def test_some_seeds_fail_a_put_that_carries_a_new_summary(tmp_path: Path) -> None:
     """The seeds above exercise the case that matters: a put fails right after its summary was made."""
     hits = 0

@@ -323,6 +323,7 @@ async def test_pruned_items_go_to_the_archive_under_the_session_id(tmp_path: Pat
     inner.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["SQLiteSession", "AsyncSQLiteSession"])
 def test_a_process_killed_while_replacing_the_items_loses_none(tmp_path: Path, kind: str) -> None:
     db, store_path = tmp_path / "chats.db", tmp_path / "archive.db"

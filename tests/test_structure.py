@@ -6,6 +6,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -51,6 +52,7 @@ def _check(msgs: list[Any], lo: int, cut: int) -> None:
     assert window(expected, lo, cut) == read_structure(msgs, lo, cut)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(histories, st.integers(0, 12), st.integers(0, 12))
 def test_read_structure_equals_read_message(msgs: list[Any], lo: int, cut: int) -> None:

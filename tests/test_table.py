@@ -8,6 +8,7 @@ import pickle
 from itertools import accumulate
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -144,6 +145,7 @@ def test_the_table_plans_every_plain_history_as_the_reference_does(
     assert fast is not None
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     fmt=st.sampled_from(PLAIN_SHAPES),

@@ -259,6 +259,7 @@ def change(family: str, how: Any, msg: Any, op: str, text: str) -> None:
         setattr(msg, field, value)  # pydantic: a declared field in __dict__, else an extra
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("counter_name", ["heuristic", "tiktoken"])
 @settings(max_examples=150, deadline=None)
 @given(

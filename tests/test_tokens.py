@@ -565,6 +565,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 def test_count_mode_never_loads_tiktoken_nor_warns(listener: _ConnectionCounter, tmp_path: Path) -> None:
     """tiktoken installed, its cache empty, the network refused: a count-mode reducer, saver (with
     a summarizer), middleware in both modes and the CLI demo count no token, so they never try the

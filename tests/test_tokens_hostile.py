@@ -439,6 +439,7 @@ NORMAL = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("counter_name", list(COUNTERS))
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
