@@ -45,5 +45,6 @@ echo "== pytest"
 if [ $# -eq 0 ]; then
   # the property tests again with the column path off: the reference alone gives the same answers
   echo "== pytest, reference path (AGENTSTATE_REDUCER_REFERENCE=1)"
-  AGENTSTATE_REDUCER_REFERENCE=1 "$PY" -m pytest -q tests/test_properties.py tests/test_validity.py
+  AGENTSTATE_REDUCER_REFERENCE=1 "$PY" -m pytest -q tests/test_properties.py tests/test_validity.py \
+    tests/test_warm_equals_fresh.py tests/test_reference_switch.py
 fi
