@@ -454,13 +454,19 @@ class MessageReducer:
         whole = surviving is step.messages
         tail = call.tail if whole and call.tail is not None else tail_of(surviving)
         sendable = Sendable(tail, again)
+        # the input is this call's own list unless it is handed back as ``surviving``: then the
+        # memo keeps a copy, and a table read from the input reads from that copy
+        items = list(step.messages) if whole else step.messages
+        table = call.table
+        if whole and table is not None and table.keys is step.messages:
+            table = table._replace(keys=items)
         if whole:
             call.memo.keep(
-                step.messages, call.extends, counts=call.counts, table=call.table, sendable=sendable
+                items, call.extends, owned=True, counts=call.counts, table=table, sendable=sendable
             )
             return
-        if call.counts is not None or call.table is not None:
-            call.memo.keep(step.messages, call.extends, counts=call.counts, table=call.table)
+        if call.counts is not None or table is not None:
+            call.memo.keep(items, call.extends, owned=True, counts=call.counts, table=table)
         call.memo.keep(surviving, sendable=sendable)
 
     def _run_hooks(self, pruned: list[Any], namespace: Any) -> None:

@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from agentstate_reducer.planner import Tail
     from agentstate_reducer.results import ReducerStats
 
-#: records kept, none a prefix of another: an input and the output cut from it, a history and
-#: its copy reloaded from a checkpoint
-SLOTS: Final = 3
+#: records kept, none a prefix of another: an input and the output cut from it, for each of two
+#: histories that alternate (one and its copy reloaded from a checkpoint)
+SLOTS: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +105,14 @@ class PrefixMemo:
                     best, shared = record, k
         return best, shared
 
-    def keep(self, items: list[Any], extends: Remembered | None = None, **learned: Any) -> Remembered:
-        """Remember ``items`` (copied) with what was learned about it (``Remembered``'s fields),
-        newest first, in place of the records of lists it extends (or repeats). ``extends``: a
-        record the caller knows ``items`` extends (from ``recall``), not compared again."""
-        record = Remembered(list(items), **learned)
+    def keep(
+        self, items: list[Any], extends: Remembered | None = None, *, owned: bool = False, **learned: Any
+    ) -> Remembered:
+        """Remember ``items`` with what was learned about it (``Remembered``'s fields), newest
+        first, in place of the records of lists it extends (or repeats). ``extends``: a record the
+        caller knows ``items`` extends (from ``recall``), not compared again. ``owned``: ``items``
+        is a list no one else holds or changes (the memo keeps it as it is), else it is copied."""
+        record = Remembered(items if owned else list(items), **learned)
         new = record.items
         n = len(new)
 

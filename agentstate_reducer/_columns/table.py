@@ -44,8 +44,9 @@ _GROW: Final = object()
 class TableState(NamedTuple):
     """The planner's table of a window of a list (``memo.Remembered.table``): ``keys``, what
     the table was read from (the messages in count mode, their readings in token mode: the count
-    cache hands back a new reading for a message changed in place), the indices of pinned kinds,
-    and the table. A later list whose first ``known`` keys are these objects, with ``known`` at
+    cache hands back a new reading for a message changed in place; the list planned, kept as it
+    is: whoever remembers the state owns it, see ``reducer._remember``), the indices of pinned
+    kinds, and the table. A later list whose first ``known`` keys are these objects, with ``known`` at
     least the window's start, has only its new messages read. Never changed once made."""
 
     keys: list[Any]
@@ -142,7 +143,7 @@ def plan_by_table(
         if lo == 0:
             return None, None
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
-    state = TableState(list(keys), kind_pinned, table)
+    state = TableState(keys if type(keys) is list else list(keys), kind_pinned, table)
     if not isinstance(out, tuple):
         return None, state
     members, kept_cost = out
