@@ -17,10 +17,11 @@ The assumptions every user of the memo relies on, in one place (docs/contract.md
    equal copy (a checkpoint read back, a deep copy) shares no prefix: it costs what a fresh
    reducer costs on it, never more, and the next call on those objects is warm again.
 2. **Records never change.** ``keep`` stores a record whose lists nobody changes afterwards: the
-   memo copies the caller's list, and what the users attach is built for the record (a later
-   call copies the prefix it reuses). A record handed out stays valid for as long as it is held,
-   whatever other calls do meanwhile, so threads and asyncio tasks sharing one reducer need no
-   ownership: the lock guards only the choice of records.
+   memo copies the caller's list unless it is handed over (``owned``), and what the users attach
+   is built for the record (a later call copies the prefix it reuses). A record handed out
+   stays valid for as long as it is held, whatever other calls do meanwhile, so threads and
+   asyncio tasks sharing one reducer need no ownership: the lock guards only the choice of
+   records.
 3. **Only a cache.** A record that does not apply (another list, a shorter prefix than a user
    needs) is ignored, and every user then reads what it needs from the list itself; the memo
    changes what a call costs, never what it returns. ``deepcopy``/``pickle`` of a reducer start
@@ -107,7 +108,7 @@ class PrefixMemo:
 
     def keep(
         self, items: list[Any], extends: Remembered | None = None, *, owned: bool = False, **learned: Any
-    ) -> Remembered:
+    ) -> None:
         """Remember ``items`` with what was learned about it (``Remembered``'s fields), newest
         first, in place of the records of lists it extends (or repeats). ``extends``: a record the
         caller knows ``items`` extends (from ``recall``), not compared again. ``owned``: ``items``
@@ -126,8 +127,3 @@ class PrefixMemo:
         with self._lock:
             others = tuple(r for r in self._records if not superseded(r))
             self._records = (record, *others)[:SLOTS]
-        return record
-
-    def clear(self) -> None:
-        with self._lock:
-            self._records = ()

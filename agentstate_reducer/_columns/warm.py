@@ -3,8 +3,9 @@ message at a time) answers through these functions when the column path is on.
 
 A warm check maps over the whole list at C speed: a dict compared whole with its snapshot, a
 LangChain message's ``fast_view`` (class, declared fields, extras: one C call) compared with its
-snapshot. The columns of the last calls (``_Memo``) let a list that starts with the same
-messages take their snapshots, counts and readings without a lookup each. Every function equals
+snapshot. The columns of a list the reducer remembers (``CountColumns``, in its memo) let a list
+that starts with the same messages take their snapshots, counts and readings without a lookup
+each. Every function equals
 the reference on every input (tests/test_tokens*.py compare them); where it cannot answer (a
 mixed list, an unusual class, an ``==`` that raises) it falls back to the reference.
 """
@@ -143,12 +144,10 @@ def confirm(
         return False
 
 
-def read_and_count(
-    counter: TokenCounter, messages: Sequence[Any], *, trust: bool
-) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
+def read_and_count(counter: TokenCounter, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo]]:
     """``TokenCounter.read_and_count`` by columns (no memo: every message is checked)."""
     counts, infos, _, _ = count(counter, messages)
-    return counts, infos, None
+    return counts, infos
 
 
 def count(
@@ -188,8 +187,8 @@ def count(
     if len(missed) == n:
         counts, infos = sub_counts, sub_infos
     else:
-        for i, count, info in zip(missed, sub_counts, sub_infos, strict=True):
-            counts[i] = count
+        for i, tokens, info in zip(missed, sub_counts, sub_infos, strict=True):
+            counts[i] = tokens
             infos[i] = info
     keys = list(map(id, sub))
     admit: Sequence[int] = range(len(sub))
@@ -414,9 +413,9 @@ class ColumnPath:
     """``tokens.cache.WarmPath`` by the functions of this module."""
 
     def read_and_count(
-        self, counter: TokenCounter, messages: Sequence[Any], *, trust: bool
-    ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
-        return read_and_count(counter, messages, trust=trust)
+        self, counter: TokenCounter, messages: Sequence[Any]
+    ) -> tuple[list[int], list[MessageInfo]]:
+        return read_and_count(counter, messages)
 
     def confirm(
         self,

@@ -55,14 +55,14 @@ class Unchecked(NamedTuple):
 
 
 class WarmPath(Protocol):
-    """A faster way to answer ``TokenCounter.read_and_count(_unchecked)`` and ``confirm``, equal
+    """A faster way to answer ``TokenCounter.read_and_count`` and ``confirm``, equal
     to the one-by-one reference on every input: the column path (``agentstate_reducer._columns``)
     installs one with ``use_warm_path``; without one, every counter answers one message at a
     time."""
 
     def read_and_count(
-        self, counter: TokenCounter, messages: Sequence[Any], *, trust: bool
-    ) -> tuple[list[int], list[MessageInfo], Unchecked | None]: ...
+        self, counter: TokenCounter, messages: Sequence[Any]
+    ) -> tuple[list[int], list[MessageInfo]]: ...
 
     def confirm(
         self,
@@ -184,8 +184,9 @@ class TokenCounter:
         """``(counts, infos)``: each message's token count and its ``read_message`` reading, from
         the cache where it is still right (the planner then needs not read messages again).
         What is cached when: see the class docstring."""
-        counts, infos, _ = self._read_and_count(messages, trust=False)
-        return counts, infos
+        if _warm:
+            return _warm[0].read_and_count(self, messages)
+        return self._read_and_count_each(messages)
 
     def read_and_count_unchecked(
         self, messages: Sequence[Any]
@@ -193,7 +194,8 @@ class TokenCounter:
         """``read_and_count``, with the ``Unchecked`` counts a memo leaves to ``confirm``: a
         counter on its own keeps no memo, so every message is checked and the third value is
         None. (A reducer passes the column path its memo: ``_columns.count``.)"""
-        return self._read_and_count(messages, trust=True)
+        counts, infos = self.read_and_count(messages)
+        return counts, infos, None
 
     def confirm(
         self, messages: Sequence[Any], unchecked: Unchecked, lo: int, extra: Sequence[int] = ()
@@ -210,16 +212,11 @@ class TokenCounter:
         except Exception:  # a declared field gone, an == that raises: not confirmed
             return False
 
-    def _read_and_count(
-        self, messages: Sequence[Any], *, trust: bool
-    ) -> tuple[list[int], list[MessageInfo], Unchecked | None]:
-        """``read_and_count``; with ``trust``, ``read_and_count_unchecked``. The reference: each
-        message looked up, checked and, when missed, counted and cached on its own."""
-        if _warm:
-            return _warm[0].read_and_count(self, messages, trust=trust)
+    def _read_and_count_each(self, messages: Sequence[Any]) -> tuple[list[int], list[MessageInfo]]:
+        """``read_and_count`` by the reference: each message looked up, checked and, when
+        missed, counted and cached on its own."""
         if self.cache_size <= 0:
-            counts, infos = self._count_each(messages, by_id=False)
-            return counts, infos, None
+            return self._count_each(messages, by_id=False)
         with self._lock:
             counts, infos, missed = self._lookup_each(messages)
             self.hits += len(messages) - len(missed)
@@ -231,7 +228,7 @@ class TokenCounter:
                 counts[i] = count
                 infos[i] = info
             self._admit(sub, list(map(id, sub)), sub_infos, sub_counts, messages)
-        return counts, infos, None
+        return counts, infos
 
     def _count_each(self, messages: Sequence[Any], *, by_id: bool) -> tuple[list[int], list[MessageInfo]]:
         """``(counts, infos)`` of messages counted now, one at a time. With ``by_id``, a message
