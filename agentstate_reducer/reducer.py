@@ -277,8 +277,8 @@ class MessageReducer:
             )
             if fast is not None:
                 return fast
-            if infos is None:
-                pinned_kinds = _columns.pinned_indices(messages)
+            if infos is None:  # the kinds the table read (from readings the reference reads them)
+                pinned_kinds = call.table.kind_pinned
         return plan(
             messages,
             _one if costs is None else costs.__getitem__,

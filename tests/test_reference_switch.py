@@ -41,7 +41,6 @@ def reference_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _columns.use(False)
     monkeypatch.setattr(_columns, "plan", refuse)
     monkeypatch.setattr(_columns, "count", refuse)
-    monkeypatch.setattr(_columns, "pinned_indices", refuse)
     monkeypatch.setattr(_columns.warm, "read_and_count", refuse)
     try:
         yield

@@ -10,11 +10,10 @@ same way (tests/test_table.py, tests/test_properties.py compare the two with hyp
 The surface:
 
 * ``PrefixMemo``: a reducer's one memo of the lists it handled (``memo``: its assumptions);
-* ``plan(...) -> (Plan | None, TableState | None)``: ``planner.plan`` by columns
-  (``table.plan_by_table``), with the table read for the memo;
+* ``plan(...) -> (Plan | None, TableState)``: ``planner.plan`` by columns
+  (``table.plan_by_table``), with the table read for the memo (and the pinned kinds it read);
 * ``count(counter, messages, prior, shared) -> Counted``: a ``TokenCounter``'s counts and
   readings by columns, those of the memo's prefix unchecked (``warm``);
-* ``pinned_indices(messages)``: the indices of pinned kinds, read by columns;
 * ``newest_over(costs, amount)``: where the newest messages worth more than ``amount`` start;
 * the counter's warm check by columns, installed into ``tokens.cache`` on import.
 
@@ -28,7 +27,6 @@ from __future__ import annotations
 import os
 
 from agentstate_reducer._columns import warm
-from agentstate_reducer._columns.bulk import pinned_indices
 from agentstate_reducer._columns.memo import PrefixMemo, Remembered, Sendable
 from agentstate_reducer._columns.table import TableState, newest_over, plan_by_table
 from agentstate_reducer._columns.warm import CountColumns, Counted, count
@@ -59,7 +57,6 @@ __all__ = [
     "count",
     "enabled",
     "newest_over",
-    "pinned_indices",
     "plan",
     "use",
 ]

@@ -83,13 +83,14 @@ def plan_by_table(
     triggered: bool = True,
     prior: TableState | None = None,
     slack: int = _SLACK,
-) -> tuple[Plan | None, TableState | None]:
+) -> tuple[Plan | None, TableState]:
     """``planner.plan`` of ``messages``, or None when the window it needs is not of plain
     structure. ``costs`` are the messages' tokens (token mode) or None (count mode: each
     message costs 1 and pinned messages nothing); ``infos`` their readings when made already;
     ``prior``: a remembered table of a list that may start with these (``known_of``);
     ``slack``: how many messages the first window reads beyond the budget's worth. Returns the
-    plan (None: not of plain structure) and the table read, for the memo."""
+    plan (None: not of plain structure) and the table read, for the memo (its ``kind_pinned``
+    are the indices of pinned kinds, which the reference planner can take from it)."""
     n = len(messages)
     keys = messages if infos is None else infos
     known = known_of(prior, keys)
@@ -138,13 +139,11 @@ def plan_by_table(
                 chunk = read_structure(messages, lo, table.lo if table is not None else None)
             table = chunk if table is None else joined(chunk, table)
         out = _decide(table, n, pinned, costs, room, start_on_human)
-        if out is not _GROW:
+        if out is not _GROW or lo == 0:
             break
-        if lo == 0:
-            return None, None
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
     state = TableState(keys if type(keys) is list else list(keys), kind_pinned, table)
-    if not isinstance(out, tuple):
+    if not isinstance(out, tuple):  # not of plain structure, or older than the whole list
         return None, state
     members, kept_cost = out
     runs = None
