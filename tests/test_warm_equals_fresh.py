@@ -474,7 +474,6 @@ def test_langgraph_annotation_warm_equals_fresh(
     """``as_langgraph_reducer()`` merges by id (``add_messages``) and prunes: warm, across updates
     of two threads' states, it returns what a fresh reducer's annotation returns. LangGraph makes
     dicts into LangChain messages, new objects on each call: those are compared by equality."""
-    pytest.importorskip("langgraph")
     if prompt:
         _share_prompt([first, second])
     warm = MessageReducer(config=policy.config).as_langgraph_reducer()
