@@ -34,7 +34,15 @@ from pathlib import Path
 from typing import Any
 
 # Run as `python -m benchmarks` from the repository root; the modules import the installed package.
-MODULES = ("bench_core", "bench_tokens", "bench_bulk", "bench_savers", "bench_cosmos", "bench_middleware")
+MODULES = (
+    "bench_core",
+    "bench_tokens",
+    "bench_bulk",
+    "bench_savers",
+    "bench_cosmos",
+    "bench_middleware",
+    "bench_frameworks",
+)
 COLUMNS = ("module", "benchmark", "metric", "ratio", "target", "met")
 
 _TARGET = re.compile(r"\s*(>=|<=|>|<|==)?\s*(-?\d+(?:\.\d+)?)\s*x?\s*")

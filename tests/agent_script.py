@@ -28,6 +28,8 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from pydantic import PrivateAttr
 
+from tests.provider_rules import anthropic_errors, openai_errors
+
 
 @tool
 def lookup(q: str) -> str:
@@ -132,72 +134,7 @@ def turns(n: int, start: int = 0) -> Iterator[Any]:
         yield {"messages": [{"role": "user", "content": f"q{i} " + "please " * 5}]}
 
 
-# -- validity, from the providers' documented rules ----------------------------------------------
-
-
-def openai_errors(payload: list[dict[str, Any]]) -> list[str]:
-    """Chat Completions: system/developer messages aside (allowed anywhere), the first message is
-    the user's; a
-    ``tool`` message answers a ``tool_calls`` id of the assistant message right before the run of
-    tool messages it is in; every such id is answered before the next non-tool message; a request
-    does not end with unanswered calls."""
-    out: list[str] = []
-    pending: set[str] = set()
-    seen_other = False
-    for i, m in enumerate(payload):
-        role = m["role"]
-        if role in ("system", "developer"):
-            continue
-        if not seen_other and role != "user":
-            out.append(f"openai: the first message after the system prompt is {role}, not user")
-        seen_other = True
-        if role == "tool":
-            if m.get("tool_call_id") not in pending:
-                out.append(f"openai: tool message {m.get('tool_call_id')} at {i} answers no preceding call")
-            pending.discard(str(m.get("tool_call_id")))
-            continue
-        if pending:
-            out.append(f"openai: calls {sorted(pending)} unanswered before message {i}")
-        pending = {c["id"] for c in m.get("tool_calls") or []} if role == "assistant" else set()
-    if pending:
-        out.append(f"openai: calls {sorted(pending)} unanswered at the end of the request")
-    if not seen_other:
-        out.append("openai: no conversation message")
-    return out
-
-
-def _blocks(content: Any, kind: str) -> list[dict[str, Any]]:
-    if not isinstance(content, list):
-        return []
-    return [b for b in content if isinstance(b, dict) and b.get("type") == kind]
-
-
-def anthropic_errors(system: Any, payload: list[dict[str, Any]]) -> list[str]:
-    """Messages API: the system prompt is a parameter (no system role in ``messages``); the first
-    message is the user's; each assistant ``tool_use`` is answered by a ``tool_result`` in the
-    very next (user) message, and each ``tool_result`` answers a ``tool_use`` of the assistant
-    message right before it; the request ends with a user message."""
-    out: list[str] = []
-    if not payload:
-        return ["anthropic: no messages"]
-    if payload[0]["role"] != "user":
-        out.append(f"anthropic: first message is {payload[0]['role']}, not user")
-    previous_uses: set[str] = set()
-    for i, m in enumerate(payload):
-        if m["role"] not in ("user", "assistant"):
-            out.append(f"anthropic: role {m['role']} at {i}")
-        results = {b.get("tool_use_id") for b in _blocks(m["content"], "tool_result")}
-        if m["role"] == "user":
-            for r in sorted(results - previous_uses, key=str):
-                out.append(f"anthropic: tool_result {r} at {i} answers no tool_use of the message before")
-        if previous_uses - results:
-            out.append(f"anthropic: tool_use {sorted(previous_uses - results)} not answered at {i}")
-        previous_uses = (
-            {b["id"] for b in _blocks(m["content"], "tool_use")} if m["role"] == "assistant" else set()
-        )
-    if payload[-1]["role"] != "user":
-        out.append("anthropic: the request does not end with a user message")
-    return out
+# -- validity, from the providers' documented rules (tests/provider_rules.py) --------------------
 
 
 def provider_errors(call: list[BaseMessage]) -> list[str]:

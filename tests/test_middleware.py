@@ -869,12 +869,20 @@ def test_a_call_before_trailing_unknown_role_messages_is_not_sent() -> None:
     assert [m.id for m in request.messages] == ["h0", "u"]
 
 
+def test_the_old_import_path_names_the_same_objects() -> None:
+    import agentstate_reducer.integrations.langchain as new
+    import agentstate_reducer.middleware as old
+
+    assert set(old.__all__) == set(new.__all__)
+    assert all(getattr(old, name) is getattr(new, name) for name in new.__all__)
+
+
 def test_the_middleware_modules_doctests() -> None:
     import doctest
     import importlib
 
-    names = ("", "._bounded", "._repair", "._triggers")
+    names = ("langchain", "langchain._triggers", "_bounded", "_common")
     for name in names:
-        module = importlib.import_module(f"agentstate_reducer.middleware{name}")
+        module = importlib.import_module(f"agentstate_reducer.integrations.{name}")
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, (name, result)

@@ -1,4 +1,4 @@
-"""``BoundedMap``: the per-thread notes of ``ReducerMiddleware``, never more than ``max_size``.
+"""``BoundedMap``: the per-thread notes of the integrations, never more than ``max_size``.
 
 >>> notes: BoundedMap[str, int] = BoundedMap(2)
 >>> notes.put("a", 1), notes.put("b", 2), notes.put("a", 3)

@@ -11,8 +11,7 @@ import dataclasses
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from langchain.agents.middleware.context_editing import ClearToolUsesEdit
 from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
@@ -21,9 +20,11 @@ from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
-from ..reducer import MessageReducer, ReducerResult
-from ..summary import MemoizedReduction, SummaryMemo, is_summary_message
-from ._bounded import BoundedMap
+from agentstate_reducer.integrations._bounded import BoundedMap
+from agentstate_reducer.integrations._common import Mode, ReduceRecord
+from agentstate_reducer.reducer import MessageReducer, ReducerResult
+from agentstate_reducer.summary import MemoizedReduction, SummaryMemo, is_summary_message
+
 from ._repair import RequestRepair, merge_system
 from ._summarizer import summary_fields
 from ._triggers import (
@@ -42,39 +43,8 @@ __all__ = ["Mode", "ReduceRecord", "ReducerMiddleware"]
 
 logger = logging.getLogger("agentstate_reducer.middleware")
 
-Mode = Literal["state", "request"]
-
 #: ``_reduced_at``'s answer for a thread no reduction has pruned (an AI message id may be None)
 _NOT_REDUCED = object()
-
-
-@dataclass(frozen=True, slots=True)
-class ReduceRecord:
-    """What the middleware did for one model call (``on_reduce``).
-
-    ``messages_*``/``tokens_*`` count the conversation messages sent to the model, without the
-    system message, before and after the middleware changed the request (in state mode "before"
-    is the state before ``before_model`` reduced it, when it did).
-    """
-
-    mode: Mode
-    thread_id: str | None
-    messages_before: int
-    messages_after: int
-    tokens_before: int
-    tokens_after: int
-    #: a trigger fired (by count, tokens or fraction) for this call
-    triggered: bool
-    #: ids of the messages pruned by the reduction (the replaced summary included)
-    pruned: tuple[str | None, ...] = ()
-    #: tool call ids whose results were replaced by the placeholder (``clear_tool_results``)
-    cleared: tuple[str, ...] = ()
-    #: ids of the messages the request validation removed (a broken history)
-    repaired: tuple[str | None, ...] = ()
-    #: a new running summary was injected
-    summarized: bool = False
-    #: ``repr`` of the summarizer's error, when it failed (nothing was pruned then)
-    summary_error: str | None = None
 
 
 def _ids(messages: Sequence[Any]) -> tuple[str | None, ...]:

@@ -14,7 +14,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 from langchain_core.messages.utils import get_buffer_string
 from langgraph.constants import TAG_NOSTREAM
 
-from ..config import ReducerConfig
+from agentstate_reducer.config import ReducerConfig
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "ModelSummarizer", "summary_fields"]
 

@@ -1,0 +1,18 @@
+"""One thin module per agent framework over the one core; none is imported by this package.
+
+Each module imports its framework when it is imported (its ImportError names the extra to
+install from the checkout) and adapts the framework's own place for a history reducer:
+
+* ``integrations.langchain``: ``ReducerMiddleware`` for LangChain 1.x ``create_agent``
+  (also importable as ``agentstate_reducer.middleware``), extra ``langchain``;
+* ``integrations.openai_agents``: ``ReducingSession`` for the OpenAI Agents SDK (also
+  ``agentstate_reducer.sessions``), extra ``openai-agents``;
+* ``integrations.crewai``: ``ReducerHook``, a pre-model-call hook, extra ``crewai``;
+* ``integrations.pydantic_ai``: ``ReduceHistory``, a capability, extra ``pydantic-ai``;
+* ``integrations.google_adk``: ``ReducerCallback`` and ``ReducerPlugin``, extra ``google-adk``;
+* ``integrations.autogen``: ``ReducingChatCompletionContext``, extra ``autogen``.
+
+What they share (building the reducer, the request repair, ``ReduceRecord``, the running
+summary in a framework's own message class, one model call's flow) is ``integrations._common``,
+which imports only the core.
+"""

@@ -1,0 +1,535 @@
+"""What every framework integration shares, over the one core.
+
+* ``build_reducer``: the reducer an integration runs with, from a ``MessageReducer`` or its
+  keyword arguments, the integration's ``preserve_first`` and an optional summarizer.
+* ``RequestRepair``: the messages of a model call made sendable by the planner's rules.
+* ``ReduceRecord``: what an integration did for one model call (``on_reduce``).
+* ``NativeSummaries``: the running summary in a framework's own message class, which may have no
+  room for the core's summary id and marker.
+* ``RequestWindow``: request mode for messages without ids: what the running summary covers,
+  by position in a history that only grows.
+* ``CallFlow``: one bounded model call, sync or async, through the pieces above.
+
+Imports only the core; each framework module imports its framework and this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import re
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from agentstate_reducer.config import ReducerConfig
+from agentstate_reducer.messages import read_message
+from agentstate_reducer.reducer import MessageReducer, ReducerResult
+from agentstate_reducer.summary import (
+    SUMMARY_ID,
+    SUMMARY_MARKER,
+    SUMMARY_PREFIX,
+    is_summary_message,
+    leading_summaries,
+    with_summary,
+)
+
+from ._bounded import BoundedMap
+
+__all__ = [
+    "CallFlow",
+    "Mode",
+    "NativeSummaries",
+    "ReduceRecord",
+    "RequestRepair",
+    "RequestWindow",
+    "build_reducer",
+    "message_ids",
+    "missing_extra",
+]
+
+Mode = Literal["state", "request"]
+
+#: The reducer an integration runs with when it is given none.
+DEFAULT_LIMITS: Final[Mapping[str, int]] = {"min_messages": 20, "max_messages": 40}
+
+
+def missing_extra(what: str, package: str, extra: str) -> str:
+    """The ImportError text of an integration whose framework is not installed."""
+    return (
+        f"{what} needs the {package!r} package: install the {extra!r} extra from the "
+        f'agentstate-reducer checkout: pip install ".[{extra}]"'
+    )
+
+
+# -- the reducer ---------------------------------------------------------------------------------
+
+
+def _is_async(fn: Any) -> bool:
+    call = fn.__call__ if callable(fn) and not inspect.isfunction(fn) else None
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
+
+
+def summarizer_fields(summarizer: Any, config: ReducerConfig) -> dict[str, Any]:
+    """The ``ReducerConfig`` fields for ``summarizer``, a callable ``(messages) -> str`` or an async
+    one, replacing the reducer's; with a summarizer (given or the reducer's) the summary is
+    injected: it is the running summary that stands for what was pruned."""
+    if summarizer is None:
+        has = config.summarize_fn is not None or config.asummarize_fn is not None
+        return {"inject_summary": has}
+    if not callable(summarizer):
+        raise TypeError(
+            "summarizer must be a callable (messages) -> str or an async callable, "
+            f"got {type(summarizer).__name__}"
+        )
+    if _is_async(summarizer):
+        return {"summarize_fn": None, "asummarize_fn": summarizer, "inject_summary": True}
+    return {"summarize_fn": summarizer, "asummarize_fn": None, "inject_summary": True}
+
+
+def build_reducer(
+    reducer: MessageReducer | None,
+    reducer_kwargs: Mapping[str, Any],
+    *,
+    preserve_first: bool,
+    summarizer: Any = None,
+    what: str,
+) -> MessageReducer:
+    """The reducer ``what`` runs with: ``reducer`` or ``MessageReducer(**reducer_kwargs)`` (the
+    default limits when both are empty), with ``preserve_first`` and the summarizer applied.
+
+    Raises:
+        TypeError: ``reducer`` is no ``MessageReducer``; both it and keyword arguments are given;
+            ``preserve_first`` is no bool; the summarizer is not callable.
+        ValueError: the keyword arguments are not a valid ``ReducerConfig``.
+    """
+    if reducer is not None and not isinstance(reducer, MessageReducer):
+        raise TypeError(
+            f"{what}: reducer must be an agentstate_reducer.MessageReducer, got {type(reducer).__name__}"
+        )
+    if reducer is not None and reducer_kwargs:
+        raise TypeError(
+            f"{what}: pass a MessageReducer or its keyword arguments, not both "
+            f"(got a reducer and {sorted(reducer_kwargs)})"
+        )
+    if not isinstance(preserve_first, bool):
+        raise TypeError(f"{what}: preserve_first must be a bool, got {preserve_first!r}")
+    if reducer is None:
+        reducer = MessageReducer(**(dict(reducer_kwargs) or dict(DEFAULT_LIMITS)))
+    config = reducer.config
+    fields = summarizer_fields(summarizer, config)
+    fields["preserve_first"] = preserve_first
+    if all(getattr(config, name) == value for name, value in fields.items()):
+        return reducer
+    return MessageReducer(config=dataclasses.replace(config, **fields))
+
+
+# -- repair --------------------------------------------------------------------------------------
+
+#: stands for the turn after the model call: nothing in the request can wait for a later message
+_NEXT_TURN: Final = {"role": "user", "content": "", "id": "agentstate-next-turn"}
+
+
+class RequestRepair:
+    """The conversation messages of a model call, made sendable by the planner's rules.
+
+    The request is planned untriggered, as the reducer repairs a history nothing triggered
+    (orphan results, late and second results, dangling calls are pruned), but with a user turn
+    after it: the model is being called, so a call at the end still waiting for results is
+    dangling, not pending, and a reasoning item at the end has no model output after it. Then the
+    request starts at its first user message after the pinned ones (system messages, and the
+    first message with ``preserve_first``): what precedes it cannot open a request. Without a
+    user message nothing is cut.
+
+    Pure: no hooks, no summarizer, the input list is not mutated; any shape the core reads.
+
+    >>> lead = {"role": "assistant", "content": "left over"}
+    >>> orphan = {"role": "tool", "tool_call_id": "y", "content": "r"}
+    >>> call = {"role": "assistant", "tool_calls": [{"id": "x", "type": "function",
+    ...         "function": {"name": "f", "arguments": "{}"}}]}
+    >>> sent, removed = RequestRepair()([lead, {"role": "user", "content": "q"}, orphan, call])
+    >>> sent, len(removed)
+    ([{'role': 'user', 'content': 'q'}], 3)
+    """
+
+    __slots__ = ("_preserve_first", "_reducer")
+
+    def __init__(self, *, preserve_first: bool = False) -> None:
+        self._preserve_first = preserve_first
+        # count mode with no limit: the reducer always makes the untriggered plan (never warm)
+        self._reducer = MessageReducer(
+            config=ReducerConfig(min_messages=0, max_messages=None, preserve_first=preserve_first)
+        )
+
+    def __call__(self, messages: list[Any]) -> tuple[list[Any], list[Any]]:
+        """``(sent, removed)``, each in request order; ``sent`` is ``messages`` itself when
+        nothing is removed."""
+        if not messages:
+            return messages, []
+        planned = [*messages, _NEXT_TURN]
+        the_plan, _ = self._reducer.plan(planned)
+        # the next turn is the newest user message: always kept (the live turn), and last
+        kept = list(the_plan.kept)
+        assert kept and kept[-1] == len(messages), "the planner dropped the live turn"
+        kept.pop()
+        infos = [read_message(messages[i]) for i in kept]
+        pinned = [
+            j
+            for j, (i, info) in enumerate(zip(kept, infos, strict=True))
+            if info.kind == "system" or (self._preserve_first and i == 0)
+        ]
+        start = next(
+            (j for j, info in enumerate(infos) if info.kind == "human" and j not in pinned), None
+        )
+        if start is None:
+            start = 0
+        chosen = sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
+        if len(chosen) == len(messages):
+            return messages, []
+        return dataclasses.replace(the_plan, kept=chosen, runs=None).split(messages)
+
+
+# -- what an integration did ---------------------------------------------------------------------
+
+
+def message_ids(messages: Sequence[Any]) -> tuple[str | None, ...]:
+    """The ids of ``messages`` as the core reads them (None where a message has none)."""
+    return tuple(read_message(m).id for m in messages)
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceRecord:
+    """What an integration did for one model call (``on_reduce``).
+
+    ``messages_*``/``tokens_*`` count the conversation messages sent to the model, without the
+    system message, before and after the integration changed the request (in state mode "before"
+    is the stored history before it was reduced, when it was).
+    """
+
+    mode: Mode
+    thread_id: str | None
+    messages_before: int
+    messages_after: int
+    tokens_before: int
+    tokens_after: int
+    #: a trigger fired (by count, tokens or fraction) for this call
+    triggered: bool
+    #: ids of the messages pruned by the reduction (the replaced summary included)
+    pruned: tuple[str | None, ...] = ()
+    #: tool call ids whose results were replaced by the placeholder (``clear_tool_results``)
+    cleared: tuple[str, ...] = ()
+    #: ids of the messages the request validation removed (a broken history)
+    repaired: tuple[str | None, ...] = ()
+    #: a new running summary was injected
+    summarized: bool = False
+    #: ``repr`` of the summarizer's error, when it failed (nothing was pruned then)
+    summary_error: str | None = None
+
+
+# -- the running summary in a framework's class --------------------------------------------------
+
+_SUMMARY_TEXT: Final = re.compile(re.escape(SUMMARY_PREFIX) + r" \((\d+) messages\):\n")
+
+
+def core_summary(content: str, count: int) -> dict[str, Any]:
+    """The core's summary message for ``content`` (a summary's whole text, header included)."""
+    return {"role": "user", "content": content, "id": SUMMARY_ID, SUMMARY_MARKER: {"count": count}}
+
+
+class NativeSummaries:
+    """The running summary in a framework's own message class, and back.
+
+    The core knows its summary by an id and a marker, which a framework's message class may have
+    no room for. ``inward`` gives the core a history it can read: a native summary (one this
+    object made, or any message whose text, by ``text_of``, is a summary's text with its header)
+    becomes the core's summary dict. ``outward`` gives the framework its own class again: a core
+    summary becomes ``make(content)``. The same content gives the same objects both ways (the
+    newest ``max_kept`` contents are kept), so a history keeps its identity from call to call.
+
+    ``text_of(message)`` returns the text of a plain user text message (None for anything else);
+    ``make(content)`` builds the user message the framework sends.
+    """
+
+    __slots__ = ("_by_content", "_by_native", "_make", "_text_of", "max_kept")
+
+    def __init__(
+        self, make: Callable[[str], Any], text_of: Callable[[Any], str | None], *, max_kept: int = 256
+    ) -> None:
+        self._make = make
+        self._text_of = text_of
+        self.max_kept = max_kept
+        #: summary content -> (core dict, native message)
+        self._by_content: OrderedDict[str, tuple[dict[str, Any], Any]] = OrderedDict()
+        #: id(native message) -> content, for the natives in ``_by_content``
+        self._by_native: dict[int, str] = {}
+
+    def _pair(self, content: str, count: int, native: Any = None) -> tuple[dict[str, Any], Any]:
+        pair = self._by_content.get(content)
+        if pair is None:
+            pair = (core_summary(content, count), native if native is not None else self._make(content))
+            self._by_content[content] = pair
+            self._by_native[id(pair[1])] = content
+            while len(self._by_content) > self.max_kept:
+                _, (_, old) = self._by_content.popitem(last=False)
+                self._by_native.pop(id(old), None)
+        else:
+            self._by_content.move_to_end(content)
+        return pair
+
+    def _core_of(self, message: Any) -> dict[str, Any] | None:
+        content = self._by_native.get(id(message))
+        if content is not None:
+            pair = self._by_content.get(content)
+            if pair is not None and pair[1] is message:
+                return pair[0]
+        try:
+            text = self._text_of(message)
+        except Exception:  # a message text_of cannot read is no summary
+            return None
+        match = _SUMMARY_TEXT.match(text) if isinstance(text, str) else None
+        if match is None:
+            return None
+        return self._pair(text, int(match.group(1)), native=message)[0]
+
+    def inward(self, messages: Sequence[Any]) -> list[Any]:
+        """``messages`` with native summaries as the core's summary dicts (a new list)."""
+        out = list(messages)
+        for i, m in enumerate(out):
+            core = self._core_of(m)
+            if core is not None:
+                out[i] = core
+        return out
+
+    def outward(self, messages: Sequence[Any]) -> list[Any]:
+        """``messages`` with the core's summary dicts as native messages (a new list)."""
+        out = list(messages)
+        for i, m in enumerate(out):
+            if isinstance(m, Mapping) and is_summary_message(m):
+                content = m.get("content")
+                if isinstance(content, str):
+                    count = m.get(SUMMARY_MARKER, {}).get("count", 0)
+                    out[i] = self._pair(content, count if isinstance(count, int) else 0)[1]
+        return out
+
+
+# -- request mode without ids --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Covered:
+    """What the running summary of one conversation covers: positions in its history."""
+
+    #: the history as last seen (its objects); a later history must start with these
+    seen: tuple[Any, ...]
+    #: positions in ``seen`` of the messages pruned so far
+    covered: frozenset[int]
+    #: the core summary message standing for them (None without a summarizer)
+    summary: Any
+
+
+@dataclass(frozen=True, slots=True)
+class WindowView:
+    """One request through a ``RequestWindow``: ``messages`` is the list to reduce."""
+
+    key: Hashable
+    history: tuple[Any, ...]
+    messages: list[Any]
+    #: id of each history object in ``messages`` -> its position in the history
+    positions: Mapping[int, int]
+    covered: frozenset[int]
+
+
+class RequestWindow:
+    """Request mode for a framework that sends its whole stored history at every model call and
+    whose messages carry no ids: remembers, per conversation, which positions of that history the
+    running summary covers, so the summarizer and ``on_prune`` hooks see each message once and the
+    request is the previous request plus the new messages (a stable prefix).
+
+    Use: ``view = window.view(key, history)``, reduce ``view.messages``, then
+    ``window.record(view, result)``. It applies while a conversation's history starts with the
+    history it saw last (the same objects, or equal ones); any other history (edited, replayed,
+    forked) is reduced whole, as the first one was. Bounded to the ``max_threads`` most recently
+    recorded conversations; thread-safe (a record is a new immutable value).
+    """
+
+    __slots__ = ("_preserve_first", "_seen")
+
+    def __init__(self, *, preserve_first: bool, max_threads: int = 1024) -> None:
+        self._preserve_first = preserve_first
+        self._seen: BoundedMap[Hashable, _Covered] = BoundedMap(max_threads)
+
+    def view(self, key: Hashable, history: Sequence[Any]) -> WindowView:
+        """The list to reduce for ``history``: without the covered messages, the summary in."""
+        items = tuple(history)
+        known = self._seen.get(key)
+        covered: frozenset[int] = frozenset()
+        summary = None
+        if known is not None and len(items) >= len(known.seen) and items[: len(known.seen)] == known.seen:
+            covered, summary = known.covered, known.summary
+        keep = [i for i in range(len(items)) if i not in covered]
+        messages = [items[i] for i in keep]
+        if summary is not None:
+            messages = with_summary(messages, summary, preserve_first=self._preserve_first)
+        return WindowView(key, items, messages, {id(items[i]): i for i in keep}, covered)
+
+    def record(self, view: WindowView, result: ReducerResult) -> None:
+        """Remember what reducing ``view.messages`` pruned."""
+        known = self._seen.get(view.key)
+        covered = view.covered
+        if result.pruned:
+            covered = covered | {
+                view.positions[id(m)] for m in result.pruned if id(m) in view.positions
+            }
+        lead = leading_summaries(result.surviving, preserve_first=self._preserve_first)
+        summary = result.surviving[lead[0]] if lead else None
+        if not result.pruned and known is not None and view.covered == known.covered:
+            summary = known.summary if summary is None else summary
+        self._seen.put(view.key, _Covered(view.history, covered, summary))
+
+
+# -- one model call ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Bounded:
+    """One bounded model call: what to send, what to store, what happened."""
+
+    #: the messages the model gets (the caller's objects, a native summary in the front)
+    sent: list[Any]
+    #: state mode: the history to store in place of the input when it changed; else None
+    stored: list[Any] | None
+    result: ReducerResult
+    record: ReduceRecord
+
+
+@dataclass(frozen=True, slots=True)
+class _Begun:
+    key: Hashable
+    thread: str | None
+    history: list[Any]
+    view: WindowView | None
+    messages: list[Any]
+    tokens_before: int
+
+
+class CallFlow:
+    """One bounded model call, the same for every framework: read the history (native summaries
+    in), reduce it (state mode: the history itself; request mode: through a ``RequestWindow``),
+    repair the request, give the summary the framework's class again, record.
+
+    ``bound`` and ``abound`` share every step but the reduction (``reduce`` / ``areduce``, which
+    runs the async summarizer and hooks). Thread-safe: one flow may serve many conversations at
+    once, each named by its ``key``.
+    """
+
+    def __init__(
+        self,
+        reducer: MessageReducer,
+        *,
+        mode: Mode,
+        validate: bool = True,
+        on_reduce: Callable[[ReduceRecord], Any] | None = None,
+        native: NativeSummaries | None = None,
+        logger: logging.Logger,
+        max_threads: int = 1024,
+    ) -> None:
+        if mode not in ("state", "request"):
+            raise ValueError(f"mode must be 'state' or 'request', got {mode!r}")
+        if not isinstance(validate, bool):
+            raise TypeError(f"validate must be a bool, got {validate!r}")
+        if on_reduce is not None and not callable(on_reduce):
+            raise TypeError(
+                f"on_reduce must be callable(ReduceRecord) or None, got {type(on_reduce).__name__}"
+            )
+        self.reducer = reducer
+        self.mode: Mode = mode
+        self.validate = validate
+        self.on_reduce = on_reduce
+        self.native = native
+        self._logger = logger
+        preserve_first = reducer.config.preserve_first
+        self._repair = RequestRepair(preserve_first=preserve_first)
+        self._window: RequestWindow | None = None
+        if mode == "request":
+            self._window = RequestWindow(preserve_first=preserve_first, max_threads=max_threads)
+        self._reported: BoundedMap[Hashable, tuple[int, ...]] = BoundedMap(max_threads)
+
+    def _tokens(self, messages: Sequence[Any]) -> int:
+        if self.on_reduce is None or not messages:
+            return 0
+        return sum(self.reducer.count_tokens([m for m in messages if read_message(m).kind != "system"]))
+
+    def _begin(self, key: Hashable, thread: str | None, history: Sequence[Any]) -> _Begun:
+        items = list(history)
+        readable = self.native.inward(items) if self.native is not None else items
+        view = self._window.view(key, readable) if self._window is not None else None
+        messages = view.messages if view is not None else readable
+        return _Begun(key, thread, items, view, messages, self._tokens(items))
+
+    def _end(self, begun: _Begun, result: ReducerResult) -> Bounded:
+        if begun.view is not None:
+            assert self._window is not None
+            self._window.record(begun.view, result)
+        surviving = list(result.surviving)
+        out = self.native.outward(surviving) if self.native is not None else surviving
+        stored: list[Any] | None = None
+        if self.mode == "state" and (
+            len(out) != len(begun.history) or any(a is not b for a, b in zip(out, begun.history, strict=True))
+        ):
+            stored = out
+        sent, removed = self._repair(out) if self.validate else (out, [])
+        if removed:
+            self._log_repair(begun.key, removed)
+        pruned = list(result.pruned)
+        repaired = list(removed)
+        if pruned and result.stats.repaired:  # nothing triggered: only broken parts went
+            repaired, pruned = [*pruned, *repaired], []
+        record = ReduceRecord(
+            mode=self.mode,
+            thread_id=begun.thread,
+            messages_before=sum(1 for m in begun.history if read_message(m).kind != "system"),
+            messages_after=sum(1 for m in sent if read_message(m).kind != "system"),
+            tokens_before=begun.tokens_before,
+            tokens_after=self._tokens(sent),
+            triggered=result.stats.triggered,
+            pruned=message_ids(pruned),
+            repaired=message_ids(repaired),
+            summarized=result.summary is not None and any(is_summary_message(m) for m in result.surviving),
+            summary_error=result.stats.summary_error,
+        )
+        self._emit(record)
+        return Bounded(sent, stored, result, record)
+
+    def _log_repair(self, key: Hashable, removed: Sequence[Any]) -> None:
+        """WARNING with what the repair removed; the same repair of the same conversation again
+        (a stored history repaired at every call) at DEBUG."""
+        marks = tuple(id(m) for m in removed)
+        level = logging.DEBUG if self._reported.put(key, marks) == marks else logging.WARNING
+        self._logger.log(
+            level,
+            "request repaired before the model call: removed %d message(s) %s",
+            len(removed),
+            list(message_ids(removed)),
+        )
+
+    def _emit(self, record: ReduceRecord) -> None:
+        if self.on_reduce is None:
+            return
+        try:
+            self.on_reduce(record)
+        except Exception:
+            self._logger.exception("on_reduce callback %r failed; the model call goes on", self.on_reduce)
+
+    def bound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
+        """Bound one model call's ``history``; hooks get the namespace ``("memories", thread)``."""
+        begun = self._begin(key, thread, history)
+        result = self.reducer.reduce(begun.messages, namespace=("memories", thread))
+        return self._end(begun, result)
+
+    async def abound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
+        """``bound`` with the async summarizer and hooks."""
+        begun = self._begin(key, thread, history)
+        result = await self.reducer.areduce(begun.messages, namespace=("memories", thread))
+        return self._end(begun, result)

@@ -1,0 +1,358 @@
+"""A bounded session for the OpenAI Agents SDK: ``ReducingSession`` (``pip install ".[openai-agents]"``).
+
+``ReducingSession(inner, reducer)`` implements the SDK's ``Session`` protocol (``session_id``,
+``session_settings``, ``get_items``, ``add_items``, ``pop_item``, ``clear_session``) over a local
+session that stores Responses items (``SQLiteSession``, ``AdvancedSQLiteSession``, the Redis and
+SQLAlchemy sessions, or any object with those four methods). It keeps the stored history bounded
+and sendable with the reducer's rules for Responses items: a call travels with its output, a
+reasoning item with the item after it, the newest whole turns are kept.
+
+* ``add_items`` checks its argument before anything is written (a list of items, each a mapping
+  with a ``type`` or a ``role``; else ``TypeError``), stores the items, then reduces the history
+  it holds in memory plus the new items. Untriggered, that costs a check of the new items only
+  (the reducer's memo of its last output), and the inner session is not read again.
+* When a reduction prunes, the stored items are replaced by the survivors. Where the inner
+  session has the SDK's atomic replacement (``_get_compaction_snapshot``, internal to the SDK,
+  which its ``OpenAIResponsesCompactionSession`` uses; ``SQLiteSession``, ``AsyncSQLiteSession``,
+  ``SQLAlchemySession`` and an ``EncryptedSession`` over one of them, not their subclasses), that
+  is one transaction that also checks the stored
+  items are the ones reduced: a crash leaves the old items or the survivors, and a writer in
+  another process makes the reduction start again from what is stored. Any other session has no
+  replace in its protocol: ``clear_session``, then ``add_items`` of the survivors, and if either
+  raises the previous items are put back; a process killed between the two leaves the session
+  without the items.
+* ``on_prune`` hooks get the namespace ``("memories", session_id)`` (``StoreArchive`` files the
+  pruned items there) and run before the stored items are replaced, so an item is archived
+  before it leaves the session; a replacement that fails or starts again archives it again.
+* ``get_items(limit)`` reads the whole inner session (whatever its ``session_settings.limit``),
+  reduces (replacing the stored items when that prunes) and returns the reduced history, or at
+  most ``limit`` of its newest items: from the first user message among them, or, when they hold
+  none (one turn longer than ``limit``), the newest whole units of that turn that fit. Without a
+  ``limit``, the inner session's ``session_settings.limit`` is the limit, as in the SDK's sessions.
+* One ``ReducingSession`` serves one session: its calls are serialized by a lock, and the
+  in-memory copy is refreshed on every ``get_items``. Writes that bypass it (``inner.add_items``,
+  another process) are seen at the next ``get_items``.
+* ``preserve_first`` defaults to False: the agent's instructions live outside the items, so the
+  first item is the first user message, not a system prompt worth pinning.
+
+Not for server-side sessions (``OpenAIConversationsSession``): the conversation lives on OpenAI's
+servers, which manage its length. Importing this module imports no SDK.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeGuard
+
+from agentstate_reducer.config import ReducerConfig
+from agentstate_reducer.messages import read_message
+from agentstate_reducer.reducer import MessageReducer, ReducerResult
+
+logger = logging.getLogger("agentstate_reducer.sessions")
+
+_METHODS = ("get_items", "add_items", "pop_item", "clear_session")
+
+#: Attempts at an atomic replacement whose stored items keep changing under it (other writers);
+#: after them the items stay as they are (longer than the bound, nothing lost) until the next write.
+_REPLACE_ATTEMPTS = 5
+
+
+class _Snapshot(Protocol):
+    """The SDK's compaction snapshot: the newest stored items and their atomic replacement."""
+
+    items: list[Any]
+    complete: bool
+    replace_suffix: Callable[[int, list[Any]], Awaitable[bool]]
+
+
+def _is_snapshot(value: object) -> TypeGuard[_Snapshot]:
+    """True for a snapshot this module can use (a session without one answers None)."""
+    return (
+        isinstance(getattr(value, "items", None), list)
+        and isinstance(getattr(value, "complete", None), bool)
+        and callable(getattr(value, "replace_suffix", None))
+    )
+
+
+def _checked_items(items: object) -> list[Any]:
+    """``items`` as a new list, or ``TypeError`` saying what was passed and what to pass.
+
+    A Responses item is a mapping with a string ``type`` or ``role`` (``{"role": "user",
+    "content": ...}``, ``{"type": "function_call", ...}``). A string, a single item and anything
+    that is not a list of items are refused whole, so nothing of them is written.
+    """
+    if isinstance(items, str | bytes):
+        raise TypeError(
+            f"add_items takes a list of Responses items, got a {type(items).__name__}; "
+            "wrap text in an item: add_items([{'role': 'user', 'content': text}])"
+        )
+    if isinstance(items, Mapping):
+        raise TypeError(
+            f"add_items takes a list of Responses items, got one item (a {type(items).__name__}); "
+            "pass a list: add_items([item])"
+        )
+    if callable(getattr(items, "model_dump", None)):  # pydantic models iterate over their fields
+        raise TypeError(
+            f"add_items takes a list of Responses items, got one SDK object ({type(items).__name__}); "
+            "pass a list of dicts: add_items([item.model_dump(exclude_unset=True)])"
+        )
+    if not isinstance(items, Iterable):
+        raise TypeError(f"add_items takes a list of Responses items, got {type(items).__name__}")
+    batch = list(items)
+    for i, item in enumerate(batch):
+        if not isinstance(item, Mapping):
+            raise TypeError(
+                f"add_items: item {i} is a {type(item).__name__}, not a Responses item; each item is "
+                "a dict with a 'type' or a 'role', e.g. {'role': 'user', 'content': ...}"
+                + (" (from an SDK object: item.model_dump(exclude_unset=True))"
+                   if callable(getattr(item, "model_dump", None)) else "")
+            )
+        if not isinstance(item.get("type"), str) and not isinstance(item.get("role"), str):
+            keys = ", ".join(repr(k) for k in list(item)[:8]) or "none"
+            raise TypeError(
+                f"add_items: item {i} has no 'type' or 'role' (its keys: {keys}); a Responses item "
+                "says what it is, e.g. {'role': 'user', 'content': ...} or {'type': 'function_call', ...}"
+            )
+    return batch
+
+
+class ReducingSession:
+    """The SDK's ``Session`` protocol over ``session``, keeping its items bounded and sendable.
+
+    >>> from agents import SQLiteSession  # doctest: +SKIP
+    >>> inner = SQLiteSession("user-1", "chats.db")  # doctest: +SKIP
+    >>> session = ReducingSession(inner, min_messages=20, max_messages=40)  # doctest: +SKIP
+
+    Pass a ``MessageReducer`` or the ``ReducerConfig`` fields (``preserve_first`` defaults to
+    False here), not both.
+    """
+
+    def __init__(self, session: Any, reducer: MessageReducer | None = None, **config: Any) -> None:
+        missing = [m for m in _METHODS if not callable(getattr(session, m, None))]
+        if missing:
+            raise TypeError(
+                f"ReducingSession wraps an Agents SDK session; {type(session).__name__} has no "
+                f"{', '.join(missing)}"
+            )
+        if type(session).__name__ == "OpenAIConversationsSession":
+            raise TypeError(
+                "ReducingSession wraps local sessions (SQLiteSession and the like); an "
+                "OpenAIConversationsSession keeps the conversation on OpenAI's servers"
+            )
+        if reducer is not None and config:
+            raise TypeError(f"pass a reducer or ReducerConfig fields, not both (got {sorted(config)})")
+        if reducer is None:
+            reducer = MessageReducer(config=ReducerConfig(**{"preserve_first": False, **config}))
+        self.session = session
+        self.reducer = reducer
+        self.session_id: str = session.session_id
+        self._items: list[Any] | None = None  # what the inner session holds, when known
+        self._lock = asyncio.Lock()
+
+    @property
+    def session_settings(self) -> Any:
+        """The inner session's settings (``limit`` and the like), read and set there."""
+        return getattr(self.session, "session_settings", None)
+
+    @session_settings.setter
+    def session_settings(self, value: Any) -> None:
+        self.session.session_settings = value
+
+    def __getattr__(self, name: str) -> Any:
+        # other public methods of the inner session (close, get_conversation_turns, ...); its
+        # private ones (the SDK's _get_compaction_snapshot, _atomic_replace_items) would write the
+        # stored items behind this wrapper, so an SDK wrapper around it must not find them here
+        if name == "session" or name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.session, name)
+
+    @property
+    def _namespace(self) -> tuple[str, str]:
+        """Where ``on_prune`` hooks file this session's pruned items (``StoreArchive``)."""
+        return ("memories", self.session_id)
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        """The reduced history (the stored items replaced when the reduction prunes), or at most
+        ``limit`` of its newest items, cut at the start only, to a start that can be sent."""
+        async with self._lock:
+            self._items = None  # unknown until what is stored is reduced
+            stored = await self._read_all()
+            result = await self.reducer.areduce(stored, namespace=self._namespace)
+            if result.pruned:
+                await self._replace(stored, result)
+            else:
+                self._items = result.surviving
+            view = list(self._items if self._items is not None else result.surviving)
+        if limit is None:
+            limit = self._own_limit()
+            if limit is None:
+                return view
+        if limit <= 0:
+            return []
+        return self._tail(view, limit)
+
+    async def add_items(self, items: list[Any]) -> None:
+        """Store ``items``; reduce, replacing the stored items with the survivors when that prunes.
+
+        ``TypeError`` before anything is written when ``items`` is not a list of Responses items.
+        """
+        batch = _checked_items(items)
+        if not batch:
+            return
+        async with self._lock:
+            known, self._items = self._items, None  # unknown until this write is reduced
+            await self.session.add_items(batch)
+            if known is None:
+                previous: list[Any] = await self._read_all()
+                result = await self.reducer.areduce(previous, namespace=self._namespace)
+            else:
+                previous = [*known, *batch]
+                result = await self.reducer.areduce(known, batch, namespace=self._namespace)
+            if result.pruned:
+                await self._replace(previous, result)
+            else:
+                self._items = result.surviving
+
+    async def pop_item(self) -> Any:
+        async with self._lock:
+            item = await self.session.pop_item()
+            self._items = None  # read again on the next add
+            return item
+
+    async def clear_session(self) -> None:
+        async with self._lock:
+            await self.session.clear_session()
+            self._items = []
+
+    # -- reading --------------------------------------------------------------------------------
+
+    async def _read_all(self) -> list[Any]:
+        """Every stored item: the inner session's own ``session_settings.limit`` would hand back
+        only its newest ones, and a replacement computed from those would delete the rest."""
+        if self._own_limit() is None:
+            return list(await self.session.get_items())
+        return list(await self.session.get_items(limit=sys.maxsize))
+
+    def _own_limit(self) -> int | None:
+        """``session_settings.limit`` of the inner session: how many items ``get_items()`` without
+        a limit returns, as the SDK's sessions do."""
+        settings = getattr(self.session, "session_settings", None)
+        limit = settings.get("limit") if isinstance(settings, Mapping) else getattr(settings, "limit", None)
+        return limit if isinstance(limit, int) else None
+
+    def _tail(self, view: list[Any], limit: int) -> list[Any]:
+        """At most ``limit`` newest items of the sendable ``view``, cut at the start only: from
+        the first user message among them (a turn boundary: no group or reasoning unit spans
+        it), else (their turn is longer than ``limit``) the newest whole units of that turn."""
+        if limit >= len(view):
+            return view
+        tail = view[-limit:]
+        start = next((i for i, m in enumerate(tail) if read_message(m).kind == "human"), None)
+        if start is not None:
+            return tail[start:]
+        older = range(len(view) - limit - 1, -1, -1)
+        turn_start = next((i + 1 for i in older if read_message(view[i]).kind == "human"), 0)
+        return self._newest_units(view[turn_start:], limit)
+
+    def _newest_units(self, turn: list[Any], limit: int) -> list[Any]:
+        """The newest whole units of ``turn`` (a turn's model and tool items) that fit in
+        ``limit``; empty when its newest unit alone is longer."""
+        fit = MessageReducer(
+            config=ReducerConfig(min_messages=limit, max_messages=limit, preserve_first=False,
+                                 start_on_human=False)
+        )  # fmt: skip
+        kept = set(fit.plan(turn)[0].kept)
+        start = len(turn)
+        while start > 0 and start - 1 in kept:  # the kept suffix: a pinned item further back is older
+            start -= 1
+        return turn[start:] if len(turn) - start <= limit else []
+
+    # -- replacing ------------------------------------------------------------------------------
+
+    async def _replace(self, previous: list[Any], result: ReducerResult) -> None:
+        """Replace the stored ``previous`` items with ``result.surviving``, atomically where the
+        inner session can; ``self._items`` is what it holds afterwards (None: unknown)."""
+        reader = getattr(self.session, "_get_compaction_snapshot", None)
+        if callable(reader) and await self._replace_atomically(reader, previous, result):
+            return
+        await self._rewrite(previous, result.surviving)
+
+    async def _replace_atomically(
+        self, reader: Callable[[int], Awaitable[_Snapshot | None]], previous: list[Any], result: ReducerResult
+    ) -> bool:
+        """One transaction of the inner session (the SDK's compaction snapshot): it replaces the
+        stored items only if they are still the ones read. False when the session has none."""
+        for _ in range(_REPLACE_ATTEMPTS):
+            limit = len(previous) + 1
+            snapshot = await reader(limit)
+            while _is_snapshot(snapshot) and not snapshot.complete and len(snapshot.items) >= limit:
+                limit *= 2  # more stored than read: read them all
+                snapshot = await reader(limit)
+            if not _is_snapshot(snapshot) or not snapshot.complete:
+                return False  # none, or older items it would not replace (unreadable ones)
+            stored = list(snapshot.items)
+            if stored != previous:  # another writer, or items that read back differently
+                previous = stored
+                result = await self.reducer.areduce(stored, namespace=self._namespace)
+                if not result.pruned:
+                    self._items = result.surviving
+                    return True
+            try:
+                replaced = await snapshot.replace_suffix(0, list(result.surviving))
+            except BaseException:
+                self._items = None  # the transaction rolled back: read again next time
+                raise
+            if replaced:
+                self._items = result.surviving
+                return True
+        logger.warning(
+            "session %r: its stored items kept changing while being replaced (%d attempts); they "
+            "stay as they are until the next write",
+            self.session_id,
+            _REPLACE_ATTEMPTS,
+        )
+        self._items = None
+        return True
+
+    async def _rewrite(self, previous: Sequence[Any], surviving: Sequence[Any]) -> None:
+        """Replace the stored items with ``surviving`` through the protocol (clear, then add); on
+        failure put ``previous`` back, then raise."""
+        cleared = False
+        try:
+            await self.session.clear_session()
+            cleared = True
+            if surviving:
+                await self.session.add_items(list(surviving))
+        except BaseException:
+            self._items = None
+            await asyncio.shield(self._restore(previous, cleared))
+            raise
+        self._items = list(surviving)
+
+    async def _restore(self, previous: Sequence[Any], cleared: bool) -> None:
+        try:
+            if cleared:
+                await self.session.clear_session()
+            elif await self._read_all() == list(previous):
+                return  # the clear failed before changing anything
+            else:
+                await self.session.clear_session()
+            if previous:
+                await self.session.add_items(list(previous))
+        except Exception:
+            logger.warning(
+                "session %r: rewriting the reduced history failed and so did putting the previous "
+                "%d items back; the session may hold fewer items than before",
+                self.session_id,
+                len(previous),
+                exc_info=True,
+            )
+            return
+        logger.warning(
+            "session %r: rewriting the reduced history failed; the previous %d items were put back",
+            self.session_id,
+            len(previous),
+        )
