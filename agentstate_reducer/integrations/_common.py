@@ -52,7 +52,7 @@ __all__ = [
 
 Mode = Literal["state", "request"]
 
-#: The reducer an integration runs with when it is given none.
+#: The limits of the reducer an integration makes when it is given neither a reducer nor limits.
 DEFAULT_LIMITS: Final[Mapping[str, int]] = {"min_messages": 20, "max_messages": 40}
 
 
@@ -97,12 +97,14 @@ def build_reducer(
     summarizer: Any = None,
     what: str,
 ) -> MessageReducer:
-    """The reducer ``what`` runs with: ``reducer`` or ``MessageReducer(**reducer_kwargs)`` (the
-    default limits when both are empty), with ``preserve_first`` and the summarizer applied.
+    """The reducer ``what`` runs with: ``reducer``, or one made from ``ReducerConfig`` keyword
+    arguments (``min_messages=20, max_messages=40`` unless either is given), with
+    ``preserve_first`` and the summarizer applied (a new reducer when they change it).
 
     Raises:
         TypeError: ``reducer`` is no ``MessageReducer``; both it and keyword arguments are given;
-            ``preserve_first`` is no bool; the summarizer is not callable.
+            a keyword is no ``ReducerConfig`` field; ``preserve_first`` is no bool; the summarizer
+            is not callable.
         ValueError: the keyword arguments are not a valid ``ReducerConfig``.
     """
     if reducer is not None and not isinstance(reducer, MessageReducer):
@@ -117,7 +119,17 @@ def build_reducer(
     if not isinstance(preserve_first, bool):
         raise TypeError(f"{what}: preserve_first must be a bool, got {preserve_first!r}")
     if reducer is None:
-        reducer = MessageReducer(**(dict(reducer_kwargs) or dict(DEFAULT_LIMITS)))
+        known = {f.name for f in dataclasses.fields(ReducerConfig)}
+        unknown = sorted(set(reducer_kwargs) - known)
+        if unknown:
+            raise TypeError(
+                f"{what}: unknown reducer keyword argument(s) {unknown}; the keyword arguments are "
+                f"ReducerConfig's: {sorted(known)}"
+            )
+        kwargs = dict(reducer_kwargs)
+        if "min_messages" not in kwargs and "max_messages" not in kwargs:
+            kwargs.update(DEFAULT_LIMITS)
+        reducer = MessageReducer(config=ReducerConfig(**kwargs))
     config = reducer.config
     fields = summarizer_fields(summarizer, config)
     fields["preserve_first"] = preserve_first
@@ -139,9 +151,9 @@ class RequestRepair:
     (orphan results, late and second results, dangling calls are pruned), but with a user turn
     after it: the model is being called, so a call at the end still waiting for results is
     dangling, not pending, and a reasoning item at the end has no model output after it. Then the
-    request starts at its first user message after the pinned ones (system messages, and the
-    first message with ``preserve_first``): what precedes it cannot open a request. Without a
-    user message nothing is cut.
+    request starts at its first user message (a pinned one counts: the task with
+    ``preserve_first``), keeping the pinned messages before it (system messages): what else
+    precedes it cannot open a request. Without a user message nothing is cut.
 
     Pure: no hooks, no summarizer, the input list is not mutated; any shape the core reads.
 
@@ -180,11 +192,7 @@ class RequestRepair:
             for j, (i, info) in enumerate(zip(kept, infos, strict=True))
             if info.kind == "system" or (self._preserve_first and i == 0)
         ]
-        start = next(
-            (j for j, info in enumerate(infos) if info.kind == "human" and j not in pinned), None
-        )
-        if start is None:
-            start = 0
+        start = next((j for j, info in enumerate(infos) if info.kind == "human"), 0)
         chosen = sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
         if len(chosen) == len(messages):
             return messages, []
