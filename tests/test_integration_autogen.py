@@ -85,6 +85,7 @@ class Recorder:
     """A summarizer (sync or async) and an on_prune hook recording the objects they get."""
 
     def __init__(self) -> None:
+        self.inputs: list[list[Any]] = []
         self.summarized: list[Any] = []
         self.pruned: list[Any] = []
         self.calls = 0
@@ -94,7 +95,8 @@ class Recorder:
         if self.fail:
             raise RuntimeError("summarizer down")
         self.calls += 1
-        self.summarized += [m for m in messages if isinstance(m, MESSAGE_CLASSES)]  # not the core's summary
+        self.inputs.append(list(messages))
+        self.summarized += [m for m in messages if not is_summary(m)]
         return f"summary #{self.calls} of {len(messages)} messages"
 
     async def asummarize(self, messages: list[Any]) -> str:
@@ -167,11 +169,25 @@ async def test_thirty_turns_stay_bounded_and_valid(stream: bool, kind: str) -> N
 
     # each pruned message reaches the summarizer and the hook once
     assert rec.pruned and distinct(rec.pruned) and distinct(rec.summarized)
-    assert not any(is_summary(m) for m in rec.summarized)
+    # AutoGen messages only: the summary it rolls forward is the history's own UserMessage
+    assert all(isinstance(m, MESSAGE_CLASSES) for batch in rec.inputs for m in batch)
+    assert all(is_summary(batch[0]) and not any(map(is_summary, batch[1:])) for batch in rec.inputs[1:])
     assert {id(m) for m in rec.summarized} <= {id(m) for m in rec.pruned}
     assert not {id(m) for m in rec.pruned} & {id(m) for m in context._messages}  # gone from the history
     assert sum(1 for r in records if r.summarized) == rec.calls
     assert all(r.mode == "state" and r.summary_error is None and r.repaired == () for r in records)
+
+
+async def test_the_reducers_own_summarizer_gets_autogen_messages() -> None:
+    rec = Recorder()
+    config = ReducerConfig(min_messages=MIN, max_messages=MAX, summarize_fn=rec.summarize)
+    context = ReducingChatCompletionContext(MessageReducer(config=config))
+    client = script(16)
+    await run_turns(make_agent(client, context), range(16))
+    check_requests(client, range(16))
+    assert rec.calls >= 2 and is_summary(client.requests[-1][1])
+    assert all(isinstance(m, MESSAGE_CLASSES) for batch in rec.inputs for m in batch)
+    assert is_summary(rec.inputs[1][0])
 
 
 async def test_the_first_task_goes_the_system_prompt_stays() -> None:
@@ -242,7 +258,7 @@ async def test_saved_state_continues_in_a_new_context_with_its_summary() -> None
     check_requests(client, range(20, 28))
     assert all(is_summary(r[1]) for r in client.requests)
     assert seen  # the loaded summary is the running summary: the summarizer gets it to roll forward
-    assert any(f"summary #{calls_before} of" in str(read_message(m).content) for m in seen[0])
+    assert is_summary(seen[0][0]) and f"summary #{calls_before} of" in str(seen[0][0].content)
     assert all(len(conversation(r)) <= MAX + 1 for r in client.requests)
     assert is_summary(fresh._messages[0]) and "rolled forward" in fresh._messages[0].content
 

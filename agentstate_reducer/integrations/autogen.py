@@ -13,6 +13,8 @@ made sendable: a ``FunctionExecutionResultMessage`` always right after the ``Ass
 with its calls, no call left without its results before a later message, a user message first.
 So ``save_state`` holds at most one reduction's worth of messages plus what was added since, and
 the summarizer and ``on_prune`` hooks see each pruned message once (it leaves the history).
+The summarizer gets AutoGen messages only: the running summary's ``UserMessage`` first when
+there is one, then the pruned messages.
 
 * ``preserve_first`` defaults to False: AssistantAgent keeps its system message outside the
   context, so the first stored message is the first task, which a later turn makes old; the
@@ -31,6 +33,7 @@ the summarizer and ``on_prune`` hooks see each pruned message once (it leaves th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -117,6 +120,25 @@ def _summary_text(message: Any) -> str | None:
     return message.content if isinstance(message.content, str) else None
 
 
+def _summarizing_natively(reducer: MessageReducer, native: NativeSummaries) -> MessageReducer:
+    """``reducer`` with its summarizer given AutoGen messages only: the running summary it rolls
+    forward is the ``UserMessage`` the history holds, not the core's summary dict."""
+    config = reducer.config
+    sync_fn, async_fn = config.summarize_fn, config.asummarize_fn
+    if sync_fn is None and async_fn is None:
+        return reducer
+    fields: dict[str, Any] = {}
+    if sync_fn is not None:
+        fields["summarize_fn"] = lambda messages: sync_fn(native.outward(messages))
+    if async_fn is not None:
+
+        async def summarize(messages: list[Any]) -> str:
+            return await async_fn(native.outward(messages))
+
+        fields["asummarize_fn"] = summarize
+    return MessageReducer(config=dataclasses.replace(config, **fields))
+
+
 class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingChatCompletionContextConfig]):
     """An AutoGen model context that keeps its history bounded and every request sendable.
 
@@ -160,15 +182,17 @@ class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingCha
                 f"{what}: initial_messages must be a list of autogen_core.models messages, "
                 f"got {type(initial_messages).__name__}"
             )
-        self.reducer = build_reducer(
+        native = NativeSummaries(_summary_message, _summary_text)
+        built = build_reducer(
             reducer, reducer_kwargs, preserve_first=preserve_first, summarizer=summarizer, what=what
         )
+        self.reducer = _summarizing_natively(built, native)
         self._flow = CallFlow(
             self.reducer,
             mode="state",
             validate=validate,
             on_reduce=on_reduce,
-            native=NativeSummaries(_summary_message, _summary_text),
+            native=native,
             logger=logger,
             max_threads=1,
         )
