@@ -28,6 +28,7 @@ from autogen_core.models import (
     SystemMessage,
     UserMessage,
 )
+from autogen_ext.models.replay import ReplayChatCompletionClient
 
 from agentstate_reducer import MessageReducer, ReducerConfig, _columns
 from agentstate_reducer._columns.bulk import pinned_indices, read_plain
@@ -319,6 +320,16 @@ def test_component_config_round_trip(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="agentstate_reducer.integrations.autogen"):
         ReducingChatCompletionContext(summarizer=Recorder().summarize, on_reduce=print).dump_component()
     assert "left out: summarize_fn, on_reduce" in caplog.text
+
+
+def test_an_agent_config_carries_the_context() -> None:
+    """AssistantAgent.dump_component holds the context's component, and loads it back."""
+    context = ReducingChatCompletionContext(min_messages=6, max_messages=10, thread_id="t")
+    client = ReplayChatCompletionClient(["hi"])
+    agent = AssistantAgent("helper", client, system_message=SYSTEM_PROMPT, model_context=context)
+    loaded = AssistantAgent.load_component(json.loads(agent.dump_component().model_dump_json()))
+    assert isinstance(loaded.model_context, ReducingChatCompletionContext)
+    assert (loaded.model_context.reducer.config.max_messages, loaded.model_context.thread_id) == (10, "t")
 
 
 def test_token_limits_round_trip() -> None:
