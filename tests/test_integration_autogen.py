@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from autogen_agentchat.agents import AssistantAgent
 from autogen_core import FunctionCall
-from autogen_core.model_context import ChatCompletionContext
+from autogen_core.model_context import ChatCompletionContext, ChatCompletionContextState
 from autogen_core.models import (
     AssistantMessage,
     FunctionExecutionResult,
@@ -112,6 +112,15 @@ def hooked_reducer(rec: Recorder) -> MessageReducer:
     return MessageReducer(config=ReducerConfig(min_messages=MIN, max_messages=MAX, on_prune=[rec.on_prune]))
 
 
+async def stored(context: ChatCompletionContext) -> list[LLMMessage]:
+    """The context's stored history, as its saved state holds it."""
+    return ChatCompletionContextState.model_validate(await context.save_state()).messages
+
+
+def dumped(message: Any) -> str:
+    return str(message.model_dump_json())
+
+
 def conversation(request: list[LLMMessage]) -> list[LLMMessage]:
     return [m for m in request if not isinstance(m, SystemMessage)]
 
@@ -156,9 +165,9 @@ async def test_thirty_turns_stay_bounded_and_valid(stream: bool, kind: str) -> N
     sizes = [len(conversation(r)) for r in client.requests]
     assert max(sizes) <= MAX + 1  # the running summary besides the limit
     assert max(sizes[-30:]) < 40 and sizes[-1] < len(client.requests)  # bounded, not growing
-    stored = (await context.save_state())["messages"]
-    assert len(stored) <= MAX + 1
-    assert not any(m["type"] == "SystemMessage" for m in stored)  # AssistantAgent keeps it outside
+    saved = (await context.save_state())["messages"]
+    assert len(saved) <= MAX + 1
+    assert not any(m["type"] == "SystemMessage" for m in saved)  # AssistantAgent keeps it outside
 
     # the summary rolls forward in the stored history and leads every request after the first prune
     first = next(n for n, r in enumerate(records) if r.pruned)
@@ -166,7 +175,8 @@ async def test_thirty_turns_stay_bounded_and_valid(stream: bool, kind: str) -> N
         assert is_summary(request[1])
         assert sum(is_summary(m) for m in request) == 1
     assert rec.calls >= 3
-    assert is_summary(context._messages[0]) and f"summary #{rec.calls} of" in context._messages[0].content
+    kept = await stored(context)
+    assert is_summary(kept[0]) and f"summary #{rec.calls} of" in str(kept[0].content)
 
     # each pruned message reaches the summarizer and the hook once
     assert rec.pruned and distinct(rec.pruned) and distinct(rec.summarized)
@@ -174,7 +184,7 @@ async def test_thirty_turns_stay_bounded_and_valid(stream: bool, kind: str) -> N
     assert all(isinstance(m, MESSAGE_CLASSES) for batch in rec.inputs for m in batch)
     assert all(is_summary(batch[0]) and not any(map(is_summary, batch[1:])) for batch in rec.inputs[1:])
     assert {id(m) for m in rec.summarized} <= {id(m) for m in rec.pruned}
-    assert not {id(m) for m in rec.pruned} & {id(m) for m in context._messages}  # gone from the history
+    assert not {dumped(m) for m in rec.pruned if isinstance(m, MESSAGE_CLASSES)} & set(map(dumped, kept))
     assert sum(1 for r in records if r.summarized) == rec.calls
     assert all(r.mode == "state" and r.summary_error is None and r.repaired == () for r in records)
 
@@ -225,11 +235,11 @@ async def test_a_failing_summarizer_prunes_nothing_and_the_run_goes_on() -> None
     await run_turns(agent, range(10))
     failed = [r for r in records if r.summary_error is not None]
     assert failed and all(r.pruned == () and r.messages_after == r.messages_before for r in failed)
-    assert len(context._messages) == 10 * 6  # nothing lost: every message of every turn
+    assert len(await stored(context)) == 10 * 6  # nothing lost: every message of every turn
     rec.fail = False
     await run_turns(agent, range(10, 14))
     check_requests(client, range(14))
-    assert rec.calls >= 1 and len(context._messages) <= MAX + 1
+    assert rec.calls >= 1 and len(await stored(context)) <= MAX + 1
     # the messages kept while it failed are summarized once it works
     assert any(isinstance(m, UserMessage) and m.content == question(0) for m in rec.summarized)
 
@@ -261,7 +271,8 @@ async def test_saved_state_continues_in_a_new_context_with_its_summary() -> None
     assert seen  # the loaded summary is the running summary: the summarizer gets it to roll forward
     assert is_summary(seen[0][0]) and f"summary #{calls_before} of" in str(seen[0][0].content)
     assert all(len(conversation(r)) <= MAX + 1 for r in client.requests)
-    assert is_summary(fresh._messages[0]) and "rolled forward" in fresh._messages[0].content
+    kept = await stored(fresh)
+    assert is_summary(kept[0]) and "rolled forward" in str(kept[0].content)
 
 
 async def test_agent_state_round_trip() -> None:
@@ -278,7 +289,7 @@ async def test_agent_state_round_trip() -> None:
     client = script(2, start=12)
     other = make_agent(client, other_context)
     await other.load_state(state)
-    assert [m.model_dump() for m in other_context._messages] == [m.model_dump() for m in context._messages]
+    assert await stored(other_context) == await stored(context)
     await run_turns(other, range(12, 14))
     check_requests(client, range(12, 14))
 
@@ -292,7 +303,7 @@ async def test_clear_forgets_the_history_and_the_summary() -> None:
     await agent.on_reset(cancellation_token=None)  # type: ignore[arg-type]
     assert await context.get_messages() == []
     await run_turns(agent, range(10, 12))
-    assert len(context._messages) == 12
+    assert len(await stored(context)) == 12
 
 
 def test_component_config_round_trip(caplog: pytest.LogCaptureFixture) -> None:
@@ -312,9 +323,8 @@ def test_component_config_round_trip(caplog: pytest.LogCaptureFixture) -> None:
     assert isinstance(loaded, ReducingChatCompletionContext)
     c = loaded.reducer.config
     assert (c.min_messages, c.max_messages, c.cascade_tool_messages, c.summary_timeout) == (5, 9, False, 2.5)
-    assert c.preserve_first is False and loaded.thread_id == "user-7" and loaded._flow.validate is False
-    assert loaded._initial_messages == [UserMessage(content="hi", source="user")]
-    assert loaded.dump_component() == model
+    assert c.preserve_first is False and loaded.thread_id == "user-7"
+    assert loaded.dump_component() == model  # validate and initial_messages too
     assert caplog.records == []
 
     with caplog.at_level(logging.WARNING, logger="agentstate_reducer.integrations.autogen"):
@@ -406,8 +416,8 @@ async def test_concurrent_calls_prune_each_message_once() -> None:
     assert distinct(rec.pruned) and distinct(rec.summarized)
     for sent in results:
         assert request_errors(openai_chat(sent)) == []
-    stored = context._messages
-    late = [m.content for m in stored if isinstance(m, UserMessage) and str(m.content).startswith("late")]
+    kept = await stored(context)
+    late = [m.content for m in kept if isinstance(m, UserMessage) and str(m.content).startswith("late")]
     assert late == [f"late {i}" for i in range(6)]  # nothing added during a reduction is lost
 
 
