@@ -288,7 +288,9 @@ class NativeSummaries:
             text = self._text_of(message)
         except Exception:  # a message text_of cannot read is no summary
             return None
-        match = _SUMMARY_TEXT.match(text) if isinstance(text, str) else None
+        if not isinstance(text, str):
+            return None
+        match = _SUMMARY_TEXT.match(text)
         if match is None:
             return None
         return self._pair(text, int(match.group(1)), native=message)[0]
