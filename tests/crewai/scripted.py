@@ -44,6 +44,8 @@ class ScriptedLLM(BaseLLM):
     """The scripted model: ``turns`` rounds of tool calls, then a text answer."""
 
     turns: int = 30
+    #: the tool call ids' prefix (runs sharing one summarizer keep theirs apart)
+    prefix: str = "t"
     window: int = 8192
     #: every request of the agent's loop, deep copies of what the model got
     received: list[list[dict[str, Any]]] = Field(default_factory=list)
@@ -68,11 +70,11 @@ class ScriptedLLM(BaseLLM):
             return f"answered {self.turns} questions"
         calls: list[tuple[str, str, dict[str, Any]]]
         if not second:
-            calls = [(f"t{turn}-a", "lookup", {"q": f"q{turn} please look this up"})]
+            calls = [(f"{self.prefix}{turn}-a", "lookup", {"q": f"q{turn} please look this up"})]
         else:
             calls = [
-                (f"t{turn}-b", "lookup", {"q": f"q{turn} please, more"}),
-                (f"t{turn}-c", "add", {"a": turn, "b": 1}),
+                (f"{self.prefix}{turn}-b", "lookup", {"q": f"q{turn} please, more"}),
+                (f"{self.prefix}{turn}-c", "add", {"a": turn, "b": 1}),
             ]
         self.issued.append([c[0] for c in calls])
         return [

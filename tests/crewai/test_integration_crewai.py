@@ -13,6 +13,7 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from tests.provider_rules import request_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 TURNS = 32
+#: the tests of one property each: long enough to reduce several times
+SHORT = 14
 MAX, MIN = 30, 16
 SUMMARY_HEAD = "Summary of the earlier conversation"
 
@@ -137,7 +140,7 @@ def test_async_kickoff_with_a_scoped_hook() -> None:
 
 def test_the_scope_ends_with_the_block_and_keeps_an_enclosing_scope() -> None:
     outer_calls: list[int] = []
-    llm = ScriptedLLM(model="scripted", turns=TURNS)
+    llm = ScriptedLLM(model="scripted", turns=SHORT)
     crew, _ = crew_for(llm)
     from crewai.hooks.dispatch import InterceptionPoint, register_scoped, scoped_hooks
 
@@ -148,9 +151,24 @@ def test_the_scope_ends_with_the_block_and_keeps_an_enclosing_scope() -> None:
     assert len(outer_calls) == len(llm.received)  # the enclosing scope's hook ran inside
     assert max(len(r) for r in llm.received) <= 2 + 1 + MAX + 2
 
-    after = ScriptedLLM(model="scripted", turns=TURNS)
+    after = ScriptedLLM(model="scripted", turns=SHORT)
     crew_for(after)[0].kickoff()
-    assert max(len(r) for r in after.received) == 2 + 5 * TURNS  # unbounded once the block is over
+    assert max(len(r) for r in after.received) == 2 + 5 * SHORT  # unbounded once the block is over
+
+
+def test_one_hook_serves_crews_running_in_threads_at_once() -> None:
+    rec = Recorder()
+    llms = [ScriptedLLM(model="scripted", turns=SHORT, prefix=f"crew{i}-") for i in range(3)]
+    crews = [crew_for(llm)[0] for llm in llms]
+    ReducerHook(rec.reducer(), summarizer=rec.summarize).register()
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        answers = list(pool.map(lambda crew: str(crew.kickoff()), crews))
+    assert answers == [f"answered {SHORT} questions"] * 3
+    for llm in llms:
+        assert_every_request_sound(llm)
+    assert_seen_once(rec)
+    for llm in llms:  # each crew's history was summarized
+        assert any(llm.prefix in k for batch in rec.summarized for k in batch)
 
 
 def test_a_failing_summarizer_loses_nothing() -> None:
@@ -171,7 +189,7 @@ def test_a_failing_summarizer_loses_nothing() -> None:
 def test_per_agent_registration_bounds_only_those_agents(by: str) -> None:
     from crewai import Crew
 
-    ours, other = ScriptedLLM(model="scripted", turns=TURNS), ScriptedLLM(model="scripted", turns=TURNS)
+    ours, other = ScriptedLLM(model="scripted", turns=SHORT), ScriptedLLM(model="scripted", turns=SHORT)
     crew1, agent = crew_for(ours)
     crew2, writer = crew_for(other, role="Writer")
     crew = Crew(agents=[agent, writer], tasks=[*crew1.tasks, *crew2.tasks], verbose=False)
@@ -179,12 +197,12 @@ def test_per_agent_registration_bounds_only_those_agents(by: str) -> None:
     crew.kickoff()
     assert max(len(r) for r in ours.received) <= 2 + 1 + MAX + 2
     assert all(request_errors(as_openai(r)) == [] for r in ours.received)
-    assert max(len(r) for r in other.received) == 2 + 5 * TURNS  # the Writer: unbounded
+    assert max(len(r) for r in other.received) == 2 + 5 * SHORT  # the Writer: unbounded
     hook.unregister()
 
 
 def test_registering_after_an_agents_first_kickoff_warns_and_is_true() -> None:
-    llm = ScriptedLLM(model="scripted", turns=TURNS)
+    llm = ScriptedLLM(model="scripted", turns=SHORT)
     crew, agent = crew_for(llm)
     crew.kickoff()
     with pytest.warns(RuntimeWarning, match="after the first kickoff of agent 'Researcher'"):
@@ -193,10 +211,10 @@ def test_registering_after_an_agents_first_kickoff_warns_and_is_true() -> None:
     llm.issued.clear()
     crew.kickoff()
     # what the warning says: CrewAI kept the executor built before the hook was registered
-    assert max(len(r) for r in llm.received) == 2 + 5 * TURNS
+    assert max(len(r) for r in llm.received) == 2 + 5 * SHORT
     hook.unregister()
 
-    fresh = ScriptedLLM(model="scripted", turns=TURNS)
+    fresh = ScriptedLLM(model="scripted", turns=SHORT)
     crew2, agent2 = crew_for(fresh)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -210,12 +228,12 @@ def test_crewais_own_summary_never_fires_below_our_bound() -> None:
     """respect_context_window=True with a window the unbounded run overflows: CrewAI's summary
     fires without the hook (it replaces the task prompt too) and never with it."""
     window = 2500
-    alone = ScriptedLLM(model="scripted", turns=TURNS, window=window)
+    alone = ScriptedLLM(model="scripted", turns=SHORT, window=window)
     crew_for(alone, respect_context_window=True)[0].kickoff()
     assert alone.summarize_requests >= 1
     assert any(TASK not in json.dumps(r) for r in alone.received)  # CrewAI's summary took the task
 
-    ours = ScriptedLLM(model="scripted", turns=TURNS, window=window)
+    ours = ScriptedLLM(model="scripted", turns=SHORT, window=window)
     crew, _ = crew_for(ours, respect_context_window=True)
     ReducerHook(min_messages=MIN, max_messages=MAX).register()
     crew.kickoff()
