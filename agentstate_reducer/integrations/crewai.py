@@ -27,9 +27,9 @@ and the summarizer and ``on_prune`` hooks see each pruned message once.
   ``preserve_first=True``: its first message is the task prompt (CrewAI's "Current Task" user
   message), which stays pinned; the running summary goes right after it. ``preserve_first`` is
   set to True on the reducer whatever it was.
-* The summary is a plain ``{"role": "user", "content": ...}`` dict: CrewAI passes every key of a
-  message but ``cache_breakpoint`` on to the provider, so the core's summary id and marker must not
-  be in what is sent. Other keys on CrewAI's messages (``cache_breakpoint``, ``files``) stay: the
+* The summary is a plain ``{"role": "user", "content": ...}`` dict: CrewAI's native providers copy
+  every key of a message but ``cache_breakpoint`` into the request, and its litellm path passes the
+  dicts as they are, so the core's summary id and marker must not be in what is sent. Other keys on CrewAI's messages (``cache_breakpoint``, ``files``) stay: the
   executor's dicts come back as they are, the same objects.
 * With ``validate=True`` every request is one OpenAI and Anthropic accept (results right after
   their calls, no call left unanswered, a user turn first); a repair is logged with what it removed.

@@ -312,6 +312,15 @@ def test_the_core_reads_crewais_messages() -> None:
     assert request_errors(as_openai([history[0], *result.surviving])) == []
 
 
+def test_the_modules_doctest() -> None:
+    import doctest
+
+    import agentstate_reducer.integrations.crewai as module
+
+    result = doctest.testmod(module)
+    assert result.failed == 0 and result.attempted > 0
+
+
 def test_import_agentstate_reducer_does_not_import_crewai() -> None:
     code = "import sys, agentstate_reducer; print(any(m.split('.')[0] == 'crewai' for m in sys.modules))"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
