@@ -29,8 +29,9 @@ and the summarizer and ``on_prune`` hooks see each pruned message once.
   set to True on the reducer whatever it was.
 * The summary is a plain ``{"role": "user", "content": ...}`` dict: CrewAI's native providers copy
   every key of a message but ``cache_breakpoint`` into the request, and its litellm path passes the
-  dicts as they are, so the core's summary id and marker must not be in what is sent. Other keys on CrewAI's messages (``cache_breakpoint``, ``files``) stay: the
-  executor's dicts come back as they are, the same objects.
+  dicts as they are, so the core's summary id and marker must not be in what is sent. Other keys
+  on CrewAI's messages (``cache_breakpoint``, ``files``) stay: the executor's dicts come back as
+  they are, the same objects.
 * With ``validate=True`` every request is one OpenAI and Anthropic accept (results right after
   their calls, no call left unanswered, a user turn first); a repair is logged with what it removed.
 * A failing summarizer prunes nothing that call (``on_summary_error="keep"``); the run goes on.
@@ -258,7 +259,9 @@ class ReducerHook:
     @contextlib.contextmanager
     def scoped(self, agents: Sequence[Any] | None = None) -> Iterator[ReducerHook]:
         """Run for the model calls made inside the ``with`` block (every agent, or ``agents``);
-        hooks of an enclosing scope keep running inside it."""
+        hooks of an enclosing scope keep running inside it. CrewAI keeps the scope in a context
+        variable: asyncio tasks and ``asyncio.to_thread`` (``kickoff_async``) see it, a thread
+        started in the block without a copy of the context does not."""
         only = _AgentFilter(agents) if agents is not None else None
         # scoped_hooks() starts an empty scope: carry the enclosing scope's hooks into it
         outer = {point: get_scoped_hooks(point) for point in InterceptionPoint}
