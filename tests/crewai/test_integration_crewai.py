@@ -242,6 +242,19 @@ def test_crewais_own_summary_never_fires_below_our_bound() -> None:
     assert all(TASK in r[1]["content"] for r in ours.received)
 
 
+def test_a_direct_llm_call_is_left_as_it_is() -> None:
+    """Outside an agent's loop (``executor=None``: ``llm.call`` from user code, CrewAI's own
+    summarization prompts) there is no history to keep: the messages stay as they are."""
+    from crewai.hooks import LLMCallHookContext
+
+    messages: list[dict[str, Any]] = [{"role": "user", "content": f"m{i}"} for i in range(50)]
+    before, items = json.dumps(messages), list(messages)
+    context = LLMCallHookContext(executor=None, messages=messages, llm=ScriptedLLM(model="scripted"))
+    assert ReducerHook(min_messages=2, max_messages=4)(context) is None
+    assert context.messages is messages and json.dumps(messages) == before
+    assert all(a is b for a, b in zip(messages, items, strict=True))
+
+
 def test_register_unregister_and_repr() -> None:
     hook = ReducerHook(min_messages=MIN, max_messages=MAX)
     assert hook.unregister() is False
