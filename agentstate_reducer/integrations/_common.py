@@ -19,6 +19,7 @@ import dataclasses
 import inspect
 import logging
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -138,10 +139,11 @@ class RequestRepair:
     The request is planned untriggered, as the reducer repairs a history nothing triggered
     (orphan results, late and second results, dangling calls are pruned), but with a user turn
     after it: the model is being called, so a call at the end still waiting for results is
-    dangling, not pending, and a reasoning item at the end has no model output after it. Then the
-    request starts at its first user message after the pinned ones (system messages, and the
-    first message with ``preserve_first``): what precedes it cannot open a request. Without a
-    user message nothing is cut.
+    dangling, not pending, and a reasoning item at the end has no model output after it. Then,
+    when the conversation does not open with a user message (its first message that is no system
+    message), the request starts at its first user message after the pinned ones (system
+    messages, and the first message with ``preserve_first``): what precedes it cannot open a
+    request. A pinned first user message opens it; without a user message nothing is cut.
 
     Pure: no hooks, no summarizer, the input list is not mutated; any shape the core reads.
 
@@ -180,11 +182,14 @@ class RequestRepair:
             for j, (i, info) in enumerate(zip(kept, infos, strict=True))
             if info.kind == "system" or (self._preserve_first and i == 0)
         ]
-        start = next(
-            (j for j, info in enumerate(infos) if info.kind == "human" and j not in pinned), None
-        )
-        if start is None:
-            start = 0
+        # the conversation opens at its first message that is no system message: a user message
+        # there (the pinned first one included) opens the request, so nothing is cut
+        opening = next((j for j, info in enumerate(infos) if info.kind != "system"), None)
+        start = 0
+        if opening is not None and infos[opening].kind != "human":
+            start = next(
+                (j for j, info in enumerate(infos) if info.kind == "human" and j not in pinned), 0
+            )
         chosen = sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
         if len(chosen) == len(messages):
             return messages, []
@@ -252,7 +257,7 @@ class NativeSummaries:
     ``make(content)`` builds the user message the framework sends.
     """
 
-    __slots__ = ("_by_content", "_by_native", "_make", "_text_of", "max_kept")
+    __slots__ = ("_by_content", "_by_native", "_lock", "_make", "_text_of", "max_kept")
 
     def __init__(
         self, make: Callable[[str], Any], text_of: Callable[[Any], str | None], *, max_kept: int = 256
@@ -264,8 +269,14 @@ class NativeSummaries:
         self._by_content: OrderedDict[str, tuple[dict[str, Any], Any]] = OrderedDict()
         #: id(native message) -> content, for the natives in ``_by_content``
         self._by_native: dict[int, str] = {}
+        # threads share one object (a framework may run its hooks in worker threads)
+        self._lock = threading.Lock()
 
     def _pair(self, content: str, count: int, native: Any = None) -> tuple[dict[str, Any], Any]:
+        with self._lock:
+            return self._pair_locked(content, count, native)
+
+    def _pair_locked(self, content: str, count: int, native: Any) -> tuple[dict[str, Any], Any]:
         pair = self._by_content.get(content)
         if pair is None:
             pair = (core_summary(content, count), native if native is not None else self._make(content))
@@ -279,11 +290,11 @@ class NativeSummaries:
         return pair
 
     def _core_of(self, message: Any) -> dict[str, Any] | None:
-        content = self._by_native.get(id(message))
-        if content is not None:
-            pair = self._by_content.get(content)
-            if pair is not None and pair[1] is message:
-                return pair[0]
+        with self._lock:
+            content = self._by_native.get(id(message))
+            pair = self._by_content.get(content) if content is not None else None
+        if pair is not None and pair[1] is message:
+            return pair[0]
         try:
             text = self._text_of(message)
         except Exception:  # a message text_of cannot read is no summary

@@ -27,7 +27,8 @@ Supported shapes:
   answers by name and order (``"<name>#<k>"``: the k-th call or response of that name in its
   content);
 * Bedrock Converse: ``toolUse`` blocks in assistant content, ``toolResult`` blocks in user content,
-  paired by ``toolUseId``.
+  paired by ``toolUseId``;
+* Pydantic AI ``ModelRequest``/``ModelResponse`` (``messages.pydantic_ai``).
 
 The items of one Responses model turn travel together: every AI item of that shape (a call, an
 assistant ``message``, a reasoning item, a hosted call) *leads* (``MessageInfo.leads``): the
@@ -42,6 +43,7 @@ from itertools import repeat
 from typing import Any, Final, Literal, NamedTuple
 
 from agentstate_reducer.messages.jsontext import arguments_text
+from agentstate_reducer.messages.pydantic_ai import read_model_message
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
 
@@ -336,6 +338,8 @@ def read_message(msg: Any) -> MessageInfo:
     """
     try:
         body, raw_role = _unwrap(msg)
+        if raw_role is None and (pai := read_model_message(body)) is not None:  # Pydantic AI
+            return MessageInfo(pai.kind, None, None, pai.content, pai.call_ids, pai.result_ids)
         if type(body) is dict or isinstance(body, Mapping):
             get = body.get
         else:
