@@ -118,7 +118,8 @@ def build_reducer(
     if not isinstance(preserve_first, bool):
         raise TypeError(f"{what}: preserve_first must be a bool, got {preserve_first!r}")
     if reducer is None:
-        reducer = MessageReducer(**(dict(reducer_kwargs) or dict(DEFAULT_LIMITS)))
+        # the ReducerConfig fields (hooks, token budget, ...), not only MessageReducer's two limits
+        reducer = MessageReducer(config=ReducerConfig(**(dict(reducer_kwargs) or dict(DEFAULT_LIMITS))))
     config = reducer.config
     fields = summarizer_fields(summarizer, config)
     fields["preserve_first"] = preserve_first
@@ -300,7 +301,7 @@ class NativeSummaries:
         except Exception:  # a message text_of cannot read is no summary
             return None
         match = _SUMMARY_TEXT.match(text) if isinstance(text, str) else None
-        if match is None:
+        if match is None or not isinstance(text, str):
             return None
         return self._pair(text, int(match.group(1)), native=message)[0]
 

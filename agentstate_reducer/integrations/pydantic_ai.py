@@ -92,7 +92,10 @@ def _unmerged(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     request (its instructions, ids and metadata kept); every other message as it is."""
     out: list[ModelMessage] = []
     for message in messages:
-        parts = message.parts if isinstance(message, ModelRequest) else ()
+        if not isinstance(message, ModelRequest):
+            out.append(message)
+            continue
+        parts = message.parts
         if len(parts) < 2 or not any(_is_summary_part(p) for p in parts):
             out.append(message)
             continue
