@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -147,7 +148,7 @@ class Script:
         return FunctionModel(fn)
 
 
-def make_agent(model: FunctionModel, capability: ReduceHistory | None) -> Agent[None, str]:
+def make_agent(model: FunctionModel, capability: AbstractCapability[Any] | None) -> Agent[None, str]:
     agent = Agent(model, system_prompt=SYSTEM, capabilities=[capability] if capability else [])
 
     @agent.tool_plain
