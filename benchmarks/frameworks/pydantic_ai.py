@@ -51,7 +51,9 @@ def _lost_turns(script: Script, questions: list[str]) -> int:
     return lost
 
 
-def _run(policy: str, capability: Any, turns: int, summarizer: Summarizer | None, note: str) -> dict[str, Any]:
+def _run(
+    policy: str, capability: Any, turns: int, summarizer: Summarizer | None, note: str
+) -> dict[str, Any]:
     script = Script()
     agent = make_agent(script.sync_model(), capability)
     history: list[ModelMessage] = []
