@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.messages import (
     ModelMessage,
@@ -331,6 +331,45 @@ def test_the_summary_merged_by_a_new_run_is_taken_out_again() -> None:
     first = script.received[-1][0]
     kinds = [p.part_kind for p in first.parts]
     assert kinds[:2] == ["system-prompt", "user-prompt"] and kinds.count("user-prompt") >= 2
+
+
+def test_without_a_summary_the_first_request_stays_the_system_prompt_and_the_task() -> None:
+    """The pinned first request and the first kept turn's request are merged by each new run;
+    the capability cuts them apart again, so the first request does not collect questions."""
+    script = Script()
+    agent = make_agent(script.sync_model(), ReduceHistory(min_messages=6, max_messages=12))
+    history: list[ModelMessage] = []
+    for i in range(10):
+        history = agent.run_sync(f"q{i} please tell me", message_history=history).all_messages()
+        assert [p.part_kind for p in history[0].parts] == ["system-prompt", "user-prompt"]
+        assert len(history) <= 13
+    check_requests(script, [f"q{i} please tell me" for i in range(10)], first_task="q0 please tell me")
+
+
+def test_requests_holding_tool_returns_and_a_prompt_through_the_agent() -> None:
+    """A tool's ``ctx.enqueue`` lands a user prompt in the request of its tool return."""
+    script, summarizer = Script(), Summarizer()
+    capability = ReduceHistory(min_messages=6, max_messages=12, summarizer=summarizer)
+    agent = Agent(script.sync_model(), system_prompt=SYSTEM, capabilities=[capability])
+
+    @agent.tool
+    def lookup(ctx: RunContext[None], q: str) -> str:
+        ctx.enqueue("a note from the tool")
+        return f"{q}: {RESULT}"
+
+    @agent.tool_plain
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    history: list[ModelMessage] = []
+    questions = [f"q{i} please tell me" for i in range(12)]
+    for q in questions:
+        history = agent.run_sync(q, message_history=history).all_messages()
+    mixed = [m for m in history if {"tool-return", "user-prompt"} <= {p.part_kind for p in m.parts}]
+    assert mixed and all(read_message(m).kind == "tool" for m in mixed)
+    assert summarizer.calls >= 2 and len(summarizer.seen) == len(set(summarizer.seen))
+    assert len(history) <= 13
+    check_requests(script, questions, first_task=questions[0])
 
 
 def test_without_preserve_first_pydantic_ai_does_not_add_the_system_prompt_back() -> None:

@@ -18,8 +18,10 @@ objects themselves (read by ``agentstate_reducer.messages``, never converted):
   are sent with every request and are never in the history.
 * The running summary is a ``ModelRequest`` holding one ``UserPromptPart``. Pydantic AI merges
   consecutive requests (a new run merges the stored history; each request is merged as it is
-  sent), so the summary arrives at the next run inside the request before or after it; the
-  capability takes it out again, into a request of its own, before reducing.
+  sent), so the summary, and the first kept turn's request after the pinned first request,
+  arrive at the next run inside the request before them; the capability takes them out again,
+  each into a request of its own, before reducing: the first request is cut before its second
+  user prompt (a first request holding two user prompts is pinned up to the second).
 * The thread is ``RunContext.conversation_id`` (inherited from ``message_history`` by every run
   of one conversation, or the ``conversation_id=`` of ``Agent.run``): ``on_prune`` hooks get the
   namespace ``("memories", conversation_id)``.
@@ -113,6 +115,22 @@ def _unmerged(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
     return out
 
 
+def _first_alone(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` with the first request cut before its second user prompt: what follows it
+    there is the request Pydantic AI merged into it (a reduced history has the pinned first
+    request right before the first kept turn), and goes into a copy of the request of its own."""
+    first = messages[0] if messages else None
+    if not isinstance(first, ModelRequest):
+        return messages
+    prompts = [i for i, p in enumerate(first.parts) if isinstance(p, UserPromptPart)]
+    if len(prompts) < 2:
+        return messages
+    cut = prompts[1]
+    head = dataclasses.replace(first, parts=list(first.parts[:cut]))
+    tail = dataclasses.replace(first, parts=list(first.parts[cut:]))
+    return [head, tail, *messages[1:]]
+
+
 class ReduceHistory(ProcessHistory[Any]):
     """A capability keeping every model call of a Pydantic AI agent bounded and sendable.
 
@@ -165,7 +183,10 @@ class ReduceHistory(ProcessHistory[Any]):
     async def _process(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """The bounded history: sent to the model and stored as the run's history."""
         thread = ctx.conversation_id or ctx.run_id
-        bounded = await self._flow.abound(thread, _unmerged(messages), thread=thread)
+        history = _unmerged(messages)
+        if self.reducer.config.preserve_first:
+            history = _first_alone(history)
+        bounded = await self._flow.abound(thread, history, thread=thread)
         return bounded.sent
 
     def __repr__(self) -> str:
