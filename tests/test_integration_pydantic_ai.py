@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,10 +41,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from agentstate_reducer import MessageReducer, ReducerConfig, read_message
-from agentstate_reducer._columns import use as use_columns
+from agentstate_reducer import MessageReducer, ReducerConfig, _columns, read_message
 from agentstate_reducer.integrations._common import ReduceRecord, RequestRepair
 from agentstate_reducer.integrations.pydantic_ai import ReduceHistory, summary_text
 from agentstate_reducer.summary import SUMMARY_PREFIX
@@ -146,6 +145,23 @@ class Script:
             return self.respond(messages)
 
         return FunctionModel(fn)
+
+
+    def stream_model(self) -> FunctionModel:
+        """The same answers, streamed: tool calls as ``DeltaToolCall`` chunks, text as text."""
+
+        async def stream(
+            messages: list[ModelMessage], info: AgentInfo
+        ) -> AsyncIterator[str | DeltaToolCalls]:
+            response = self.respond(messages)
+            for i, part in enumerate(response.parts):
+                if isinstance(part, ToolCallPart):
+                    args = part.args_as_json_str()
+                    yield {i: DeltaToolCall(part.tool_name, args, tool_call_id=part.tool_call_id)}
+                elif isinstance(part, TextPart):
+                    yield part.content
+
+        return FunctionModel(stream_function=stream)
 
 
 def make_agent(model: FunctionModel, capability: AbstractCapability[Any] | None) -> Agent[None, str]:
@@ -275,6 +291,21 @@ async def test_thirty_turns_async_with_an_async_summarizer() -> None:
         histories.append(history)
         news.append(result.new_messages())
     _check_run(script, summarizer, archive, records, histories, news)
+
+
+async def test_streamed_runs_are_bounded_the_same() -> None:
+    script, summarizer = Script(), Summarizer()
+    capability = ReduceHistory(min_messages=6, max_messages=12, summarizer=summarizer)
+    agent = make_agent(script.stream_model(), capability)
+    history: list[ModelMessage] = []
+    questions = [f"q{i} please tell me" for i in range(12)]
+    for q in questions:
+        async with agent.run_stream(q, message_history=history) as result:
+            assert await result.get_output() == f"answer to {q}"
+        history = result.all_messages()
+        assert len(history) <= 13
+    assert summarizer.calls >= 2
+    check_requests(script, questions, first_task=questions[0])
 
 
 def test_without_the_capability_the_history_grows() -> None:
@@ -496,11 +527,13 @@ def _conversation(turns: int) -> list[ModelMessage]:
 
 @contextmanager
 def columns(on: bool) -> Iterator[None]:
-    use_columns(on)
+    """The column path on or off (the reference), then as it was."""
+    was = _columns.enabled
+    _columns.use(on)
     try:
         yield
     finally:
-        use_columns(True)
+        _columns.use(was)
 
 
 @pytest.mark.parametrize("limits", [(6, 12), (10, 20), (0, 8)])
@@ -523,7 +556,7 @@ def test_the_fast_path_reduces_as_the_reference(limits: tuple[int, int]) -> None
 @pytest.mark.slow
 def test_the_reference_path_runs_the_agent_the_same(tmp_path: Any) -> None:
     """The whole file once more with AGENTSTATE_REDUCER_REFERENCE=1 (read at import)."""
-    chosen = "thirty_turns_sync or fast_path or reads or stays_with"
+    chosen = "thirty_turns_sync or reads or stays_with or first_request_stays"
     args = ["-q", "-p", "no:langsmith_plugin", "-p", "no:cacheprovider", __file__, "-k", chosen]
     code = f"import sys, pytest; sys.exit(pytest.main({args!r}))"
     env_run = subprocess.run(
