@@ -11,11 +11,12 @@ objects themselves (read by ``agentstate_reducer.messages``, never converted):
   ``new_messages()`` the messages of this run (found by ``run_id``, which the summary does not
   carry). Persist ``all_messages()`` and pass it back as ``message_history``: it carries what the
   summary covers. Appending only ``new_messages()`` to a store keeps growing that store; the
-  requests stay bounded, but the summary is not among the new messages and is made again.
+  requests stay bounded, but the summary is not among the new messages, so each run prunes and
+  summarizes the old messages again (the summarizer and ``on_prune`` hooks see them again).
 * ``preserve_first=True`` (the default): Pydantic AI keeps the system prompt inside the first
   ``ModelRequest``, with the first user prompt, and adds system prompts only to an empty
   history, so the first request is pinned: the system prompt and the task. ``instructions=``
-  are sent with every request and are never in the history.
+  are sent with every request from the agent's settings, so no pruning loses them.
 * The running summary is a ``ModelRequest`` holding one ``UserPromptPart``. Pydantic AI merges
   consecutive requests (a new run merges the stored history; each request is merged as it is
   sent), so the summary, and the first kept turn's request after the pinned first request,
@@ -25,9 +26,9 @@ objects themselves (read by ``agentstate_reducer.messages``, never converted):
 * The thread is ``RunContext.conversation_id`` (inherited from ``message_history`` by every run
   of one conversation, or the ``conversation_id=`` of ``Agent.run``): ``on_prune`` hooks get the
   namespace ``("memories", conversation_id)``.
-* ``validate=True`` repairs the request the planner's way before it is sent; Pydantic AI's own
-  repair (orphan results dropped, an interrupted result added for a dangling call) runs after it
-  and then finds nothing to do.
+* ``validate=True`` repairs the request the planner's way before it is sent (what is sent is
+  what is stored); Pydantic AI's own repair (orphan results dropped, an interrupted result added
+  for a dangling call) runs after it and then finds nothing to do.
 
 Importing this module imports pydantic-ai; ``import agentstate_reducer`` does not.
 """
