@@ -19,6 +19,7 @@ import dataclasses
 import inspect
 import logging
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -260,7 +261,7 @@ class NativeSummaries:
     ``make(content)`` builds the user message the framework sends.
     """
 
-    __slots__ = ("_by_content", "_by_native", "_make", "_text_of", "max_kept")
+    __slots__ = ("_by_content", "_by_native", "_lock", "_make", "_text_of", "max_kept")
 
     def __init__(
         self, make: Callable[[str], Any], text_of: Callable[[Any], str | None], *, max_kept: int = 256
@@ -272,8 +273,14 @@ class NativeSummaries:
         self._by_content: OrderedDict[str, tuple[dict[str, Any], Any]] = OrderedDict()
         #: id(native message) -> content, for the natives in ``_by_content``
         self._by_native: dict[int, str] = {}
+        # threads share one object (a framework may run its hooks in worker threads)
+        self._lock = threading.Lock()
 
     def _pair(self, content: str, count: int, native: Any = None) -> tuple[dict[str, Any], Any]:
+        with self._lock:
+            return self._pair_locked(content, count, native)
+
+    def _pair_locked(self, content: str, count: int, native: Any) -> tuple[dict[str, Any], Any]:
         pair = self._by_content.get(content)
         if pair is None:
             pair = (core_summary(content, count), native if native is not None else self._make(content))
@@ -287,11 +294,11 @@ class NativeSummaries:
         return pair
 
     def _core_of(self, message: Any) -> dict[str, Any] | None:
-        content = self._by_native.get(id(message))
-        if content is not None:
-            pair = self._by_content.get(content)
-            if pair is not None and pair[1] is message:
-                return pair[0]
+        with self._lock:
+            content = self._by_native.get(id(message))
+            pair = self._by_content.get(content) if content is not None else None
+        if pair is not None and pair[1] is message:
+            return pair[0]
         try:
             text = self._text_of(message)
         except Exception:  # a message text_of cannot read is no summary

@@ -29,6 +29,7 @@ Supported shapes:
 * Bedrock Converse: ``toolUse`` blocks in assistant content, ``toolResult`` blocks in user content,
   paired by ``toolUseId``;
 * AutoGen's ``autogen_core.models`` messages and their dumps (``messages.autogen``).
+* Pydantic AI ``ModelRequest``/``ModelResponse`` (``messages.pydantic_ai``).
 
 The items of one Responses model turn travel together: every AI item of that shape (a call, an
 assistant ``message``, a reasoning item, a hosted call) *leads* (``MessageInfo.leads``): the
@@ -44,6 +45,7 @@ from typing import Any, Final, Literal, NamedTuple
 
 from agentstate_reducer.messages.autogen import AUTOGEN_TYPES, autogen_call_payloads, read_autogen
 from agentstate_reducer.messages.jsontext import arguments_text
+from agentstate_reducer.messages.pydantic_ai import read_model_message
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
 
@@ -340,6 +342,8 @@ def read_message(msg: Any) -> MessageInfo:
         body, raw_role = _unwrap(msg)
         if raw_role in AUTOGEN_TYPES:  # autogen_core.models messages and their dumps
             return MessageInfo._make(read_autogen(body, raw_role))
+        if raw_role is None and (pai := read_model_message(body)) is not None:  # Pydantic AI
+            return MessageInfo(pai.kind, None, None, pai.content, pai.call_ids, pai.result_ids)
         if type(body) is dict or isinstance(body, Mapping):
             get = body.get
         else:
