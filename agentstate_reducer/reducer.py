@@ -117,6 +117,19 @@ def as_message_list(value: Any) -> list[Any]:
     raise TypeError(f"expected a message or a list of messages, got {type(value).__name__}")
 
 
+async def arun_hook(hook: Callable[[list[Any], Any], Any], pruned: list[Any], namespace: Any) -> None:
+    """Run one ``on_prune`` hook from async code: its ``acall`` when it has one (e.g.
+    ``checkpointers.archive.StoreArchive``: the store's async API), awaited when it is a coroutine
+    function, else in a worker thread (a sync hook may do I/O: keep it off the event loop)."""
+    acall = getattr(hook, "acall", None)
+    if callable(acall):
+        await acall(pruned, namespace)
+    elif asyncio.iscoroutinefunction(hook):
+        await hook(pruned, namespace)
+    else:
+        await asyncio.to_thread(hook, pruned, namespace)
+
+
 class MessageReducer:
     """Prune a message history by count or token budget without breaking it for a provider.
 
@@ -482,13 +495,7 @@ class MessageReducer:
     async def _arun_hooks(self, pruned: list[Any], namespace: Any) -> None:
         for hook in self._config.on_prune:
             try:
-                acall = getattr(hook, "acall", None)
-                if callable(acall):  # e.g. checkpointers.archive.StoreArchive: the store's async API
-                    await acall(list(pruned), namespace)
-                elif asyncio.iscoroutinefunction(hook):
-                    await hook(list(pruned), namespace)
-                else:  # a sync hook may do I/O: keep it off the event loop
-                    await asyncio.to_thread(hook, list(pruned), namespace)
+                await arun_hook(hook, list(pruned), namespace)
             except Exception:
                 logger.exception("on_prune hook %r failed; the reduction goes on", hook)
 

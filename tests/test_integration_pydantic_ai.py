@@ -205,7 +205,8 @@ class Archive:
     namespaces: set[Any] = field(default_factory=set)
 
     def __call__(self, pruned: list[Any], namespace: Any) -> None:
-        self.pruned += [key(m) for m in pruned if not isinstance(m, dict)]
+        assert not any(isinstance(m, dict) for m in pruned), "a hook got the core's summary dict"
+        self.pruned += [key(m) for m in pruned]
         self.namespaces.add(namespace)
 
 
@@ -653,6 +654,8 @@ def test_reducer_keyword_arguments_are_reducer_config_fields() -> None:
     capability = ReduceHistory(
         min_messages=4, max_messages=8, on_prune=[archive], cascade_tool_messages=False
     )
-    assert capability.reducer.config.on_prune == (archive,)
+    (hook,) = capability.reducer.config.on_prune  # the archive, given pydantic-ai's messages
+    hook([], ("memories", "c"))
+    assert archive.namespaces == {("memories", "c")}
     assert capability.reducer.config.preserve_first is True
     assert capability.reducer.config.cascade_tool_messages is False

@@ -82,7 +82,8 @@ def _conversation_ids(batches: list[list[Any]]) -> list[int]:
 
 
 def _is_summary(m: Any) -> bool:
-    return str(m.get("content") or "").startswith(SUMMARY_PREFIX)
+    text = m.text if isinstance(m, Native) else m.get("content")
+    return str(text or "").startswith(SUMMARY_PREFIX)
 
 
 @pytest.mark.parametrize("mode", ["state", "request"])
@@ -238,3 +239,29 @@ def test_build_reducer_applies_preserve_first_and_the_summarizer() -> None:
 def test_missing_extra_names_the_checkout_install() -> None:
     text = missing_extra("ReducerHook", "crewai", "crewai")
     assert 'pip install ".[crewai]"' in text and "ReducerHook" in text
+
+
+async def test_the_summarizer_and_hooks_see_the_frameworks_messages_only() -> None:
+    """The previous summary reaches the summarizer and the hooks as the framework's own message,
+    never as the core's summary dict; an async hook is awaited."""
+    seen: list[Any] = []
+    hooked: list[Any] = []
+
+    def summarize(messages: list[Any]) -> str:
+        seen.extend(messages)
+        return "rolled"
+
+    async def ahook(pruned: list[Any], namespace: Any) -> None:
+        hooked.extend(pruned)
+
+    reducer = build_reducer(None, {"min_messages": 4, "max_messages": 8, "on_prune": [ahook]},
+                            preserve_first=False, summarizer=summarize, what="test")
+    flow = CallFlow(reducer, mode="state", native=NativeSummaries(Native, _text_of), logger=LOG)
+    history: list[Any] = []
+    for i in range(6):
+        history += _turn(i)[:1]
+        bounded = await flow.abound("k", history, thread="t")
+        history = (bounded.stored or history) + _turn(i)[1:]
+    assert any(isinstance(m, Native) for m in seen), "the previous summary never reached the summarizer"
+    assert not any(isinstance(m, dict) and m.get("id") == "agentstate-summary" for m in seen + hooked)
+    assert any(isinstance(m, Native) for m in hooked)

@@ -27,7 +27,7 @@ from typing import Any, Final, Literal
 
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.messages import read_message
-from agentstate_reducer.reducer import MessageReducer, ReducerResult
+from agentstate_reducer.reducer import MessageReducer, ReducerResult, arun_hook
 from agentstate_reducer.summary import (
     SUMMARY_ID,
     SUMMARY_MARKER,
@@ -330,6 +330,64 @@ class NativeSummaries:
                     out[i] = self._pair(content, count if isinstance(count, int) else 0)[1]
         return out
 
+    def speaking_natively(self, reducer: MessageReducer) -> MessageReducer:
+        """``reducer`` with its summarizer and ``on_prune`` hooks given the framework's messages
+        only: the running summary they see is the native message the history holds, never the
+        core's summary dict (``reducer`` itself when it has neither)."""
+        config = reducer.config
+        sync_fn, async_fn, hooks = config.summarize_fn, config.asummarize_fn, tuple(config.on_prune)
+        if sync_fn is None and async_fn is None and not hooks:
+            return reducer
+        fields: dict[str, Any] = {}
+        if sync_fn is not None:
+            fields["summarize_fn"] = _NativeCall(self, sync_fn)
+        if async_fn is not None:
+            fields["asummarize_fn"] = _NativeAsyncCall(self, async_fn)
+        if hooks:
+            fields["on_prune"] = tuple(_NativeHook(self, hook) for hook in hooks)
+        return MessageReducer(config=dataclasses.replace(config, **fields))
+
+
+class _NativeCall:
+    """A summarizer called with the framework's messages (``NativeSummaries.speaking_natively``)."""
+
+    __slots__ = ("fn", "native")
+
+    def __init__(self, native: NativeSummaries, fn: Callable[[list[Any]], Any]) -> None:
+        self.native, self.fn = native, fn
+
+    def __call__(self, messages: list[Any]) -> Any:
+        return self.fn(self.native.outward(messages))
+
+    def __repr__(self) -> str:
+        return repr(self.fn)
+
+
+class _NativeAsyncCall(_NativeCall):
+    """An async summarizer called with the framework's messages."""
+
+    async def __call__(self, messages: list[Any]) -> Any:
+        return await self.fn(self.native.outward(messages))
+
+
+class _NativeHook:
+    """An ``on_prune`` hook called with the framework's messages, from sync or async code (an
+    async hook, or one with ``acall``, is awaited as the reducer would)."""
+
+    __slots__ = ("hook", "native")
+
+    def __init__(self, native: NativeSummaries, hook: Callable[[list[Any], Any], Any]) -> None:
+        self.native, self.hook = native, hook
+
+    def __call__(self, pruned: list[Any], namespace: Any) -> Any:
+        return self.hook(self.native.outward(pruned), namespace)
+
+    async def acall(self, pruned: list[Any], namespace: Any) -> None:
+        await arun_hook(self.hook, self.native.outward(pruned), namespace)
+
+    def __repr__(self) -> str:
+        return repr(self.hook)
+
 
 # -- request mode without ids --------------------------------------------------------------------
 
@@ -460,6 +518,9 @@ class CallFlow:
             raise TypeError(
                 f"on_reduce must be callable(ReduceRecord) or None, got {type(on_reduce).__name__}"
             )
+        if native is not None:
+            reducer = native.speaking_natively(reducer)
+        #: the reducer the flow runs (with ``native``: its summarizer and hooks see native messages)
         self.reducer = reducer
         self.mode: Mode = mode
         self.validate = validate

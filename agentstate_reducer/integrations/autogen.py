@@ -33,7 +33,6 @@ there is one, then the pruned messages.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -120,25 +119,6 @@ def _summary_text(message: Any) -> str | None:
     return message.content if isinstance(message.content, str) else None
 
 
-def _summarizing_natively(reducer: MessageReducer, native: NativeSummaries) -> MessageReducer:
-    """``reducer`` with its summarizer given AutoGen messages only: the running summary it rolls
-    forward is the ``UserMessage`` the history holds, not the core's summary dict."""
-    config = reducer.config
-    sync_fn, async_fn = config.summarize_fn, config.asummarize_fn
-    if sync_fn is None and async_fn is None:
-        return reducer
-    fields: dict[str, Any] = {}
-    if sync_fn is not None:
-        fields["summarize_fn"] = lambda messages: sync_fn(native.outward(messages))
-    if async_fn is not None:
-
-        async def summarize(messages: list[Any]) -> str:
-            return await async_fn(native.outward(messages))
-
-        fields["asummarize_fn"] = summarize
-    return MessageReducer(config=dataclasses.replace(config, **fields))
-
-
 class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingChatCompletionContextConfig]):
     """An AutoGen model context that keeps its history bounded and every request sendable.
 
@@ -186,9 +166,8 @@ class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingCha
         built = build_reducer(
             reducer, reducer_kwargs, preserve_first=preserve_first, summarizer=summarizer, what=what
         )
-        self.reducer = _summarizing_natively(built, native)
         self._flow = CallFlow(
-            self.reducer,
+            built,
             mode="state",
             validate=validate,
             on_reduce=on_reduce,
@@ -196,6 +175,7 @@ class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingCha
             logger=logger,
             max_threads=1,
         )
+        self.reducer = self._flow.reducer
         super().__init__(initial_messages)
         self.thread_id = thread_id
         #: held while a get_messages reduces (never across an add_message)

@@ -170,7 +170,6 @@ class ReduceHistory(ProcessHistory[Any]):
         built = build_reducer(
             reducer, reducer_kwargs, preserve_first=preserve_first, summarizer=summarizer, what=_WHAT
         )
-        self.reducer = built
         self._flow = CallFlow(
             built,
             mode="state",
@@ -179,6 +178,7 @@ class ReduceHistory(ProcessHistory[Any]):
             native=NativeSummaries(summary_request, summary_text),
             logger=logger,
         )
+        self.reducer = self._flow.reducer
         super().__init__(processor=self._process)
 
     async def _process(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
