@@ -117,7 +117,7 @@ def build_reducer(
     if not isinstance(preserve_first, bool):
         raise TypeError(f"{what}: preserve_first must be a bool, got {preserve_first!r}")
     if reducer is None:
-        reducer = MessageReducer(**(dict(reducer_kwargs) or dict(DEFAULT_LIMITS)))
+        reducer = MessageReducer(config=ReducerConfig(**(dict(reducer_kwargs) or dict(DEFAULT_LIMITS))))
     config = reducer.config
     fields = summarizer_fields(summarizer, config)
     fields["preserve_first"] = preserve_first
@@ -349,8 +349,8 @@ class RequestWindow:
 
     Use: ``view = window.view(key, history)``, reduce ``view.messages``, then
     ``window.record(view, result)``. It applies while a conversation's history starts with the
-    history it saw last (the same objects, or equal ones); any other history (edited, replayed,
-    forked) is reduced whole, as the first one was. Bounded to the ``max_threads`` most recently
+    messages it saw last up to the newest covered one (the same objects, or equal ones); a
+    history that differs there (edited, replayed) is reduced whole, as the first one was. Bounded to the ``max_threads`` most recently
     recorded conversations; thread-safe (a record is a new immutable value).
     """
 
@@ -366,8 +366,12 @@ class RequestWindow:
         known = self._seen.get(key)
         covered: frozenset[int] = frozenset()
         summary = None
-        if known is not None and len(items) >= len(known.seen) and items[: len(known.seen)] == known.seen:
-            covered, summary = known.covered, known.summary
+        if known is not None:
+            # the summary still stands while the history agrees up to the last covered message
+            # (a framework may cut back what follows it, as ADK does on a resumed tool call)
+            upto = max(known.covered, default=-1) + 1
+            if len(items) >= upto and items[:upto] == known.seen[:upto]:
+                covered, summary = known.covered, known.summary
         keep = [i for i in range(len(items)) if i not in covered]
         messages = [items[i] for i in keep]
         if summary is not None:
