@@ -70,7 +70,8 @@ def _reply(contents: list[types.Content]) -> list[types.Part]:
     if not responses:
         text = parts[0].text or ""
         if "approve" in text:
-            return [types.Part(function_call=types.FunctionCall(name="ask_approval", args={"ticket": f"t{turn}"}))]
+            approval = types.FunctionCall(name="ask_approval", args={"ticket": f"t{turn}"})
+            return [types.Part(function_call=approval)]
         return [types.Part(function_call=types.FunctionCall(name="lookup", args={"q": f"first {turn}"}))]
     if len(responses) == 1 and responses[0].name == "lookup":
         return [
@@ -118,7 +119,7 @@ def to_openai(contents: list[types.Content], system: str | None = SYSTEM) -> lis
             continue
         unused = list(previous)
         for r in responses:
-            match = next((p for p in unused if (r.id and p[1] == r.id) or (not r.id and p[0] == r.name)), None)
+            match = next((p for p in unused if p[1] == r.id or (not r.id and p[0] == r.name)), None)
             if match is not None:
                 unused.remove(match)
             cid = match[1] if match is not None else f"orphan-{i}-{r.name}"

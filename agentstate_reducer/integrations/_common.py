@@ -288,7 +288,9 @@ class NativeSummaries:
             text = self._text_of(message)
         except Exception:  # a message text_of cannot read is no summary
             return None
-        match = _SUMMARY_TEXT.match(text) if isinstance(text, str) else None
+        if not isinstance(text, str):
+            return None
+        match = _SUMMARY_TEXT.match(text)
         if match is None:
             return None
         return self._pair(text, int(match.group(1)), native=message)[0]
@@ -350,7 +352,8 @@ class RequestWindow:
     Use: ``view = window.view(key, history)``, reduce ``view.messages``, then
     ``window.record(view, result)``. It applies while a conversation's history starts with the
     messages it saw last up to the newest covered one (the same objects, or equal ones); a
-    history that differs there (edited, replayed) is reduced whole, as the first one was. Bounded to the ``max_threads`` most recently
+    history that differs there (edited, replayed) is reduced whole, as the first one was.
+    Bounded to the ``max_threads`` most recently
     recorded conversations; thread-safe (a record is a new immutable value).
     """
 

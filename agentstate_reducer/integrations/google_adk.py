@@ -47,7 +47,8 @@ try:
     from google.adk.plugins.base_plugin import BasePlugin
     from google.genai import types
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess
-    raise ImportError(missing_extra("agentstate_reducer.integrations.google_adk", "google-adk", "google-adk")) from exc
+    what = "agentstate_reducer.integrations.google_adk"
+    raise ImportError(missing_extra(what, "google-adk", "google-adk")) from exc
 
 __all__ = ["ReducerCallback", "ReducerPlugin"]
 
@@ -111,7 +112,7 @@ def _held(contents: Sequence[Any], adk_summaries: Sequence[Any]) -> tuple[set[in
     summaries = {i for i, c in enumerate(contents) if adk_summaries and any(c == s for s in adk_summaries)}
     pending: set[int] = set()
     for i, content in enumerate(contents):
-        if i in summaries:
+        if i in summaries or not any(getattr(p, "function_call", None) for p in content.parts or ()):
             continue
         info = read_message(content)
         if not info.call_ids:
@@ -223,12 +224,14 @@ class ReducerCallback:
         """The reducer this callback runs with (``preserve_first`` and summarizer applied)."""
         return self._bounder.flow.reducer
 
-    async def __call__(self, *, callback_context: CallbackContext, llm_request: LlmRequest) -> LlmResponse | None:
+    async def __call__(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
         await self._bounder.bound(callback_context, llm_request)
         return None
 
 
-class ReducerPlugin(BasePlugin):  # type: ignore[misc]
+class ReducerPlugin(BasePlugin):
     """A ``BasePlugin`` bounding every agent's model requests in an app or runner:
     ``App(..., plugins=[ReducerPlugin(reducer)])`` or ``Runner(..., plugins=[...])``.
 
