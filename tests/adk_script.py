@@ -19,9 +19,9 @@ from pydantic import PrivateAttr
 SYSTEM = "You are a terse assistant."
 
 
-def lookup(q: str) -> dict[str, str]:
-    """Look a question up."""
-    return {"result": f"found for {q}: " + "lorem ipsum dolor sit amet " * 7}
+def lookup(q: str, call: int) -> dict[str, str]:
+    """Look a question up (``call``: the model call that asked)."""
+    return {"result": f"found for {q} ({call}): " + "lorem ipsum dolor sit amet " * 7}
 
 
 def add(a: int, b: int) -> int:
@@ -59,29 +59,36 @@ class ScriptedLlm(BaseLlm):
         self._requests.append(contents)
         system = llm_request.config.system_instruction if llm_request.config else None
         self._systems.append(system if isinstance(system, str) else None)
-        yield LlmResponse(content=types.Content(role="model", parts=_reply(contents)))
+        reply = _reply(contents, len(self._requests))
+        yield LlmResponse(content=types.Content(role="model", parts=reply))
 
 
-def _reply(contents: list[types.Content]) -> list[types.Part]:
+def _reply(contents: list[types.Content], n: int) -> list[types.Part]:
+    """The reply to a request, the ``n``-th call (in the arguments: every message is unique)."""
     last = contents[-1]
     parts = last.parts or []
     responses = [p.function_response for p in parts if p.function_response]
-    turn = next((_turn_of(c) for c in reversed(contents) if _turn_of(c) is not None), 0)
+    turn = next((turn_of(c) for c in reversed(contents) if turn_of(c) is not None), 0)
     if not responses:
         text = parts[0].text or ""
-        if "approve" in text:
-            approval = types.FunctionCall(name="ask_approval", args={"ticket": f"t{turn}"})
+        if "approve" in text:  # the long-running tool, or the tool that needs a confirmation
+            name = "confirm_approval" if text.endswith("approve") else "ask_approval"
+            approval = types.FunctionCall(name=name, args={"ticket": f"t{turn}"})
             return [types.Part(function_call=approval)]
-        return [types.Part(function_call=types.FunctionCall(name="lookup", args={"q": f"first {turn}"}))]
+        return [types.Part(function_call=_lookup(f"first {turn}", n))]
     if len(responses) == 1 and responses[0].name == "lookup":
         return [
-            types.Part(function_call=types.FunctionCall(name="lookup", args={"q": f"second {turn}"})),
+            types.Part(function_call=_lookup(f"second {turn}", n)),
             types.Part(function_call=types.FunctionCall(name="add", args={"a": turn, "b": 1})),
         ]
     return [types.Part(text=f"answer {turn}: done")]
 
 
-def _turn_of(content: types.Content) -> int | None:
+def _lookup(q: str, n: int) -> types.FunctionCall:
+    return types.FunctionCall(name="lookup", args={"q": q, "call": n})
+
+
+def turn_of(content: types.Content) -> int | None:
     """The turn number of a question content (``q<i> please``)."""
     if content.role != "user" or not content.parts or not content.parts[0].text:
         return None

@@ -17,14 +17,14 @@ from google.adk.apps.app import EventsCompactionConfig
 from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
 from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import InMemoryRunner
-from google.adk.tools import LongRunningFunctionTool
+from google.adk.tools import FunctionTool, LongRunningFunctionTool
 from google.genai import types
 
 from agentstate_reducer import MessageReducer, ReducerConfig
-from agentstate_reducer.integrations._common import ReduceRecord
+from agentstate_reducer.integrations._common import ReduceRecord, RequestWindow
 from agentstate_reducer.integrations.google_adk import ReducerCallback, ReducerPlugin
 from agentstate_reducer.messages import read_message
-from tests.adk_script import SYSTEM, ScriptedLlm, add, agent, key, lookup, question, to_openai, user
+from tests.adk_script import SYSTEM, ScriptedLlm, add, agent, key, lookup, question, to_openai, turn_of, user
 from tests.provider_rules import request_errors
 
 APP = "app"
@@ -239,6 +239,65 @@ def test_a_resumed_long_running_call_keeps_the_running_summary() -> None:
     assert sorted(rec.pruned) == sorted(summarized)
 
 
+def confirm_approval(ticket: str) -> dict[str, str]:
+    """Approve a ticket, once a human confirmed it."""
+    return {"status": f"{ticket} approved"}
+
+
+def test_a_tool_confirmation_pending_then_given_sends_valid_requests() -> None:
+    rec = Recorder()
+    model = ScriptedLlm()
+    callback = ReducerCallback(limited(rec, 8, 4), summarizer=rec.summarize)
+    tools: list[Any] = [lookup, add, FunctionTool(confirm_approval, require_confirmation=True)]
+    model_agent = agent(model, before_model_callback=callback)
+    model_agent.tools = tools
+    runner = InMemoryRunner(agent=model_agent, app_name=APP)
+    asked: list[types.FunctionCall] = []
+
+    async def scenario() -> None:
+        await run_turns(runner, range(3))
+        ask_first = user("q3 please approve")
+        async for event in runner.run_async(user_id="u", session_id="s1", new_message=ask_first):
+            parts = event.content.parts or [] if event.content else []
+            asked.extend(p.function_call for p in parts
+                         if p.function_call and p.function_call.name == "adk_request_confirmation")
+        await run_turns(runner, range(4, 9))  # turns while the confirmation is pending
+        assert asked, "ADK asked for no confirmation"
+        answer = types.Content(role="user", parts=[types.Part(function_response=types.FunctionResponse(
+            id=asked[0].id, name=asked[0].name, response={"confirmed": True}))])  # fmt: skip
+        async for _ in runner.run_async(user_id="u", session_id="s1", new_message=answer):
+            pass
+
+    asyncio.run(scenario())
+    assert_requests_valid(model)
+    assert len(model.requests) == 3 * 3 + 1 + 5 * 3 + 3  # the confirmed call ran, the turn went on
+    # ADK answers the call with a placeholder while the confirmation is pending, and moves the
+    # real result up to the call when it comes: the summarizer and on_prune still see each once
+    summarized = [k for batch in rec.summarized for k in batch]
+    assert rec.pruned and len(rec.pruned) == len(set(rec.pruned)) == len(summarized) == len(set(summarized))
+
+
+def test_one_plugin_serves_concurrent_sessions() -> None:
+    rec = Recorder()
+    model = ScriptedLlm()
+    plugin = ReducerPlugin(limited(rec, 8, 4), summarizer=rec.asummarize)
+    runner = InMemoryRunner(app=App(name=APP, root_agent=agent(model), plugins=[plugin]))
+
+    async def both() -> None:
+        a, b = run_turns(runner, range(8), session="a"), run_turns(runner, range(100, 108), session="b")
+        await asyncio.gather(a, b)
+
+    asyncio.run(both())
+    assert len(model.requests) == 2 * 8 * 3
+    assert_requests_valid(model, bound=9)
+    for n, request in enumerate(model.requests):
+        turns = {t for t in (turn_of(c) for c in request) if t is not None}
+        assert turns and (max(turns) < 100 or min(turns) >= 100), f"call {n} mixes the sessions: {turns}"
+    summarized = [k for batch in rec.summarized for k in batch]
+    # the same key can occur in both sessions only for contents without a turn number
+    assert len(rec.pruned) == len(summarized) and len(rec.summarized) >= 4
+
+
 def _text(content: types.Content) -> str:
     return "".join(p.text or "" for p in content.parts or [])
 
@@ -361,3 +420,35 @@ def test_missing_adk_names_the_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert 'pip install ".[google-adk]"' in out.stdout and "'google-adk'" in out.stdout
+
+
+def test_request_window_finds_covered_messages_moved_or_left_out() -> None:
+    pruned: list[str] = []
+    config = ReducerConfig(
+        max_messages=6, min_messages=3, preserve_first=False, inject_summary=True,
+        summarize_fn=lambda ms: f"{len(ms)} earlier",
+        on_prune=[lambda ms, ns: pruned.extend(m["content"] for m in ms)],
+    )  # fmt: skip
+    reducer, window = MessageReducer(config=config), RequestWindow(preserve_first=False)
+
+    def call(history: list[dict[str, str]]) -> list[str]:
+        view = window.view("k", history)
+        result = reducer.reduce(view.messages)
+        window.record(view, result)
+        return [m["content"] for m in result.surviving]
+
+    def msgs(*names: str) -> list[dict[str, str]]:
+        return [{"role": "user" if n.startswith("u") else "assistant", "content": n} for n in names]
+
+    full = msgs("u0", "a0", "u1", "a1", "u2", "a2", "u3", "a3")
+    sent = call(full)
+    covered = ["u0", "a0", "u1", "a1", "u2", "a2"]
+    assert pruned == covered and sent[1:] == ["u3", "a3"] and sent[0].startswith("Summary")
+    # one call without the newest covered messages and a new one (a cut-back history)
+    cut = [m for m in full if m["content"] not in covered[2:]] + msgs("u9")
+    assert call(cut)[1:] == ["u3", "a3", "u9"] and pruned == covered
+    # the whole history again, a covered message moved down: nothing covered is pruned again
+    again = msgs("u0", "a0", "u1", "a1", "u2", "u3", "a2", "a3", "u4")
+    assert call(again)[1:] == ["u3", "a3", "u4"] and pruned == covered
+    # a history holding none of the covered messages is a new one: no summary
+    assert call(msgs("unew", "new")) == ["unew", "new"]
