@@ -23,6 +23,20 @@ fi
 echo "== python packages"
 "$PY" -m pip install -q -e ".[dev]"
 
+# crewai 1.15 and google-adk 2.x cannot share one environment (opentelemetry-api): the CrewAI
+# tests and the CrewAI docs example run in one of their own, .venv-crewai (made and refreshed
+# here), or in the environment of CREWAI_PYTHON=<interpreter>, used as it is (it needs crewai,
+# pytest, pytest-asyncio and hypothesis). The main run does not collect tests/crewai
+# (tests/conftest.py); tests/test_readme.py runs the CrewAI example with CREWAI_PYTHON.
+echo "== python packages, CrewAI environment"
+if [ -z "${CREWAI_PYTHON:-}" ]; then
+  [ -x .venv-crewai/bin/python ] || python3 -m venv .venv-crewai
+  .venv-crewai/bin/python -m pip install -q --upgrade pip
+  .venv-crewai/bin/python -m pip install -q -e ".[crewai]" pytest pytest-asyncio hypothesis
+  CREWAI_PYTHON="$PWD/.venv-crewai/bin/python"
+fi
+export CREWAI_PYTHON
+
 echo "== PostgreSQL server binaries"
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
@@ -47,4 +61,7 @@ if [ $# -eq 0 ]; then
   echo "== pytest, reference path (AGENTSTATE_REDUCER_REFERENCE=1)"
   AGENTSTATE_REDUCER_REFERENCE=1 "$PY" -m pytest -q tests/test_properties.py tests/test_validity.py \
     tests/test_warm_equals_fresh.py tests/test_reference_switch.py
+
+  echo "== pytest, CrewAI (tests/crewai, its own environment)"
+  "$CREWAI_PYTHON" -m pytest -q tests/crewai
 fi

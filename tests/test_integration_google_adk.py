@@ -270,9 +270,15 @@ def test_a_tool_confirmation_pending_then_given_sends_valid_requests() -> None:
 
     asyncio.run(scenario())
     assert_requests_valid(model)
-    assert len(model.requests) == 3 * 3 + 1 + 5 * 3 + 3  # the confirmed call ran, the turn went on
-    # ADK answers the call with a placeholder while the confirmation is pending, and moves the
-    # real result up to the call when it comes: the summarizer and on_prune still see each once
+    assert len(model.requests) == 3 * 3 + 1 + 5 * 3 + 1  # the confirmed call ran, the model answered
+    # ADK answers the call with a placeholder while the confirmation is pending; confirmed, it
+    # sends the history cut back to the call with its real result last (the call was pruned: it
+    # is sent again, with its result); the summarizer and on_prune still see each message once
+    confirmed = model.requests[-1]
+    calls = [p.function_call.name for p in confirmed[-2].parts or [] if p.function_call]
+    assert calls == ["confirm_approval"]
+    result = (confirmed[-1].parts or [types.Part()])[0].function_response
+    assert result is not None and result.response == {"status": "t3 approved"}
     summarized = [k for batch in rec.summarized for k in batch]
     assert rec.pruned and len(rec.pruned) == len(set(rec.pruned)) == len(summarized) == len(set(summarized))
 

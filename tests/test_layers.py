@@ -81,6 +81,38 @@ def test_the_core_imports_nothing_above_it() -> None:
     assert _violations(CORE, ("checkpointers", "benchmarks", "tests")) == []
 
 
+INTEGRATIONS = CORE / "integrations"
+#: the first import paths of two integrations, kept working (they re-export the modules)
+SHIMS = ("agentstate_reducer/middleware/__init__.py", "agentstate_reducer/sessions.py")
+
+
+def test_only_the_integrations_reach_the_integrations() -> None:
+    """The core (everything but ``integrations``) never imports an integration; the two old
+    import paths are the only modules outside that re-export one."""
+    found = [
+        v
+        for v in _violations(CORE, ("agentstate_reducer.integrations",))
+        if not v.startswith("agentstate_reducer/integrations/") and not v.startswith(SHIMS)
+    ]
+    assert found == []
+
+
+def test_integrations_share_only_the_core_and_their_common_module() -> None:
+    """A framework module imports the core, ``integrations._common``/``_bounded`` and its own
+    framework, never another framework's integration (each is installed on its own)."""
+    found = []
+    for path in sorted(INTEGRATIONS.rglob("*.py")):
+        name = _module_name(path).split(".")
+        own = name[2] if len(name) > 2 else ""
+        for line, module in imports(path):
+            parts = module.split(".")
+            if parts[:2] != ["agentstate_reducer", "integrations"] or len(parts) < 3:
+                continue
+            if parts[2] not in ("_common", "_bounded", own):
+                found.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    assert found == []
+
+
 def test_savers_do_not_import_the_cli_or_benchmarks() -> None:
     found = [
         v
@@ -152,7 +184,8 @@ def test_importing_the_core_loads_no_framework() -> None:
     code = (
         "import sys, agentstate_reducer\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('checkpointers', 'langgraph', 'langchain', 'langchain_core', 'openai', 'anthropic'))\n"
+        "('checkpointers', 'langgraph', 'langchain', 'langchain_core', 'openai', 'anthropic', 'agents',"
+        " 'crewai', 'pydantic_ai', 'google', 'autogen_core', 'autogen_agentchat', 'autogen_ext'))\n"
         "print(bad)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)

@@ -38,6 +38,19 @@ EXTRA_OF_IMPORT: tuple[tuple[str, str], ...] = (
     ("checkpointers.cosmosdb", "cosmosdb"),
     ("azure", "cosmosdb"),
     ("agentstate_reducer.middleware", "langchain"),
+    ("agentstate_reducer.integrations.langchain", "langchain"),
+    ("agentstate_reducer.integrations.openai_agents", "openai-agents"),
+    ("agentstate_reducer.integrations.crewai", "crewai"),
+    ("crewai", "crewai"),
+    ("agentstate_reducer.integrations.pydantic_ai", "pydantic-ai"),
+    ("pydantic_ai", "pydantic-ai"),
+    ("agentstate_reducer.integrations.google_adk", "google-adk"),
+    ("google.adk", "google-adk"),
+    ("google.genai", "google-adk"),
+    ("agentstate_reducer.integrations.autogen", "autogen"),
+    ("autogen_agentchat", "autogen"),
+    ("autogen_core", "autogen"),
+    ("autogen_ext", "autogen"),
     ("langchain", "langchain"),
     ("agentstate_reducer.sessions", "openai-agents"),
     ("agents", "openai-agents"),
@@ -48,6 +61,9 @@ EXTRA_OF_IMPORT: tuple[tuple[str, str], ...] = (
     ("checkpointers", "langgraph"),
 )
 IMPLIED_BY = {"langgraph": ("langchain", "all"), "sqlite": ("langgraph", "langchain", "all")}
+#: extras whose examples run in an environment of their own (they cannot share the main one):
+#: extra -> (variable naming its interpreter, the default scripts/test.sh makes)
+OWN_ENVIRONMENT = {"crewai": ("CREWAI_PYTHON", ROOT / ".venv-crewai" / "bin" / "python")}
 
 
 @dataclass(frozen=True)
@@ -111,6 +127,20 @@ def missing_extras(block: Block) -> set[str]:
         for extra in extras_needed(block.code)
         if extra not in named and not any(wider in named for wider in IMPLIED_BY.get(extra, ()))
     }
+
+
+def interpreter(block: Block) -> str:
+    """The Python that runs ``block``: this one, or the own environment of an extra it needs."""
+    python = sys.executable
+    for extra in extras_needed(block.code) & set(OWN_ENVIRONMENT):
+        variable, default = OWN_ENVIRONMENT[extra]
+        python = os.environ.get(variable, str(default))
+        if not Path(python).exists():
+            pytest.fail(
+                f"{block.label} needs the {extra!r} extra's own environment: run scripts/test.sh once "
+                f"(it makes {default}) or set {variable} to an interpreter that has it"
+            )
+    return python
 
 
 @pytest.fixture(scope="session")
@@ -197,13 +227,14 @@ def test_each_example_runs_alone_twice_in_an_empty_folder(
         server = request.getfixturevalue("cosmos_server")
         env["COSMOSDB_ENDPOINT"], env["COSMOSDB_KEY"] = server.endpoint, server.key
 
+    python = interpreter(block)
     script = tmp_path / "example.py"
     script.write_text(block.code)
     workdir = tmp_path / "empty"
     workdir.mkdir()
     for run in (1, 2):
         proc = subprocess.run(
-            [sys.executable, str(script)],
+            [python, str(script)],
             cwd=workdir,
             env=env,
             capture_output=True,
@@ -237,10 +268,11 @@ def test_an_example_run_without_its_service_says_what_to_set(block: Block, tmp_p
     env = {**os.environ, "PYTHONPATH": python_path}
     for name in ("POSTGRES_URL", "DB_URI", "COSMOSDB_ENDPOINT", "COSMOSDB_KEY"):
         env.pop(name, None)
+    python = interpreter(block)
     script = tmp_path / "example.py"
     script.write_text(block.code)
     proc = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
+        [python, str(script)], cwd=tmp_path, env=env, capture_output=True, text=True,
         timeout=RUN_TIMEOUT,
     )
     needed = {v for k, v in SERVICE_VARIABLES.items() if k in block.code}

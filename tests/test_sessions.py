@@ -214,6 +214,12 @@ def test_importing_the_package_imports_no_sessions_module_and_no_sdk() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+def test_the_old_import_path_names_the_same_class() -> None:
+    from agentstate_reducer.integrations.openai_agents import ReducingSession as New
+
+    assert ReducingSession is New
+
+
 def collect(into: list[Any]) -> Any:
     """An ``on_prune`` hook appending the pruned items to ``into``."""
     return lambda pruned, namespace: into.extend(pruned)

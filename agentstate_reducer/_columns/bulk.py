@@ -22,6 +22,7 @@ from itertools import compress, repeat
 from operator import attrgetter, eq, is_, is_not
 from typing import Any, Final, cast
 
+from agentstate_reducer.messages.autogen import AUTOGEN_TYPES
 from agentstate_reducer.messages.fields import (
     FAST_VIEWS,
     FastView,
@@ -47,9 +48,11 @@ from agentstate_reducer.messages.read import (
 )
 
 _CHAT_TYPES: Final = frozenset({"chat", "ChatMessage", "ChatMessageChunk"})
-#: ``type`` values of Responses items (and Anthropic ``Message`` objects): read on their own
+#: ``type`` values of Responses items (and Anthropic ``Message`` objects) and of AutoGen's
+#: messages: read on their own
 _ITEM_TYPES: Final = frozenset(
     {
+        *AUTOGEN_TYPES,
         "message",
         "reasoning",
         "compaction",

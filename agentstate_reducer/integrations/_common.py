@@ -19,6 +19,7 @@ import dataclasses
 import inspect
 import logging
 import re
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +53,7 @@ __all__ = [
 
 Mode = Literal["state", "request"]
 
-#: The reducer an integration runs with when it is given none.
+#: The limits of the reducer an integration makes when it is given neither a reducer nor limits.
 DEFAULT_LIMITS: Final[Mapping[str, int]] = {"min_messages": 20, "max_messages": 40}
 
 
@@ -97,12 +98,14 @@ def build_reducer(
     summarizer: Any = None,
     what: str,
 ) -> MessageReducer:
-    """The reducer ``what`` runs with: ``reducer`` or ``MessageReducer(**reducer_kwargs)`` (the
-    default limits when both are empty), with ``preserve_first`` and the summarizer applied.
+    """The reducer ``what`` runs with: ``reducer``, or one made from ``ReducerConfig`` keyword
+    arguments (``min_messages=20, max_messages=40`` unless either is given), with
+    ``preserve_first`` and the summarizer applied (a new reducer when they change it).
 
     Raises:
         TypeError: ``reducer`` is no ``MessageReducer``; both it and keyword arguments are given;
-            ``preserve_first`` is no bool; the summarizer is not callable.
+            a keyword is no ``ReducerConfig`` field; ``preserve_first`` is no bool; the summarizer
+            is not callable.
         ValueError: the keyword arguments are not a valid ``ReducerConfig``.
     """
     if reducer is not None and not isinstance(reducer, MessageReducer):
@@ -117,7 +120,17 @@ def build_reducer(
     if not isinstance(preserve_first, bool):
         raise TypeError(f"{what}: preserve_first must be a bool, got {preserve_first!r}")
     if reducer is None:
-        reducer = MessageReducer(config=ReducerConfig(**(dict(reducer_kwargs) or dict(DEFAULT_LIMITS))))
+        known = {f.name for f in dataclasses.fields(ReducerConfig)}
+        unknown = sorted(set(reducer_kwargs) - known)
+        if unknown:
+            raise TypeError(
+                f"{what}: unknown reducer keyword argument(s) {unknown}; the keyword arguments are "
+                f"ReducerConfig's: {sorted(known)}"
+            )
+        kwargs = dict(reducer_kwargs)
+        if "min_messages" not in kwargs and "max_messages" not in kwargs:
+            kwargs.update(DEFAULT_LIMITS)
+        reducer = MessageReducer(config=ReducerConfig(**kwargs))
     config = reducer.config
     fields = summarizer_fields(summarizer, config)
     fields["preserve_first"] = preserve_first
@@ -139,9 +152,9 @@ class RequestRepair:
     (orphan results, late and second results, dangling calls are pruned), but with a user turn
     after it: the model is being called, so a call at the end still waiting for results is
     dangling, not pending, and a reasoning item at the end has no model output after it. Then the
-    request starts at its first user message after the pinned ones (system messages, and the
-    first message with ``preserve_first``): what precedes it cannot open a request. Without a
-    user message nothing is cut.
+    request starts at its first user message (a pinned one counts: the task with
+    ``preserve_first``), keeping the pinned messages before it (system messages): what else
+    precedes it cannot open a request. Without a user message nothing is cut.
 
     Pure: no hooks, no summarizer, the input list is not mutated; any shape the core reads.
 
@@ -180,11 +193,7 @@ class RequestRepair:
             for j, (i, info) in enumerate(zip(kept, infos, strict=True))
             if info.kind == "system" or (self._preserve_first and i == 0)
         ]
-        start = next(
-            (j for j, info in enumerate(infos) if info.kind == "human" and j not in pinned), None
-        )
-        if start is None:
-            start = 0
+        start = next((j for j, info in enumerate(infos) if info.kind == "human"), 0)
         chosen = sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
         if len(chosen) == len(messages):
             return messages, []
@@ -252,7 +261,7 @@ class NativeSummaries:
     ``make(content)`` builds the user message the framework sends.
     """
 
-    __slots__ = ("_by_content", "_by_native", "_make", "_text_of", "max_kept")
+    __slots__ = ("_by_content", "_by_native", "_lock", "_make", "_text_of", "max_kept")
 
     def __init__(
         self, make: Callable[[str], Any], text_of: Callable[[Any], str | None], *, max_kept: int = 256
@@ -264,8 +273,14 @@ class NativeSummaries:
         self._by_content: OrderedDict[str, tuple[dict[str, Any], Any]] = OrderedDict()
         #: id(native message) -> content, for the natives in ``_by_content``
         self._by_native: dict[int, str] = {}
+        # threads share one object (a framework may run its hooks in worker threads)
+        self._lock = threading.Lock()
 
     def _pair(self, content: str, count: int, native: Any = None) -> tuple[dict[str, Any], Any]:
+        with self._lock:
+            return self._pair_locked(content, count, native)
+
+    def _pair_locked(self, content: str, count: int, native: Any) -> tuple[dict[str, Any], Any]:
         pair = self._by_content.get(content)
         if pair is None:
             pair = (core_summary(content, count), native if native is not None else self._make(content))
@@ -279,11 +294,11 @@ class NativeSummaries:
         return pair
 
     def _core_of(self, message: Any) -> dict[str, Any] | None:
-        content = self._by_native.get(id(message))
-        if content is not None:
-            pair = self._by_content.get(content)
-            if pair is not None and pair[1] is message:
-                return pair[0]
+        with self._lock:
+            content = self._by_native.get(id(message))
+            pair = self._by_content.get(content) if content is not None else None
+        if pair is not None and pair[1] is message:
+            return pair[0]
         try:
             text = self._text_of(message)
         except Exception:  # a message text_of cannot read is no summary
@@ -329,23 +344,46 @@ class _Covered:
     summary: Any
 
 
-def _find(covered: Sequence[Any], items: Sequence[Any]) -> tuple[list[int], list[tuple[int, Any]]]:
+def _next(items: Sequence[Any], start: int, message: Any) -> int | None:
+    """The position from ``start`` on of the next item that is ``message`` or equals it."""
+    for k in range(start, len(items)):
+        if items[k] is message or bool(items[k] == message):
+            return k
+    return None
+
+
+def _find(covered: Sequence[Any], items: Sequence[Any]) -> tuple[list[int], list[tuple[int, Any]]] | None:
     """Where the ``covered`` messages are in ``items``: each, in order, is the next one in
-    ``items`` that is it or equals it. Returns their positions, and the covered messages
-    ``items`` lacks, each with the position of the found one before it (-1: none)."""
+    ``items`` that is it or equals it. Returns their positions and the covered messages
+    ``items`` lacks, each with the position of the last one found (-1: none). Only the newest
+    covered messages may be lacking (a history cut back); None when an older one is, or when
+    none is found: an edited or another history."""
     found: list[int] = []
-    missing: list[tuple[int, Any]] = []
     j = 0
-    for m in covered:
-        k = j
-        while k < len(items) and not (items[k] is m or bool(items[k] == m)):
-            k += 1
-        if k == len(items):
-            missing.append((found[-1] if found else -1, m))
-            continue
+    for n, m in enumerate(covered):
+        k = _next(items, j, m)
+        if k is None:
+            if not found or (n + 1 < len(covered) and _next(items, j, covered[n + 1]) is not None):
+                return None
+            return found, [(found[-1], rest) for rest in covered[n:]]
         found.append(k)
         j = k + 1
-    return found, missing
+    return found, []
+
+
+def _with_calls(items: Sequence[Any], covered: frozenset[int]) -> frozenset[int]:
+    """``covered`` without the calls an uncovered result answers (a result a framework moved
+    or replaced travels with its call: ADK answering a confirmed call sends the call and its
+    result last)."""
+    uncover: set[int] = set()
+    calls: dict[str, int] = {}  # call id -> position of the newest call with it
+    for i, m in enumerate(items):
+        info = read_message(m)
+        if i not in covered:
+            uncover.update(calls[r] for r in info.result_ids if calls.get(r) in covered)
+        for c in info.call_ids:
+            calls[c] = i
+    return covered - uncover if uncover else covered
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,11 +409,12 @@ class RequestWindow:
 
     Use: ``view = window.view(key, history)``, reduce ``view.messages``, then
     ``window.record(view, result)``. The covered messages are found in a later history in order,
-    each the same object or an equal one, wherever they are: a framework may move a message or
-    leave some out for one call (ADK, answering a long-running call, sends the history cut back to
-    the call, then the whole history with the answer moved up to it). Covered messages a history
-    lacks stay remembered, and the summary stands for them; a history holding none of them is
-    reduced whole, as the first one was. Bounded to the ``max_threads`` most recently recorded
+    each the same object or an equal one, with other messages between them or not: a framework
+    may insert one, or cut the history back for one call (ADK, answering a long-running call,
+    sends the history cut back to the call, then the whole history with the answer moved up to
+    it). The newest covered messages a history lacks stay remembered, and the summary stands for
+    them; a history that lacks an older one (edited, rewound) or holds none is reduced whole, as
+    the first one was. Bounded to the ``max_threads`` most recently recorded
     conversations; thread-safe (a record is a new immutable value).
     """
 
@@ -392,10 +431,10 @@ class RequestWindow:
         covered: frozenset[int] = frozenset()
         missing: tuple[tuple[int, Any], ...] = ()
         summary = None
-        if known is not None:
-            found, lacking = _find(known.messages, items)
-            if found:
-                covered, missing, summary = frozenset(found), tuple(lacking), known.summary
+        where = _find(known.messages, items) if known is not None and known.messages else None
+        if known is not None and where is not None:
+            found, lacking = where
+            covered, missing, summary = _with_calls(items, frozenset(found)), tuple(lacking), known.summary
         keep = [i for i in range(len(items)) if i not in covered]
         messages = [items[i] for i in keep]
         if summary is not None:

@@ -8,9 +8,10 @@ Both bound ``llm_request.contents`` (google-genai ``Content`` objects) before ev
 * Request mode: ADK rebuilds the contents from the session's events at every model call, so only
   the request is edited; the session's events are never touched. ADK hands over copies of the
   stored contents (equal, not the same objects) and ids stripped from its own function calls, so
-  the history is tracked by position and equality (``_common.RequestWindow``), per session, agent,
-  branch and isolation scope: the summarizer and ``on_prune`` hooks see each message once although
-  ADK sends the whole history at every call.
+  what the summary covers is found again by equality (``_common.RequestWindow``), per session,
+  agent, branch and isolation scope: the summarizer and ``on_prune`` hooks see each message once
+  although ADK sends the whole history at every call, also when answering a long-running or
+  confirmed call makes ADK cut the history back to the call or move the answer up to it.
 * The running summary is a user ``Content`` with one text part, at the front of the contents,
   where ADK's own events compaction materializes its summary (in place of the events it covers);
   user, not ADK's ``model``, so that the request still opens with a user turn.

@@ -27,7 +27,9 @@ Supported shapes:
   answers by name and order (``"<name>#<k>"``: the k-th call or response of that name in its
   content);
 * Bedrock Converse: ``toolUse`` blocks in assistant content, ``toolResult`` blocks in user content,
-  paired by ``toolUseId``.
+  paired by ``toolUseId``;
+* AutoGen's ``autogen_core.models`` messages and their dumps (``messages.autogen``).
+* Pydantic AI ``ModelRequest``/``ModelResponse`` (``messages.pydantic_ai``).
 
 The items of one Responses model turn travel together: every AI item of that shape (a call, an
 assistant ``message``, a reasoning item, a hosted call) *leads* (``MessageInfo.leads``): the
@@ -41,7 +43,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import Any, Final, Literal, NamedTuple
 
+from agentstate_reducer.messages.autogen import AUTOGEN_TYPES, autogen_call_payloads, read_autogen
 from agentstate_reducer.messages.jsontext import arguments_text
+from agentstate_reducer.messages.pydantic_ai import read_model_message
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
 
@@ -336,6 +340,10 @@ def read_message(msg: Any) -> MessageInfo:
     """
     try:
         body, raw_role = _unwrap(msg)
+        if raw_role in AUTOGEN_TYPES:  # autogen_core.models messages and their dumps
+            return MessageInfo._make(read_autogen(body, raw_role))
+        if raw_role is None and (pai := read_model_message(body)) is not None:  # Pydantic AI
+            return MessageInfo(pai.kind, None, None, pai.content, pai.call_ids, pai.result_ids)
         if type(body) is dict or isinstance(body, Mapping):
             get = body.get
         else:
@@ -386,7 +394,9 @@ def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
     """
     out: list[tuple[str, str, str]] = []
     try:
-        body, _ = _unwrap(msg)
+        body, raw_role = _unwrap(msg)
+        if raw_role in AUTOGEN_TYPES:
+            return autogen_call_payloads(body)
         if _read(body, "type") in ("function_call", "custom_tool_call") and _read(body, "role") is None:
             args = _read(body, "arguments", MISSING)
             if args is MISSING:

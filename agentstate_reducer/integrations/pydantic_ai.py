@@ -1,0 +1,194 @@
+"""A history-reducing capability for Pydantic AI agents: ``ReduceHistory`` (``pip install ".[pydantic-ai]"``).
+
+``Agent(model, capabilities=[ReduceHistory(reducer)])`` bounds every model call of the agent.
+``ReduceHistory`` is a ``pydantic_ai.capabilities.ProcessHistory`` whose processor, an async
+``(RunContext, messages)`` function, runs the core over the ``ModelRequest``/``ModelResponse``
+objects themselves (read by ``agentstate_reducer.messages``, never converted):
+
+* What it bounds: the request **and** the run's stored history. ``ProcessHistory`` sends the
+  processor's result and also writes it over the run's history (``ctx.messages[:] = ...``), so
+  ``result.all_messages()`` is the bounded history (the running summary in it) and
+  ``new_messages()`` the messages of this run (found by ``run_id``, which the summary does not
+  carry). Persist ``all_messages()`` and pass it back as ``message_history``: it carries what the
+  summary covers. Appending only ``new_messages()`` to a store keeps growing that store; the
+  requests stay bounded, but the summary is not among the new messages, so each run prunes and
+  summarizes the old messages again (the summarizer and ``on_prune`` hooks see them again).
+* ``preserve_first=True`` (the default): Pydantic AI keeps the system prompt inside the first
+  ``ModelRequest``, with the first user prompt, and adds system prompts only to an empty
+  history, so the first request is pinned: the system prompt and the task. ``instructions=``
+  are sent with every request from the agent's settings, so no pruning loses them.
+* The running summary is a ``ModelRequest`` holding one ``UserPromptPart``. Pydantic AI merges
+  consecutive requests (a new run merges the stored history; each request is merged as it is
+  sent), so the summary, and the first kept turn's request after the pinned first request,
+  arrive at the next run inside the request before them; the capability takes them out again,
+  each into a request of its own, before reducing: the first request is cut before its second
+  user prompt (a first request holding two user prompts is pinned up to the second).
+* The thread is ``RunContext.conversation_id`` (inherited from ``message_history`` by every run
+  of one conversation, or the ``conversation_id=`` of ``Agent.run``): ``on_prune`` hooks get the
+  namespace ``("memories", conversation_id)``.
+* ``validate=True`` repairs the request the planner's way before it is sent (what is sent is
+  what is stored); Pydantic AI's own repair (orphan results dropped, an interrupted result added
+  for a dangling call) runs after it and then finds nothing to do.
+
+Importing this module imports pydantic-ai; ``import agentstate_reducer`` does not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from agentstate_reducer.integrations._common import (
+    CallFlow,
+    NativeSummaries,
+    ReduceRecord,
+    build_reducer,
+    missing_extra,
+)
+from agentstate_reducer.reducer import MessageReducer
+from agentstate_reducer.summary import SUMMARY_PREFIX
+
+try:
+    from pydantic_ai.capabilities import ProcessHistory
+    from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+    from pydantic_ai.tools import RunContext
+except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the package
+    raise ImportError(
+        missing_extra("agentstate_reducer.integrations.pydantic_ai", "pydantic-ai-slim", "pydantic-ai")
+    ) from exc
+
+__all__ = ["ReduceHistory", "ReduceRecord", "summary_request", "summary_text"]
+
+logger = logging.getLogger("agentstate_reducer.integrations.pydantic_ai")
+
+_WHAT = "ReduceHistory"
+#: the start of a summary's text (the core's header: "<prefix> (<n> messages):\n")
+_SUMMARY_START = SUMMARY_PREFIX + " ("
+
+
+def summary_request(content: str) -> ModelRequest:
+    """The running summary as Pydantic AI sends it: a request with one user prompt."""
+    return ModelRequest(parts=[UserPromptPart(content=content)])
+
+
+def summary_text(message: Any) -> str | None:
+    """The text of a request holding exactly one text ``UserPromptPart``; None for anything else."""
+    if not isinstance(message, ModelRequest) or len(message.parts) != 1:
+        return None
+    part = message.parts[0]
+    if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+        return part.content
+    return None
+
+
+def _is_summary_part(part: Any) -> bool:
+    return isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith(
+        _SUMMARY_START
+    )
+
+
+def _unmerged(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` with each summary part that Pydantic AI merged into a neighbouring request
+    in a request of its own, the request's other parts before and after it in copies of that
+    request (its instructions, ids and metadata kept); every other message as it is."""
+    out: list[ModelMessage] = []
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            out.append(message)
+            continue
+        parts = message.parts
+        if len(parts) < 2 or not any(_is_summary_part(p) for p in parts):
+            out.append(message)
+            continue
+        run: list[Any] = []
+        for part in parts:
+            if _is_summary_part(part):
+                if run:
+                    out.append(dataclasses.replace(message, parts=run))
+                    run = []
+                out.append(ModelRequest(parts=[part]))
+            else:
+                run.append(part)
+        if run:
+            out.append(dataclasses.replace(message, parts=run))
+    return out
+
+
+def _first_alone(messages: list[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` with the first request cut before its second user prompt: what follows it
+    there is the request Pydantic AI merged into it (a reduced history has the pinned first
+    request right before the first kept turn), and goes into a copy of the request of its own."""
+    first = messages[0] if messages else None
+    if not isinstance(first, ModelRequest):
+        return messages
+    prompts = [i for i, p in enumerate(first.parts) if isinstance(p, UserPromptPart)]
+    if len(prompts) < 2:
+        return messages
+    cut = prompts[1]
+    head = dataclasses.replace(first, parts=list(first.parts[:cut]))
+    tail = dataclasses.replace(first, parts=list(first.parts[cut:]))
+    return [head, tail, *messages[1:]]
+
+
+class ReduceHistory(ProcessHistory[Any]):
+    """A capability keeping every model call of a Pydantic AI agent bounded and sendable.
+
+    >>> from pydantic_ai import Agent  # doctest: +SKIP
+    >>> agent = Agent("openai:gpt-5.2", capabilities=[ReduceHistory(max_messages=40)])  # doctest: +SKIP
+
+    Args:
+        reducer: the ``MessageReducer`` whose settings apply (limits, token counter, hooks);
+            or pass its keyword arguments instead (default ``min_messages=20, max_messages=40``).
+        summarizer: ``(messages) -> str`` or an async one; the pruned messages (Pydantic AI's
+            objects, and the previous summary as a ``{"role": "user", "content": ...}`` dict)
+            become one running summary request. Replaces the reducer's summarizer.
+        on_reduce: called with a ``ReduceRecord`` after each model call was bounded.
+        validate: repair the request by the planner's rules before it is sent.
+        preserve_first: pin the first request (system prompt and task).
+
+    One instance may serve many agents, conversations and threads at once.
+
+    Raises:
+        TypeError: a reducer that is no ``MessageReducer``, a reducer and keyword arguments
+            together, a summarizer or ``on_reduce`` that is not callable, a ``validate`` or
+            ``preserve_first`` that is no bool.
+        ValueError: keyword arguments that are no valid ``ReducerConfig``.
+    """
+
+    def __init__(
+        self,
+        reducer: MessageReducer | None = None,
+        *,
+        summarizer: Callable[[list[Any]], Any] | None = None,
+        on_reduce: Callable[[ReduceRecord], Any] | None = None,
+        validate: bool = True,
+        preserve_first: bool = True,
+        **reducer_kwargs: Any,
+    ) -> None:
+        built = build_reducer(
+            reducer, reducer_kwargs, preserve_first=preserve_first, summarizer=summarizer, what=_WHAT
+        )
+        self.reducer = built
+        self._flow = CallFlow(
+            built,
+            mode="state",
+            validate=validate,
+            on_reduce=on_reduce,
+            native=NativeSummaries(summary_request, summary_text),
+            logger=logger,
+        )
+        super().__init__(processor=self._process)
+
+    async def _process(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
+        """The bounded history: sent to the model and stored as the run's history."""
+        thread = ctx.conversation_id or ctx.run_id
+        history = _unmerged(messages)
+        if self.reducer.config.preserve_first:
+            history = _first_alone(history)
+        bounded = await self._flow.abound(thread, history, thread=thread)
+        return bounded.sent
+
+    def __repr__(self) -> str:
+        return f"ReduceHistory({self.reducer!r}, validate={self._flow.validate})"
