@@ -8,6 +8,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -325,9 +326,11 @@ class SummaryLlm(BaseLlm):
 def test_coexists_with_adk_events_compaction() -> None:
     rec = Recorder()
     model, summary_llm = ScriptedLlm(), SummaryLlm()
-    compaction = EventsCompactionConfig(
-        compaction_interval=3, overlap_size=1, summarizer=LlmEventSummarizer(llm=summary_llm)
-    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # ADK marks EventsCompactionConfig experimental
+        compaction = EventsCompactionConfig(
+            compaction_interval=3, overlap_size=1, summarizer=LlmEventSummarizer(llm=summary_llm)
+        )
     reducer = limited(rec, MAX, MIN)
     plugin = ReducerPlugin(reducer, summarizer=rec.summarize)
     app = App(name=APP, root_agent=agent(model), plugins=[plugin], events_compaction_config=compaction)
