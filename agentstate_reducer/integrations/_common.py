@@ -394,14 +394,54 @@ class _NativeHook:
 
 @dataclass(frozen=True, slots=True)
 class _Covered:
-    """What the running summary of one conversation covers: positions in its history."""
+    """What the running summary of one conversation covers."""
 
-    #: the history as last seen (its objects); a later history must start with these
-    seen: tuple[Any, ...]
-    #: positions in ``seen`` of the messages pruned so far
-    covered: frozenset[int]
+    #: the messages pruned so far, in history order (also those the newest history lacked)
+    messages: tuple[Any, ...]
     #: the core summary message standing for them (None without a summarizer)
     summary: Any
+
+
+def _next(items: Sequence[Any], start: int, message: Any) -> int | None:
+    """The position from ``start`` on of the next item that is ``message`` or equals it."""
+    for k in range(start, len(items)):
+        if items[k] is message or bool(items[k] == message):
+            return k
+    return None
+
+
+def _find(covered: Sequence[Any], items: Sequence[Any]) -> tuple[list[int], list[tuple[int, Any]]] | None:
+    """Where the ``covered`` messages are in ``items``: each, in order, is the next one in
+    ``items`` that is it or equals it. Returns their positions and the covered messages
+    ``items`` lacks, each with the position of the last one found (-1: none). Only the newest
+    covered messages may be lacking (a history cut back); None when an older one is, or when
+    none is found: an edited or another history."""
+    found: list[int] = []
+    j = 0
+    for n, m in enumerate(covered):
+        k = _next(items, j, m)
+        if k is None:
+            if not found or (n + 1 < len(covered) and _next(items, j, covered[n + 1]) is not None):
+                return None
+            return found, [(found[-1], rest) for rest in covered[n:]]
+        found.append(k)
+        j = k + 1
+    return found, []
+
+
+def _with_calls(items: Sequence[Any], covered: frozenset[int]) -> frozenset[int]:
+    """``covered`` without the calls an uncovered result answers (a result a framework moved
+    or replaced travels with its call: ADK answering a confirmed call sends the call and its
+    result last)."""
+    uncover: set[int] = set()
+    calls: dict[str, int] = {}  # call id -> position of the newest call with it
+    for i, m in enumerate(items):
+        info = read_message(m)
+        if i not in covered:
+            uncover.update(calls[r] for r in info.result_ids if calls.get(r) in covered)
+        for c in info.call_ids:
+            calls[c] = i
+    return covered - uncover if uncover else covered
 
 
 @dataclass(frozen=True, slots=True)
@@ -413,20 +453,27 @@ class WindowView:
     messages: list[Any]
     #: id of each history object in ``messages`` -> its position in the history
     positions: Mapping[int, int]
+    #: positions in ``history`` of the messages the running summary covers
     covered: frozenset[int]
+    #: covered messages ``history`` lacks, each with the position of the covered one before it
+    missing: tuple[tuple[int, Any], ...] = ()
 
 
 class RequestWindow:
     """Request mode for a framework that sends its whole stored history at every model call and
-    whose messages carry no ids: remembers, per conversation, which positions of that history the
+    whose messages carry no ids: remembers, per conversation, which messages of that history the
     running summary covers, so the summarizer and ``on_prune`` hooks see each message once and the
     request is the previous request plus the new messages (a stable prefix).
 
     Use: ``view = window.view(key, history)``, reduce ``view.messages``, then
-    ``window.record(view, result)``. It applies while a conversation's history starts with the
-    history it saw last (the same objects, or equal ones); any other history (edited, replayed,
-    forked) is reduced whole, as the first one was. Bounded to the ``max_threads`` most recently
-    recorded conversations; thread-safe (a record is a new immutable value).
+    ``window.record(view, result)``. The covered messages are found in a later history in order,
+    each the same object or an equal one, with other messages between them or not: a framework
+    may insert one, or cut the history back for one call (ADK, answering a long-running call,
+    sends the history cut back to the call, then the whole history with the answer moved up to
+    it). The newest covered messages a history lacks stay remembered, and the summary stands for
+    them; a history that lacks an older one (edited, rewound) or holds none is reduced whole, as
+    the first one was. Bounded to the ``max_threads`` most recently recorded
+    conversations; thread-safe (a record is a new immutable value).
     """
 
     __slots__ = ("_preserve_first", "_seen")
@@ -440,28 +487,42 @@ class RequestWindow:
         items = tuple(history)
         known = self._seen.get(key)
         covered: frozenset[int] = frozenset()
+        missing: tuple[tuple[int, Any], ...] = ()
         summary = None
-        if known is not None and len(items) >= len(known.seen) and items[: len(known.seen)] == known.seen:
-            covered, summary = known.covered, known.summary
+        where = _find(known.messages, items) if known is not None and known.messages else None
+        if known is not None and where is not None:
+            found, lacking = where
+            covered, missing, summary = _with_calls(items, frozenset(found)), tuple(lacking), known.summary
         keep = [i for i in range(len(items)) if i not in covered]
         messages = [items[i] for i in keep]
         if summary is not None:
             messages = with_summary(messages, summary, preserve_first=self._preserve_first)
-        return WindowView(key, items, messages, {id(items[i]): i for i in keep}, covered)
+        return WindowView(key, items, messages, {id(items[i]): i for i in keep}, covered, missing)
 
     def record(self, view: WindowView, result: ReducerResult) -> None:
         """Remember what reducing ``view.messages`` pruned."""
         known = self._seen.get(view.key)
-        covered = view.covered
-        if result.pruned:
-            covered = covered | {
-                view.positions[id(m)] for m in result.pruned if id(m) in view.positions
-            }
+        pruned = {view.positions[id(m)] for m in result.pruned if id(m) in view.positions}
+        # history order; a lacking message goes where it was: after the covered message before it
+        # and the newly pruned ones that follow that one
+        after: dict[int, list[Any]] = {}
+        for before, m in view.missing:
+            after.setdefault(before, []).append(m)
+        messages: list[Any] = []
+        carry = after.get(-1, [])
+        for p in sorted(view.covered | pruned):
+            if p in view.covered:
+                messages.extend(carry)
+                carry = []
+            messages.append(view.history[p])
+            if p in view.covered:
+                carry = after.get(p, [])
+        messages.extend(carry)
         lead = leading_summaries(result.surviving, preserve_first=self._preserve_first)
         summary = result.surviving[lead[0]] if lead else None
-        if not result.pruned and known is not None and view.covered == known.covered:
-            summary = known.summary if summary is None else summary
-        self._seen.put(view.key, _Covered(view.history, covered, summary))
+        if summary is None and not result.pruned and known is not None and view.covered:
+            summary = known.summary
+        self._seen.put(view.key, _Covered(tuple(messages), summary))
 
 
 # -- one model call ------------------------------------------------------------------------------
