@@ -1,8 +1,10 @@
 """Every Python example in README.md and docs/*.md runs on its own, as a reader would paste it.
 
 Each ```python block is written to a file outside an empty working folder and run there by a fresh
-interpreter, twice in a row: it may use no name from another block, must work again on a second
-run (no file left behind that breaks it, no state that piles up), and must leave the folder empty.
+interpreter (the CrewAI environment's for a CrewAI block): it may use no name from another block
+and must leave the folder empty. A block that keeps anything outside its process (a file, a
+database, a store: ``STATEFUL``) runs twice in a row and must work again on the second run (no
+file left behind that breaks it, no state that piles up).
 The section that holds a block (from its heading to the block), or the page's introduction, names
 the extras its imports need, as ``pip install ".[extra]"``.
 
@@ -206,9 +208,26 @@ def test_each_example_names_its_extras(block: Block) -> None:
     )
 
 
+#: what in a block's code says it keeps something outside its process (a file, a database, a
+#: store, a server's data): such a block runs twice, the second run meeting what the first left
+STATEFUL = ("sqlite", "SQLite", "Sqlite", "postgres", "Postgres", "POSTGRES", "DB_URI", "COSMOS", "Cosmos",
+            "open(", "Path", "tempfile", "file", ".db", "Store", "Saver")  # fmt: skip
+
+
+def runs_of(block: Block) -> tuple[int, ...]:
+    """``(1, 2)`` for a block that keeps something outside its process, else ``(1,)``."""
+    return (1, 2) if any(mark in block.code for mark in STATEFUL) else (1,)
+
+
+def test_a_block_that_stores_runs_twice() -> None:
+    stored = Block(README, 1, "saver = SqliteSaver.from_conn_string(path)\n", "")
+    pure = Block(README, 1, "from agentstate_reducer import MessageReducer\nprint(1)\n", "")
+    assert runs_of(stored) == (1, 2) and runs_of(pure) == (1,)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("block", ALL_BLOCKS, ids=lambda block: block.label)
-def test_each_example_runs_alone_twice_in_an_empty_folder(
+def test_each_example_runs_alone_in_an_empty_folder(
     block: Block, tmp_path: Path, tiktoken_cache: Path, request: pytest.FixtureRequest
 ) -> None:
     # the package under test is this checkout, whether or not it is installed in the environment
@@ -232,7 +251,7 @@ def test_each_example_runs_alone_twice_in_an_empty_folder(
     script.write_text(block.code)
     workdir = tmp_path / "empty"
     workdir.mkdir()
-    for run in (1, 2):
+    for run in runs_of(block):
         proc = subprocess.run(
             [python, str(script)],
             cwd=workdir,
