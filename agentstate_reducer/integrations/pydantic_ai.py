@@ -142,8 +142,8 @@ class ReduceHistory(ProcessHistory[Any]):
         reducer: the ``MessageReducer`` whose settings apply (limits, token counter, hooks);
             or pass its keyword arguments instead (default ``min_messages=20, max_messages=40``).
         summarizer: ``(messages) -> str`` or an async one; the pruned messages (Pydantic AI's
-            objects, and the previous summary as a ``{"role": "user", "content": ...}`` dict)
-            become one running summary request. Replaces the reducer's summarizer.
+            objects, the previous summary among them as its request) become one running summary
+            request. Replaces the reducer's summarizer.
         on_reduce: called with a ``ReduceRecord`` after each model call was bounded.
         validate: repair the request by the planner's rules before it is sent.
         preserve_first: pin the first request (system prompt and task).
