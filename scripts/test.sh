@@ -54,8 +54,10 @@ echo "== ruff"
 "$PY" -m ruff check .
 echo "== mypy"
 "$PY" -m mypy
+# pytest-xdist: one worker per CPU (PYTEST_WORKERS=N to choose, 0 for none); each worker starts
+# its own PostgreSQL and Cosmos DB servers on free ports (the fixtures are per process)
 echo "== pytest"
-"$PY" -m pytest "$@"
+"$PY" -m pytest -n "${PYTEST_WORKERS:-auto}" "$@"
 if [ $# -eq 0 ]; then
   # the property tests again with the column path off: the reference alone gives the same answers
   echo "== pytest, reference path (AGENTSTATE_REDUCER_REFERENCE=1)"
