@@ -95,12 +95,13 @@ def run(quick: bool = False) -> list[dict[str, Any]]:
 def markdown(results: list[dict[str, Any]]) -> str:
     head = (
         "| framework | policy | calls | invalid | msgs mean / max | tokens mean / max | prefix share "
-        "| summarizer calls |\n|---|---|---|---|---|---|---|---|"
+        "| summarizer calls | lost turns |\n|---|---|---|---|---|---|---|---|---|"
     )
     lines = [
         f"| {r['framework']} | {r['policy']} | {r['calls']} | {r['invalid']} "
         f"| {r['msgs_mean']} / {r['msgs_max']} "
-        f"| {r['tokens_mean']} / {r['tokens_max']} | {r['prefix_share']} | {r['summarizer_calls']} |"
+        f"| {r['tokens_mean']} / {r['tokens_max']} | {r['prefix_share']} | {r['summarizer_calls']} "
+        f"| {r['lost_turns']} |"
         for r in results
     ]
     return "\n".join([head, *lines])

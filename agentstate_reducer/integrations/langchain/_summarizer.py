@@ -6,7 +6,6 @@ async one; ``summary_fields`` turns it into the ``ReducerConfig`` fields the red
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
@@ -15,6 +14,7 @@ from langchain_core.messages.utils import get_buffer_string
 from langgraph.constants import TAG_NOSTREAM
 
 from agentstate_reducer.config import ReducerConfig
+from agentstate_reducer.integrations._common import summarizer_fields
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "ModelSummarizer", "summary_fields"]
 
@@ -31,11 +31,6 @@ pleasantries and repetition. Reply with the summary only.
 </messages>"""
 """The prompt a chat-model ``summarizer`` gets; ``{messages}`` is the pruned messages (the previous
 summary first) rendered by ``langchain_core.messages.get_buffer_string``."""
-
-
-def _is_async(fn: Any) -> bool:
-    call = fn.__call__ if callable(fn) and not inspect.isfunction(fn) else None
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
 def _summary_text(response: Any) -> str:
@@ -63,19 +58,15 @@ class ModelSummarizer:
 
 
 def summary_fields(summarizer: Any, config: ReducerConfig) -> dict[str, Any]:
-    """The ``ReducerConfig`` fields for the summarizer: an explicit ``summarizer`` replaces the
-    reducer's; either way the summary is injected (it is the running summary)."""
-    if summarizer is None:
-        has = config.summarize_fn is not None or config.asummarize_fn is not None
-        return {"inject_summary": has}
+    """The ``ReducerConfig`` fields for the summarizer: a chat model, else what every integration
+    takes (``integrations._common.summarizer_fields``); either way the summary is injected."""
     if isinstance(summarizer, BaseChatModel):
         s = ModelSummarizer(summarizer)
         return {"summarize_fn": s, "asummarize_fn": s.acall, "inject_summary": True}
-    if not callable(summarizer):
+    try:
+        return summarizer_fields(summarizer, config)
+    except TypeError:
         raise TypeError(
             "summarizer must be a chat model, a callable (messages) -> str or an async callable, "
             f"got {type(summarizer).__name__}"
-        )
-    if _is_async(summarizer):
-        return {"summarize_fn": None, "asummarize_fn": summarizer, "inject_summary": True}
-    return {"summarize_fn": summarizer, "asummarize_fn": None, "inject_summary": True}
+        ) from None
