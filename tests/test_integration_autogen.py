@@ -360,7 +360,7 @@ def test_token_limits_round_trip() -> None:
     [
         (("forty",), {}, TypeError, "reducer must be an agentstate_reducer.MessageReducer, got str"),
         ((MessageReducer(2, 4),), {"max_messages": 9}, TypeError, "not both"),
-        ((), {"max_mesages": 9}, TypeError, r"unknown reducer keyword argument\(s\) \['max_mesages'\]"),
+        ((), {"max_mesages": 9}, TypeError, r"'max_mesages' \(did you mean 'max_messages'\?\)"),
         ((), {"max_messages": -1}, ValueError, "max_messages"),
         ((), {"min_messages": 30, "max_messages": 20}, ValueError, "min_messages"),
         ((), {"summarizer": "summarize"}, TypeError, "summarizer must be a callable"),

@@ -217,7 +217,8 @@ def test_repair_keeps_pinned_messages_before_the_first_user_turn() -> None:
     [
         ("not a reducer", {}, "reducer must be an agentstate_reducer.MessageReducer, got str"),
         (MessageReducer(), {"max_messages": 4}, "not both"),
-        (None, {"max_mesages": 4}, "max_mesages"),
+        (None, {"max_mesages": 4}, r"'max_mesages' \(did you mean 'max_messages'\?\)"),
+        (MessageReducer, {}, r"the class MessageReducer: pass an instance"),
     ],
 )
 def test_build_reducer_names_a_bad_argument(reducer: Any, kwargs: dict[str, Any], match: str) -> None:
@@ -232,8 +233,10 @@ def test_build_reducer_applies_preserve_first_and_the_summarizer() -> None:
     assert built.config.inject_summary
     same = build_reducer(built, {}, preserve_first=False, what="X")
     assert same is built
-    with pytest.raises(TypeError, match="summarizer must be a callable"):
+    with pytest.raises(TypeError, match="X: summarizer must be a callable"):
         build_reducer(None, {}, preserve_first=False, summarizer="model", what="X")
+    with pytest.raises(TypeError, match="pass summarizer= or summarize_fn=, not both"):
+        build_reducer(None, {"summarize_fn": len}, preserve_first=False, summarizer=len, what="X")
 
 
 def test_missing_extra_names_the_checkout_install() -> None:

@@ -16,6 +16,7 @@ Imports only the core; each framework module imports its framework and this modu
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import inspect
 import logging
 import re
@@ -108,6 +109,8 @@ def build_reducer(
             is not callable.
         ValueError: the keyword arguments are not a valid ``ReducerConfig``.
     """
+    if reducer is MessageReducer:
+        raise TypeError(f"{what}: reducer is the class MessageReducer: pass an instance, MessageReducer(...)")
     if reducer is not None and not isinstance(reducer, MessageReducer):
         raise TypeError(
             f"{what}: reducer must be an agentstate_reducer.MessageReducer, got {type(reducer).__name__}"
@@ -119,20 +122,28 @@ def build_reducer(
         )
     if not isinstance(preserve_first, bool):
         raise TypeError(f"{what}: preserve_first must be a bool, got {preserve_first!r}")
+    both = sorted({"summarize_fn", "asummarize_fn"} & set(reducer_kwargs))
+    if summarizer is not None and both:
+        raise TypeError(f"{what}: pass summarizer= or {both[0]}=, not both (summarizer= replaces it)")
     if reducer is None:
         known = {f.name for f in dataclasses.fields(ReducerConfig)}
         unknown = sorted(set(reducer_kwargs) - known)
         if unknown:
+            close = {u: difflib.get_close_matches(u, known, n=1) for u in unknown}
+            hints = [f"{u!r} (did you mean {c[0]!r}?)" if c else repr(u) for u, c in close.items()]
             raise TypeError(
-                f"{what}: unknown reducer keyword argument(s) {unknown}; the keyword arguments are "
-                f"ReducerConfig's: {sorted(known)}"
+                f"{what}: unknown keyword argument(s) {', '.join(hints)}; besides its own arguments "
+                f"it takes the fields of agentstate_reducer.ReducerConfig: {sorted(known)}"
             )
         kwargs = dict(reducer_kwargs)
         if "min_messages" not in kwargs and "max_messages" not in kwargs:
             kwargs.update(DEFAULT_LIMITS)
         reducer = MessageReducer(config=ReducerConfig(**kwargs))
     config = reducer.config
-    fields = summarizer_fields(summarizer, config)
+    try:
+        fields = summarizer_fields(summarizer, config)
+    except TypeError as exc:
+        raise TypeError(f"{what}: {exc}") from None
     fields["preserve_first"] = preserve_first
     if all(getattr(config, name) == value for name, value in fields.items()):
         return reducer
