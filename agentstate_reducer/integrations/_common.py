@@ -109,8 +109,10 @@ def build_reducer(
             is not callable.
         ValueError: the keyword arguments are not a valid ``ReducerConfig``.
     """
-    if reducer is MessageReducer:
-        raise TypeError(f"{what}: reducer is the class MessageReducer: pass an instance, MessageReducer(...)")
+    if isinstance(reducer, type):
+        raise TypeError(
+            f"{what}: reducer is the class {reducer.__name__}: pass an instance, MessageReducer(...)"
+        )
     if reducer is not None and not isinstance(reducer, MessageReducer):
         raise TypeError(
             f"{what}: reducer must be an agentstate_reducer.MessageReducer, got {type(reducer).__name__}"
