@@ -140,3 +140,17 @@ def to_openai(contents: list[types.Content], system: str | None = SYSTEM) -> lis
 def key(content: types.Content) -> str:
     """A content's identity across requests (ADK sends copies): its JSON."""
     return content.model_dump_json(exclude_none=True)
+
+
+class SummaryLlm(BaseLlm):
+    """The scripted model of ADK's own ``LlmEventSummarizer``: counts its calls."""
+
+    model: str = "scripted-summarizer"
+    calls: int = 0
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.calls += 1
+        text = f"ADK summary {self.calls}"
+        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))

@@ -9,14 +9,12 @@ import os
 import subprocess
 import sys
 import warnings
-from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
 from google.adk.apps import App
 from google.adk.apps.app import EventsCompactionConfig
 from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
-from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import InMemoryRunner
 from google.adk.tools import FunctionTool, LongRunningFunctionTool
 from google.genai import types
@@ -25,7 +23,19 @@ from agentstate_reducer import MessageReducer, ReducerConfig
 from agentstate_reducer.integrations._common import ReduceRecord, RequestWindow
 from agentstate_reducer.integrations.google_adk import ReducerCallback, ReducerPlugin
 from agentstate_reducer.messages import read_message
-from tests.adk_script import SYSTEM, ScriptedLlm, add, agent, key, lookup, question, to_openai, turn_of, user
+from tests.adk_script import (
+    SYSTEM,
+    ScriptedLlm,
+    SummaryLlm,
+    add,
+    agent,
+    key,
+    lookup,
+    question,
+    to_openai,
+    turn_of,
+    user,
+)
 from tests.provider_rules import request_errors
 
 APP = "app"
@@ -307,20 +317,6 @@ def test_one_plugin_serves_concurrent_sessions() -> None:
 
 def _text(content: types.Content) -> str:
     return "".join(p.text or "" for p in content.parts or [])
-
-
-class SummaryLlm(BaseLlm):
-    """The scripted model of ADK's own ``LlmEventSummarizer``: counts its calls."""
-
-    model: str = "scripted-summarizer"
-    calls: int = 0
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        self.calls += 1
-        text = f"ADK summary {self.calls}"
-        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
 
 
 def test_coexists_with_adk_events_compaction() -> None:

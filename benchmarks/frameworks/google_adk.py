@@ -12,35 +12,19 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.adk.apps import App
 from google.adk.apps.app import EventsCompactionConfig
 from google.adk.apps.llm_event_summarizer import LlmEventSummarizer
-from google.adk.models import BaseLlm, LlmRequest, LlmResponse
 from google.adk.runners import InMemoryRunner
 from google.genai import types
 
 from agentstate_reducer.integrations.google_adk import ReducerPlugin
 from benchmarks.frameworks._score import MAX_MESSAGES, MIN_MESSAGES, QUICK_TURNS, TURNS, main, score
-from tests.adk_script import ScriptedLlm, agent, question, to_openai, user
+from tests.adk_script import ScriptedLlm, SummaryLlm, agent, question, to_openai, user
 
 APP = "bench"
-
-
-class _SummaryLlm(BaseLlm):
-    """The scripted model behind ADK's ``LlmEventSummarizer``."""
-
-    model: str = "scripted-summarizer"
-    calls: int = 0
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        self.calls += 1
-        text = f"summary {self.calls}"
-        yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
 
 
 async def _run(app: App, turns: int) -> None:
@@ -70,7 +54,7 @@ def measure(quick: bool) -> list[dict[str, Any]]:
     rows.append(score("google-adk", "none", [to_openai(r) for r in model.requests], ours=False,
                       lost_turns=_lost(model.requests, turns)))  # fmt: skip
 
-    model, summary_llm = ScriptedLlm(), _SummaryLlm()
+    model, summary_llm = ScriptedLlm(), SummaryLlm()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # EventsCompactionConfig is marked experimental
         compaction = EventsCompactionConfig(
