@@ -185,7 +185,8 @@ def test_importing_the_core_loads_no_framework() -> None:
         "import sys, agentstate_reducer\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in "
         "('checkpointers', 'langgraph', 'langchain', 'langchain_core', 'openai', 'anthropic', 'agents',"
-        " 'crewai', 'pydantic_ai', 'google', 'autogen_core', 'autogen_agentchat', 'autogen_ext'))\n"
+        " 'crewai', 'pydantic_ai', 'google', 'autogen_core', 'autogen_agentchat', 'autogen_ext',"
+        " 'agent_framework', 'llama_index', 'smolagents', 'agno'))\n"
         "print(bad)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
