@@ -3,7 +3,7 @@
 ``ScriptClient`` subclasses the framework's ``BaseChatClient`` with its function-invocation layer,
 as a provider's client does, and records every request it gets (the messages and the
 instructions). Turn i of the scripted conversation: the user asks "q<i> please ..."; the model
-calls ``lookup``, then after its result ``lookup`` and ``add`` in parallel, then answers "a<i>".
+calls ``lookup``, then after its result ``lookup`` and ``add`` in parallel, then answers "a<i> (...)".
 A request whose system message asks for a summary (the framework's ``SummarizationStrategy``) is
 answered with a summary. ``to_openai`` converts a request to OpenAI Chat dicts with this file's
 own code, for ``tests.provider_rules.request_errors``.
@@ -104,16 +104,21 @@ class ScriptClient(FunctionInvocationLayer[Any], BaseChatClient[Any]):
                 Content.from_function_call(call_id=f"call{k}b", name="add", arguments={"a": turn, "b": 2}),
             ]
         else:
-            contents = [Content.from_text(f"a{turn}")]
+            contents = [Content.from_text(f"a{turn} ({_asked(msgs)[:6]})")]
         return ChatResponse(messages=[Message(role="assistant", contents=contents)])
 
 
 def _turn(msgs: Sequence[Message]) -> int:
     for m in reversed(msgs):
-        found = re.match(r"q(\d+) please", m.text or "") if m.role == "user" else None
+        found = re.search(r"q(\d+) please", m.text or "") if m.role == "user" else None
         if found:
             return int(found.group(1))
     return -1
+
+
+def _asked(msgs: Sequence[Message]) -> str:
+    users = [m.text for m in msgs if m.role == "user" and re.search(r"q\d+ please", m.text)]
+    return users[-1] if users else ""
 
 
 def make_agent(client: ScriptClient, **kwargs: Any) -> Agent[Any]:
