@@ -89,6 +89,22 @@ def test_request_placement_30_turns_bounds_every_request_and_keeps_the_history()
     assert not any(is_summary(m) for m in history)
 
 
+def test_request_placement_pruning_the_run_s_own_messages_stores_no_exclusion() -> None:
+    # a limit smaller than one turn: the tool loop's own messages are pruned from the requests;
+    # what the session stores must hold them unmarked (an exclusion stored without its summary
+    # would drop them from the next run with skip_excluded=True)
+    client, summarizer = ScriptClient(), Summarizer()
+    strategy = ReducerCompactionStrategy(max_messages=3, min_messages=2, summarizer=summarizer)
+    history = InMemoryHistoryProvider(skip_excluded=True)
+    agent = make_agent(client, compaction_strategy=strategy, context_providers=[history])
+    session = agent.create_session()
+    asyncio.run(converse(agent, session, 4))
+    assert_requests(client, 4, bound=4)
+    assert summarizer.calls > 0
+    assert len(stored(session)) == 24
+    assert not any(m.additional_properties.get("_excluded") for m in stored(session))
+
+
 def test_request_placement_prefix_is_stable_between_summaries() -> None:
     client = ScriptClient()
     strategy = ReducerCompactionStrategy(max_messages=MAX, min_messages=MIN, summarizer=Summarizer())

@@ -52,7 +52,13 @@ from ._bounded import BoundedMap
 from ._common import CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
 
 try:
-    from agent_framework import EXCLUDE_REASON_KEY, EXCLUDED_KEY, Message
+    from agent_framework import (
+        EXCLUDE_REASON_KEY,
+        EXCLUDED_KEY,
+        GROUP_ANNOTATION_KEY,
+        SUMMARIZED_BY_SUMMARY_ID_KEY,
+        Message,
+    )
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     what = "agentstate_reducer.integrations.agent_framework"
     raise ImportError(missing_extra(what, "agent-framework-core", "agent-framework")) from exc
@@ -109,9 +115,17 @@ def _excluded(message: Message) -> bool:
 
 
 def _exclude(message: Message) -> bool:
+    """Mark ``message`` excluded, summarized by a summary the framework never finds: in the tool
+    loop it then clears the mark from the run's messages before they are persisted, as it does
+    for a summary that does not reach the transcript (no exclusion stored without its summary)."""
     changed = not _excluded(message)
-    message.additional_properties[EXCLUDED_KEY] = True
-    message.additional_properties[EXCLUDE_REASON_KEY] = EXCLUDE_REASON
+    properties = message.additional_properties
+    properties[EXCLUDED_KEY] = True
+    properties[EXCLUDE_REASON_KEY] = EXCLUDE_REASON
+    group = properties.get(GROUP_ANNOTATION_KEY)
+    group = dict(group) if isinstance(group, dict) else {}
+    group[SUMMARIZED_BY_SUMMARY_ID_KEY] = EXCLUDE_REASON
+    properties[GROUP_ANNOTATION_KEY] = group
     return changed
 
 
