@@ -5,9 +5,9 @@ __call__(messages) -> bool``, editing the list in place) for every place the fra
 
     strategy = ReducerCompactionStrategy(reducer, summarizer=summarize)
     Agent(client=client, compaction_strategy=strategy)          # bounds each model request
-    history = InMemoryHistoryProvider(skip_excluded=True)
-    Agent(client=client, context_providers=[history, CompactionProvider(
-        before_strategy=strategy, after_strategy=strategy, history_source_id=history.source_id)])
+    history = InMemoryHistoryProvider(skip_excluded=True)       # bounds the stored history
+    compaction = CompactionProvider(after_strategy=strategy, history_source_id=history.source_id)
+    Agent(client=client, context_providers=[compaction, history])
 
 * As the framework's own strategies do, it never deletes a message: it marks the pruned ones
   excluded (``additional_properties["_excluded"]``, reason ``"agentstate_reducer"``) and inserts
@@ -23,6 +23,11 @@ __call__(messages) -> bool``, editing the list in place) for every place the fra
   excluded and inserts the summary into the stored list, where it is persisted (and survives
   ``AgentSession.to_dict()`` / ``from_dict()``); load it with
   ``InMemoryHistoryProvider(skip_excluded=True)``, or the excluded messages are loaded again.
+  The provider goes before the history provider: ``after_run`` runs in reverse order, and after
+  it the strategy would see the history before the run's messages were saved.
+* Excluding the tool loop's own messages (a turn longer than the limit) in a request placement
+  names a summary the framework never finds, so the framework clears those marks before it
+  persists the run: no exclusion is stored without its summary.
 * ``preserve_first`` defaults to False: the agent's ``instructions`` travel in the chat options,
   outside the message list, so its first message is the first user message, not a system prompt
   (a system ``Message`` in the list is pinned whatever the setting).
