@@ -24,6 +24,7 @@ from agent_framework import (
 )
 
 from agentstate_reducer import MessageReducer, ReducerConfig
+from agentstate_reducer.integrations._common import ReduceRecord
 from agentstate_reducer.integrations.agent_framework import ReducerCompactionStrategy
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.summary import SUMMARY_PREFIX
@@ -103,6 +104,30 @@ def test_request_placement_pruning_the_run_s_own_messages_stores_no_exclusion() 
     assert summarizer.calls > 0
     assert len(stored(session)) == 24
     assert not any(m.additional_properties.get("_excluded") for m in stored(session))
+
+
+def test_an_async_summarizer_and_on_reduce_records() -> None:
+    got: list[int] = []
+    records: list[ReduceRecord] = []
+
+    async def summarize(messages: list[Message]) -> str:
+        await asyncio.sleep(0)
+        got.append(len(messages))
+        assert all(isinstance(m, Message) for m in messages)
+        return f"{len(messages)} earlier"
+
+    client = ScriptClient()
+    strategy = ReducerCompactionStrategy(
+        max_messages=MAX, min_messages=MIN, summarizer=summarize, on_reduce=records.append
+    )
+    agent = make_agent(client, compaction_strategy=strategy)
+    asyncio.run(converse(agent, agent.create_session(), 10))
+    assert got and all(request_errors(to_openai(r)) == [] for r in client.requests)
+    assert len(records) == len(client.requests)
+    summarized = [r for r in records if r.summarized]
+    assert len(summarized) == len(got)
+    assert all(r.triggered and r.pruned and r.messages_after < r.messages_before for r in summarized)
+    assert [r.messages_after for r in records] == [len(r.messages) for r in client.requests]
 
 
 def test_request_placement_prefix_is_stable_between_summaries() -> None:
