@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from smolagents import CodeAgent, ToolCallingAgent, tool
+from smolagents import CodeAgent, MultiStepAgent, ToolCallingAgent, tool
 from smolagents.models import (
     ChatMessage,
     ChatMessageToolCall,
@@ -146,7 +146,23 @@ def code_agent(model: Model, **kwargs: Any) -> CodeAgent:
     return CodeAgent(tools=[lookup, add], model=model, verbosity_level=LogLevel.OFF, **kwargs)
 
 
-def converse(agent: ToolCallingAgent | CodeAgent, turns: int, *, first: int = 0) -> list[Any]:
+class RequestAgent(ToolCallingAgent):
+    """A ``ToolCallingAgent`` whose requests come from ``reduce.messages`` (request mode)."""
+
+    def __init__(self, reduce: Any, **kwargs: Any) -> None:
+        self.reduce = reduce
+        super().__init__(**kwargs)
+
+    def write_memory_to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+        messages: list[ChatMessage] = self.reduce.messages(self, summary_mode=summary_mode)
+        return messages
+
+
+def request_agent(model: Model, reduce: Any, **kwargs: Any) -> RequestAgent:
+    return RequestAgent(reduce, tools=[lookup, add], model=model, verbosity_level=LogLevel.OFF, **kwargs)
+
+
+def converse(agent: MultiStepAgent, turns: int, *, first: int = 0) -> list[Any]:
     """``turns`` tasks in one conversation (``reset=False`` after the first); the answers."""
     return [agent.run(question(i), reset=i == first) for i in range(first, first + turns)]
 

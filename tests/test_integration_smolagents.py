@@ -8,6 +8,7 @@ Every model call is recorded as the model received it, turned into OpenAI Chat d
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -34,6 +35,7 @@ from tests.smolagents_script import (
     converse,
     openai_dicts,
     question,
+    request_agent,
     role_of,
     text_of,
     tool_agent,
@@ -158,6 +160,31 @@ def test_without_it_memory_and_requests_grow() -> None:
     converse(agent, 12)
     assert len(agent.memory.steps) == 12 * 4
     assert len(model.requests[-1]) == 1 + 12 + 2 * (12 * 3 - 1)
+
+
+def test_request_mode_bounds_requests_and_keeps_the_memory() -> None:
+    model, summarizer, hook = ScriptedModel(), Summarizer(), Pruned()
+    config = ReducerConfig(min_messages=MIN, max_messages=MAX, on_prune=[hook])
+    reduce = ReduceMemory(MessageReducer(config=config), summarizer=summarizer, mode="request")
+    agent = request_agent(model, reduce, name="r")
+
+    assert converse(agent, TURNS) == [f"a{i}" for i in range(TURNS)]
+
+    assert model.places == _places(TURNS)
+    _check_requests(model, agent.system_prompt, bound=2 * (MAX + 2))
+    steps = agent.memory.steps
+    assert len(steps) == TURNS * 4 and not any(isinstance(s, SummaryStep) for s in steps)
+    assert text_of(model.requests[-1][2]).startswith(SUMMARY_PREFIX)
+    seen = [id(s) for s in summarizer.seen if not isinstance(s, SummaryStep)]
+    assert summarizer.calls >= 3 and len(seen) == len(set(seen))
+    pruned = [id(s) for s in hook.steps if not isinstance(s, SummaryStep)]
+    assert len(pruned) == len(set(pruned)) and set(pruned) == set(seen)
+    assert set(pruned) <= {id(s) for s in steps}
+    # between reductions a request is the previous one and the new messages
+    grows = sum(1 for a, b in itertools.pairwise(model.requests) if b[: len(a)] == a)
+    assert grows >= len(model.requests) * 0.8
+    with pytest.raises(TypeError, match="is no step callback"):
+        reduce(steps[-1], agent=agent)
 
 
 def test_a_failing_summarizer_loses_nothing() -> None:
@@ -314,6 +341,7 @@ BAD: list[tuple[Callable[[], Any], type[Exception], str]] = [
     (lambda: ReduceMemory(summarizer="text"), TypeError, "summarizer must be a callable"),  # type: ignore[arg-type]
     (lambda: ReduceMemory(on_reduce=3), TypeError, "on_reduce must be callable"),  # type: ignore[arg-type]
     (lambda: ReduceMemory(validate="yes"), TypeError, "validate must be a bool"),  # type: ignore[arg-type]
+    (lambda: ReduceMemory(mode="memory"), ValueError, "mode must be 'state' or 'request'"),  # type: ignore[arg-type]
     (lambda: ReduceMemory(preserve_first=1), TypeError, "preserve_first must be a bool"),  # type: ignore[arg-type]
     (lambda: ReduceMemory(min_messages=30, max_messages=20), ValueError, "min_messages"),
     (lambda: ReduceMemory(max_mesages=20), TypeError, "max_mesages"),

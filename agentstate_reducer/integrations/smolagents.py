@@ -28,6 +28,17 @@ Register it as a list item (called after every ``ActionStep``) or in the dict fo
 step types (``{ActionStep: cb, PlanningStep: cb}``); a ``FinalAnswerStep`` bounds the memory as
 it is. ``max_steps`` bounds the steps of one run, not the memory across runs (``reset=False``).
 
+Request mode, ``ReduceMemory(mode="request")``, leaves the memory whole and bounds each request
+instead; smolagents has no hook for that but the agent's own method, so override it::
+
+    class Agent(ToolCallingAgent):
+        def write_memory_to_messages(self, summary_mode: bool = False) -> list[ChatMessage]:
+            return reduce.messages(self, summary_mode=summary_mode)
+
+The running summary then covers the steps left out of the request (each step summarized once,
+found again by identity), and the request is the previous one plus the new steps until the next
+reduction.
+
 Importing this module imports smolagents; ``import agentstate_reducer`` does not.
 """
 
@@ -40,6 +51,7 @@ from typing import Any, ClassVar
 
 from agentstate_reducer.integrations._common import (
     CallFlow,
+    Mode,
     NativeSummaries,
     ReduceRecord,
     build_reducer,
@@ -92,7 +104,10 @@ class ReduceMemory:
             max_messages=40``).
         summarizer: ``(steps) -> str`` or an async one (run to completion in the callback);
             the pruned steps become one running ``SummaryStep``. Replaces the reducer's.
-        on_reduce: called with a ``ReduceRecord`` after each step the memory was bounded at.
+        on_reduce: called with a ``ReduceRecord`` after each bounding.
+        mode: ``"state"`` (the default): a step callback bounding ``agent.memory.steps``;
+            ``"request"``: the memory keeps every step and ``messages(agent)``, called from an
+            agent's ``write_memory_to_messages``, gives the bounded request.
         validate: also repair the memory by the planner's rules (it then starts at a task).
         preserve_first: pin the first step of the memory (the first task).
 
@@ -111,16 +126,19 @@ class ReduceMemory:
         *,
         summarizer: Callable[[list[Any]], Any] | None = None,
         on_reduce: Callable[[ReduceRecord], Any] | None = None,
+        mode: Mode = "state",
         validate: bool = True,
         preserve_first: bool = True,
         **reducer_kwargs: Any,
     ) -> None:
+        if mode not in ("state", "request"):
+            raise ValueError(f"{_WHAT}: mode must be 'state' or 'request', got {mode!r}")
         built = build_reducer(
             reducer, reducer_kwargs, preserve_first=preserve_first, summarizer=summarizer, what=_WHAT
         )
         self._flow = CallFlow(
             built,
-            mode="state",
+            mode=mode,
             validate=validate,
             on_reduce=on_reduce,
             native=NativeSummaries(SummaryStep, _summary_text),
@@ -129,20 +147,24 @@ class ReduceMemory:
         #: the reducer the callback runs
         self.reducer = self._flow.reducer
 
+    @property
+    def mode(self) -> Mode:
+        """``"state"`` (bounds the memory) or ``"request"`` (bounds what ``messages`` returns)."""
+        return self._flow.mode
+
     def __call__(self, memory_step: Any, agent: Any = None) -> None:
         """Bound ``agent.memory.steps`` with ``memory_step``, the step just finished (smolagents
         appends it after the callbacks); the list is edited in place."""
-        memory = getattr(agent, "memory", None)
-        steps = getattr(memory, "steps", None)
-        if not isinstance(steps, list):
+        steps = _steps_of(agent, "the agent: it is a step callback, called as callback(step, agent=agent); "
+                          "pass it in step_callbacks=[...] of the agent")  # fmt: skip
+        if self._flow.mode == "request":
             raise TypeError(
-                f"{_WHAT} is a smolagents step callback called as callback(step, agent=agent): pass it "
-                f"in step_callbacks=[...] of the agent; got agent={agent!r}"
+                f"{_WHAT}(mode='request') is no step callback: call its messages(agent) from the "
+                "agent's write_memory_to_messages (see the module), or use mode='state'"
             )
         live = isinstance(memory_step, ActionStep | PlanningStep) and all(s is not memory_step for s in steps)
         history = [*steps, memory_step] if live else list(steps)
-        name = getattr(agent, "name", None)
-        bounded = self._flow.bound(id(memory), history, thread=name if isinstance(name, str) else None)
+        bounded = self._flow.bound(id(agent.memory), history, thread=_thread(agent))
         kept = bounded.sent if self._flow.validate else (bounded.stored or history)
         if len(kept) == len(history) and all(a is b for a, b in zip(kept, history, strict=True)):
             return
@@ -151,5 +173,33 @@ class ReduceMemory:
             return
         steps[:] = [s for s in kept if s is not memory_step]
 
+    def messages(self, agent: Any, *, summary_mode: bool = False) -> list[ChatMessage]:
+        """The request of ``agent`` (what ``write_memory_to_messages(summary_mode)`` returns),
+        from its memory bounded: in request mode the memory is left whole, in state mode it is
+        bounded in place first."""
+        steps = _steps_of(agent, "an agent with a memory (agent.memory.steps)")
+        bounded = self._flow.bound(id(agent.memory), steps, thread=_thread(agent))
+        sent = bounded.sent
+        if self._flow.mode == "state" and (
+            len(sent) != len(steps) or any(a is not b for a, b in zip(sent, steps, strict=True))
+        ):
+            steps[:] = sent
+        out: list[ChatMessage] = agent.memory.system_prompt.to_messages(summary_mode=summary_mode)
+        for step in sent:
+            out.extend(step.to_messages(summary_mode=summary_mode))
+        return out
+
     def __repr__(self) -> str:
-        return f"ReduceMemory({self.reducer!r}, validate={self._flow.validate})"
+        return f"ReduceMemory({self.reducer!r}, mode={self.mode!r}, validate={self._flow.validate})"
+
+
+def _steps_of(agent: Any, what: str) -> list[Any]:
+    steps = getattr(getattr(agent, "memory", None), "steps", None)
+    if not isinstance(steps, list):
+        raise TypeError(f"{_WHAT} needs {what}; got agent={agent!r}")
+    return steps
+
+
+def _thread(agent: Any) -> str | None:
+    name = getattr(agent, "name", None)
+    return name if isinstance(name, str) else None
