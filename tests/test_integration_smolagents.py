@@ -187,6 +187,24 @@ def test_request_mode_bounds_requests_and_keeps_the_memory() -> None:
         reduce(steps[-1], agent=agent)
 
 
+def test_a_token_budget_and_an_async_summarizer() -> None:
+    model, calls = ScriptedModel(), []
+
+    async def summarize(steps: list[Any]) -> str:
+        calls.append(len(steps))
+        return f"{len(steps)} earlier steps"
+
+    reduce = ReduceMemory(max_tokens=1500, target_tokens=800, summarizer=summarize)
+    agent = tool_agent(model, step_callbacks=[reduce])
+    assert converse(agent, 12) == [f"a{i}" for i in range(12)]
+
+    assert calls and isinstance(agent.memory.steps[1], SummaryStep)
+    counted = reduce.reducer.count_tokens(agent.memory.steps)
+    assert sum(counted) <= 1500 + max(counted)  # the budget, and the step just appended
+    assert model.places == _places(12)
+    _check_requests(model, agent.system_prompt, bound=10**6)
+
+
 def test_a_failing_summarizer_loses_nothing() -> None:
     model, summarizer = ScriptedModel(), Summarizer(fail=True)
     records: list[ReduceRecord] = []
