@@ -323,6 +323,12 @@ def test_the_core_reads_memory_steps() -> None:
         ("human", "u"),
     ]  # fmt: skip
     assert all(i.call_ids == () and i.result_ids == () for i in infos)
+    # the rendered call and observation texts pair only by position: reduce the steps instead
+    rendered = [
+        ChatMessage(role=MessageRole.TOOL_CALL, content=[{"type": "text", "text": "Calling tools:\n[]"}]),
+        ChatMessage(role=MessageRole.TOOL_RESPONSE, content=[{"type": "text", "text": "Observation:\n"}]),
+    ]
+    assert [read_message(m).kind for m in rendered] == ["unknown", "unknown"]
 
 
 @contextmanager
