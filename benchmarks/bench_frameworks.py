@@ -37,6 +37,7 @@ FRAMEWORKS: dict[str, str] = {
     "google_adk": "google.adk",
     "autogen": "autogen_agentchat",
     "agent_framework": "agent_framework",
+    "smolagents": "smolagents",
 }
 
 

@@ -31,6 +31,7 @@ Supported shapes:
 * AutoGen's ``autogen_core.models`` messages and their dumps (``messages.autogen``).
 * Pydantic AI ``ModelRequest``/``ModelResponse`` (``messages.pydantic_ai``).
 * Microsoft Agent Framework ``Message`` objects and dumps (``messages.agent_framework``).
+* smolagents memory steps (``TaskStep``, ``ActionStep``, ...: ``messages.smolagents``).
 
 The items of one Responses model turn travel together: every AI item of that shape (a call, an
 assistant ``message``, a reasoning item, a hosted call) *leads* (``MessageInfo.leads``): the
@@ -52,6 +53,7 @@ from agentstate_reducer.messages.agent_framework import (
 from agentstate_reducer.messages.autogen import AUTOGEN_TYPES, autogen_call_payloads, read_autogen
 from agentstate_reducer.messages.jsontext import arguments_text
 from agentstate_reducer.messages.pydantic_ai import read_model_message
+from agentstate_reducer.messages.smolagents import read_step
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
 
@@ -352,6 +354,8 @@ def read_message(msg: Any) -> MessageInfo:
             return MessageInfo._make(read_agent_framework(body, af))
         if raw_role is None and (pai := read_model_message(body)) is not None:  # Pydantic AI
             return MessageInfo(pai.kind, None, None, pai.content, pai.call_ids, pai.result_ids)
+        if raw_role is None and (step := read_step(body)) is not None:  # smolagents memory steps
+            return MessageInfo._make(step)
         if type(body) is dict or isinstance(body, Mapping):
             get = body.get
         else:
