@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from agno.agent import Agent
+from agno.db.in_memory import InMemoryDb
 from agno.models.base import Model
 from agno.models.message import Message
 from agno.models.response import ModelResponse
@@ -114,3 +116,11 @@ def to_openai(request: list[Message]) -> list[dict[str, Any]]:
             text = m.content if isinstance(m.content, str) else str(m.content)
             out.append({"role": m.role, "content": text})
     return out
+
+
+def agent(model: Model, **kwargs: Any) -> Agent:
+    """The scripted agent: the two tools, the system prompt, the whole session as history (Agno
+    sends the last 3 runs unless told otherwise)."""
+    options: dict[str, Any] = {"db": InMemoryDb(), "add_history_to_context": True, "num_history_runs": 10_000}
+    options.update(kwargs)
+    return Agent(model=model, tools=[lookup, add], instructions=SYSTEM, telemetry=False, **options)
