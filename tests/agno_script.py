@@ -124,3 +124,20 @@ def agent(model: Model, **kwargs: Any) -> Agent:
     options: dict[str, Any] = {"db": InMemoryDb(), "add_history_to_context": True, "num_history_runs": 10_000}
     options.update(kwargs)
     return Agent(model=model, tools=[lookup, add], instructions=SYSTEM, telemetry=False, **options)
+
+
+@dataclass
+class SummaryModel(ScriptedModel):
+    """The model Agno's own compaction summarizes with: one short text per call, counted."""
+
+    id: str = "scripted-summary"
+
+    def _answer(self, messages: list[Message]) -> ModelResponse:
+        with self._lock:
+            self.requests.append(list(messages))
+            n = len(self.requests)
+        return ModelResponse(role="assistant", content=f"Agno summary {n}: lookups and sums so far")
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
