@@ -159,6 +159,15 @@ def test_failing_summarizer_prunes_nothing_and_the_run_goes_on() -> None:
     assert all(r.pruned == () for r in records)
 
 
+def test_an_async_summarizer_works_in_a_sync_run() -> None:
+    rec = Recorder()
+    model = ScriptedModel()
+    bot = agent(model, compression_manager=manager(rec, 8, 4, summarizer=rec.asummarize))
+    run_turns(bot, range(4))
+    assert_requests_valid(model.requests, bound=10)
+    assert rec.summarized and len(rec.pruned) == len(set(rec.pruned)) == sum(len(b) for b in rec.summarized)
+
+
 def test_one_manager_serves_concurrent_sessions_in_threads() -> None:
     rec = Recorder()
     model = ScriptedModel()

@@ -93,7 +93,8 @@ class ReducingCompressionManager(CompressionManager):
             or pass its keyword arguments instead (default ``min_messages=20, max_messages=40``).
         summarizer: ``(messages) -> str`` or an async one; the pruned ``Message`` objects (the
             previous summary among them) become one running summary message. Replaces the
-            reducer's summarizer. Sync runs (``Agent.run``) need a sync summarizer.
+            reducer's summarizer. In a sync run (``Agent.run``) an async summarizer runs on a
+            private event loop in a worker thread, as the core runs it.
         on_reduce: called with a ``ReduceRecord`` after each model call was bounded.
         validate: repair the request by the planner's rules before it is sent.
         preserve_first: pin the first message after the system message.
