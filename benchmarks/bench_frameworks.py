@@ -38,6 +38,7 @@ FRAMEWORKS: dict[str, str] = {
     "autogen": "autogen_agentchat",
     "agent_framework": "agent_framework",
     "smolagents": "smolagents",
+    "agno": "agno",
 }
 
 
