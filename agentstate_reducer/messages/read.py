@@ -30,6 +30,7 @@ Supported shapes:
   paired by ``toolUseId``;
 * AutoGen's ``autogen_core.models`` messages and their dumps (``messages.autogen``).
 * Pydantic AI ``ModelRequest``/``ModelResponse`` (``messages.pydantic_ai``).
+* LlamaIndex ``ChatMessage`` (``messages.llama_index``).
 
 The items of one Responses model turn travel together: every AI item of that shape (a call, an
 assistant ``message``, a reasoning item, a hosted call) *leads* (``MessageInfo.leads``): the
@@ -45,6 +46,11 @@ from typing import Any, Final, Literal, NamedTuple
 
 from agentstate_reducer.messages.autogen import AUTOGEN_TYPES, autogen_call_payloads, read_autogen
 from agentstate_reducer.messages.jsontext import arguments_text
+from agentstate_reducer.messages.llama_index import (
+    is_llama_index_message,
+    llama_index_call_payloads,
+    read_llama_index,
+)
 from agentstate_reducer.messages.pydantic_ai import read_model_message
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
@@ -342,6 +348,8 @@ def read_message(msg: Any) -> MessageInfo:
         body, raw_role = _unwrap(msg)
         if raw_role in AUTOGEN_TYPES:  # autogen_core.models messages and their dumps
             return MessageInfo._make(read_autogen(body, raw_role))
+        if is_llama_index_message(body):  # LlamaIndex ChatMessage: calls and results in fields of its own
+            return MessageInfo._make(read_llama_index(body))
         if raw_role is None and (pai := read_model_message(body)) is not None:  # Pydantic AI
             return MessageInfo(pai.kind, None, None, pai.content, pai.call_ids, pai.result_ids)
         if type(body) is dict or isinstance(body, Mapping):
@@ -397,6 +405,8 @@ def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
         body, raw_role = _unwrap(msg)
         if raw_role in AUTOGEN_TYPES:
             return autogen_call_payloads(body)
+        if is_llama_index_message(body):
+            return llama_index_call_payloads(body)
         if _read(body, "type") in ("function_call", "custom_tool_call") and _read(body, "role") is None:
             args = _read(body, "arguments", MISSING)
             if args is MISSING:
