@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from llama_index.core.base.llms.types import (
@@ -29,7 +29,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms.function_calling import FunctionCallingLLM
-from llama_index.core.tools import FunctionTool, ToolSelection
+from llama_index.core.tools import BaseTool, FunctionTool, ToolSelection
 
 SYSTEM_PROMPT = "You are a careful assistant. Use the tools."
 
@@ -44,7 +44,10 @@ def add(a: int, b: int) -> str:
     return f"{a} + {b} = {a + b}. " + "the sum was checked twice against the ledger entry. " * 4
 
 
-TOOLS = [FunctionTool.from_defaults(lookup), FunctionTool.from_defaults(add)]
+TOOLS: list[BaseTool | Callable[..., Any]] = [
+    FunctionTool.from_defaults(lookup),
+    FunctionTool.from_defaults(add),
+]
 
 
 def question(i: int) -> str:

@@ -33,7 +33,8 @@ their content goes into what ``aget`` returns as Memory puts it (``insert_method
   the first stored message is the first question, which a later turn makes old; the newest
   question (the live turn) is never pruned. A system message stored in the memory is pinned.
 * One ``aget`` of a memory at a time (tasks and threads): a message put while the summarizer
-  runs is kept after the reduced queue; a ``set`` or ``reset`` during a reduction wins.
+  runs is kept after the reduced queue (a put waits only while the queue is rewritten); a
+  ``set`` or ``reset`` during a reduction wins.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ import asyncio
 import inspect
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any, Final
 
 from agentstate_reducer.reducer import MessageReducer
@@ -68,6 +70,21 @@ logger = logging.getLogger("agentstate_reducer.integrations.llama_index")
 _LOCK_POLL: Final = 0.002
 #: the arguments of ``Memory.from_defaults`` (the rest of ``from_defaults``'s are the reducer's)
 _MEMORY_ARGS: Final = frozenset(inspect.signature(Memory.from_defaults).parameters) - {"cls"}
+
+
+async def _acquire(lock: threading.Lock) -> None:
+    """Take ``lock``, shared by every task and thread, without blocking a loop."""
+    while not lock.acquire(blocking=False):
+        await asyncio.sleep(_LOCK_POLL)
+
+
+@asynccontextmanager
+async def _holding(lock: threading.Lock) -> AsyncIterator[None]:
+    await _acquire(lock)
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _summary_message(content: str) -> ChatMessage:
@@ -146,8 +163,10 @@ class ReducingMemory(Memory):
     mode: Mode = "state"
 
     _flow: CallFlow = PrivateAttr()
-    #: held while an ``aget`` reduces and stores (never across a ``put``)
+    #: held while an ``aget`` reduces and stores
     _reducing: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    #: held by every write of the active queue (never across the summarizer)
+    _writing: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def __init__(
         self,
@@ -225,24 +244,25 @@ class ReducingMemory(Memory):
         """No token flush: the reducer bounds the queue at ``aget`` (a flush would archive
         messages the summarizer and ``on_prune`` hooks never saw)."""
 
-    async def _lock(self) -> None:
-        """Take the reduction lock: shared by every task and thread, without blocking a loop."""
-        while not self._reducing.acquire(blocking=False):
-            await asyncio.sleep(_LOCK_POLL)
-
     async def _reduce(self) -> list[ChatMessage]:
         """One reduction of the active queue (stored in state mode); the messages to send."""
-        await self._lock()
+        await _acquire(self._reducing)
         try:
             history = await self.sql_store.get_messages(self.session_id, status=MessageStatus.ACTIVE)
             bounded = await self._flow.abound(self.session_id, history, thread=self.session_id)
             pruned = [m for m in bounded.result.pruned if isinstance(m, ChatMessage) and not _is_summary(m)]
-            if bounded.stored is not None:
+            # the store gives new objects at every read: an equal queue is the same queue
+            if bounded.stored is not None and (pruned or bounded.stored != history):
                 await self._store(history, bounded.stored, pruned)
             if pruned and self.memory_blocks:
+                # copies: a block's aput writes the session id into each message it gets
                 await asyncio.gather(
                     *(
-                        block.aput(pruned, from_short_term_memory=True, session_id=self.session_id)
+                        block.aput(
+                            [m.model_copy(deep=True) for m in pruned],
+                            from_short_term_memory=True,
+                            session_id=self.session_id,
+                        )
                         for block in self.memory_blocks
                     )
                 )
@@ -255,6 +275,12 @@ class ReducingMemory(Memory):
     ) -> None:
         """Archive ``pruned`` and make ``stored`` the active queue, followed by what was put
         during the reduction; nothing when the queue was set or reset meanwhile."""
+        async with _holding(self._writing):
+            await self._replace(history, stored, pruned)
+
+    async def _replace(
+        self, history: Sequence[ChatMessage], stored: list[Any], pruned: list[ChatMessage]
+    ) -> None:
         now = await self.sql_store.get_messages(self.session_id, status=MessageStatus.ACTIVE)
         if len(now) < len(history) or any(a != b for a, b in zip(now, history, strict=False)):
             logger.debug("memory %s set or reset during a reduction: not stored", self.session_id)
@@ -265,6 +291,22 @@ class ReducingMemory(Memory):
         await self.sql_store.delete_messages(self.session_id, status=MessageStatus.ACTIVE)
         if active:
             await self.sql_store.add_messages(self.session_id, active, status=MessageStatus.ACTIVE)
+
+    async def aput(self, message: ChatMessage) -> None:
+        async with _holding(self._writing):
+            await super().aput(message)
+
+    async def aput_messages(self, messages: list[ChatMessage]) -> None:
+        async with _holding(self._writing):
+            await super().aput_messages(messages)
+
+    async def aset(self, messages: list[ChatMessage]) -> None:
+        async with _holding(self._writing):
+            await super().aset(messages)
+
+    async def areset(self, status: MessageStatus | None = None) -> None:
+        async with _holding(self._writing):
+            await super().areset(status)
 
     async def aget(
         self, input: str | ChatMessage | None = None, **block_kwargs: Any
