@@ -36,6 +36,7 @@ FRAMEWORKS: dict[str, str] = {
     "pydantic_ai": "pydantic_ai",
     "google_adk": "google.adk",
     "autogen": "autogen_agentchat",
+    "llama_index": "llama_index.core",
 }
 
 
