@@ -26,6 +26,7 @@ from llama_index.core.base.llms.types import (
     CompletionResponseGen,
     LLMMetadata,
     TextBlock,
+    ToolCallBlock,
 )
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.llms.function_calling import FunctionCallingLLM
@@ -184,14 +185,24 @@ def _text(message: ChatMessage) -> str:
 
 
 def openai_chat(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    """One request as OpenAI Chat Completions dicts."""
+    """One request as OpenAI Chat Completions dicts (calls in ``additional_kwargs`` or as
+    ``ToolCallBlock`` blocks)."""
     out: list[dict[str, Any]] = []
     for m in messages:
         role = m.role.value
-        if role == "assistant" and m.additional_kwargs.get("tool_calls"):
+        blocks = [b for b in m.blocks if isinstance(b, ToolCallBlock)]
+        if role == "assistant" and (m.additional_kwargs.get("tool_calls") or blocks):
             calls = [
                 {"id": c["id"], "type": "function", "function": dict(c["function"])}
-                for c in m.additional_kwargs["tool_calls"]
+                for c in m.additional_kwargs.get("tool_calls") or []
+            ]
+            calls += [
+                {
+                    "id": b.tool_call_id,
+                    "type": "function",
+                    "function": {"name": b.tool_name, "arguments": json.dumps(b.tool_kwargs)},
+                }
+                for b in blocks
             ]
             out.append({"role": "assistant", "content": _text(m) or None, "tool_calls": calls})
         elif role == "tool":

@@ -18,6 +18,7 @@ import pytest
 from llama_index.core.agent.workflow import FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.bridge.pydantic import Field
+from llama_index.core.llms import MockFunctionCallingLLM
 from llama_index.core.memory import BaseMemoryBlock, Memory
 from llama_index.core.storage.chat_store.sql import MessageStatus, SQLAlchemyChatStore
 from openai.types.chat import ChatCompletionMessageToolCall
@@ -236,6 +237,41 @@ async def test_a_stored_system_message_is_pinned() -> None:
         assert request_errors(openai_chat(request)) == []
         assert [m.content for m in request[:2]] == [SYSTEM_PROMPT, "the house rules"]
     assert (await stored(memory))[0].content == "the house rules"
+
+
+async def test_tool_call_blocks_through_llama_indexs_own_mock_llm() -> None:
+    """MockFunctionCallingLLM writes its calls as ToolCallBlock blocks (newer LLM integrations do
+    too): the same promises hold."""
+    requests: list[list[ChatMessage]] = []
+
+    def respond(messages: list[ChatMessage], **kwargs: Any) -> ChatMessage:
+        requests.append([m.model_copy(deep=True) for m in messages])
+        last = messages[-1]
+        n = len(requests)
+        if last.role.value == "user":
+            call = ToolCallBlock(tool_call_id=f"a{n}", tool_name="lookup", tool_kwargs={"q": f"{n}"})
+            return ChatMessage(role="assistant", blocks=[TextBlock(text="looking"), call])
+        if messages[-2].role.value == "assistant" and len(messages[-2].blocks) == 2:  # the first call
+            both = [
+                ToolCallBlock(tool_call_id=f"b{n}", tool_name="lookup", tool_kwargs={"q": "t"}),
+                ToolCallBlock(tool_call_id=f"c{n}", tool_name="add", tool_kwargs={"a": n, "b": 1}),
+            ]
+            return ChatMessage(role="assistant", blocks=both)
+        return ChatMessage(role="assistant", content=f"answer {n}")
+
+    rec = Recorder()
+    memory = ReducingMemory.from_defaults(hooked_reducer(rec), summarizer=rec.summarize)
+    agent = FunctionAgent(tools=TOOLS, llm=MockFunctionCallingLLM(response_generator=respond),
+                          system_prompt=SYSTEM_PROMPT)
+    for i in range(10):
+        await agent.run(question(i), memory=memory)
+    assert len(requests) == 30
+    for n, request in enumerate(requests):
+        assert request_errors(openai_chat(request)) == [], (n, openai_chat(request))
+        assert request[0].content == SYSTEM_PROMPT
+        assert [m.content for m in request].count(question(n // 3)) == 1
+    assert len(conversation(requests[-1])) <= MAX + 1 + IN_RUN and is_summary(requests[-1][1])
+    assert rec.pruned and distinct(rec.pruned) and rec.calls >= 1
 
 
 # -- memory blocks -------------------------------------------------------------------------------

@@ -151,7 +151,9 @@ class ReducingMemory(Memory):
             ``"request"`` keeps every message active and bounds what ``aget`` returns.
         summarizer: ``(messages) -> str`` or an async one, replacing the reducer's; it gets
             LlamaIndex ``ChatMessage`` objects (the running summary first when there is one).
-        on_reduce: ``fn(ReduceRecord)`` after every ``aget`` (failures are logged).
+        on_reduce: ``fn(ReduceRecord)`` after every ``aget`` (failures are logged); its
+            ``thread_id`` is the ``session_id``, and ``on_prune`` hooks get the namespace
+            ``("memories", session_id)``.
         validate: repair what ``aget`` returns by the providers' rules (a history set by hand
             may be broken).
         preserve_first: pin the first stored message (False: see the module docs).
