@@ -69,22 +69,25 @@ class Recorder:
         self.where: list[tuple[Any, str]] = []
         self.calls = 0
         self.fail = False
+        self.lock = threading.Lock()
 
     def summarize(self, messages: list[ChatMessage]) -> str:
         if self.fail:
             raise RuntimeError("summarizer down")
-        self.calls += 1
-        self.inputs.append(list(messages))
-        self.summarized += [m for m in messages if not is_summary(m)]
-        return f"summary #{self.calls} of {len(messages)} messages"
+        with self.lock:  # threads share one recorder
+            self.calls += 1
+            self.inputs.append(list(messages))
+            self.summarized += [m for m in messages if not is_summary(m)]
+            return f"summary #{self.calls} of {len(messages)} messages"
 
     async def asummarize(self, messages: list[ChatMessage]) -> str:
         await asyncio.sleep(0)
         return self.summarize(messages)
 
     def on_prune(self, pruned: list[Any], namespace: Any) -> None:
-        self.pruned += pruned
-        self.where += [(namespace, key(m)) for m in pruned]
+        with self.lock:
+            self.pruned += pruned
+            self.where += [(namespace, key(m)) for m in pruned]
 
 
 def hooked_reducer(rec: Recorder) -> MessageReducer:
