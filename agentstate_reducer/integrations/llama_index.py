@@ -13,9 +13,10 @@ What it bounds (``mode``):
 * ``"state"`` (default): the stored history, as Memory's own queue is bounded. ``aget`` reduces
   the active messages, keeps the reduced list as the active queue (the running summary, a user
   ``ChatMessage`` starting with the summary header, at its front, rolling forward) and archives
-  the pruned messages in the chat store (status ``ARCHIVED``, as Memory's flush does): nothing
-  leaves the store, ``aget_all()`` still returns every message, and the summarizer and
-  ``on_prune`` hooks see each pruned message once (it leaves the active queue).
+  the pruned messages in the chat store (status ``ARCHIVED``, as Memory's flush does): no message
+  leaves the store (only a summary the next one replaces), ``aget_all()`` still returns every
+  message, and the summarizer and ``on_prune`` hooks see each pruned message once (it leaves
+  the active queue).
 * ``"request"``: the request only. The active queue keeps every message; ``aget`` returns the
   reduced window, which remembers per session what the running summary covers, so each
   message is still summarized once and the request grows from call to call (a stable prefix).
