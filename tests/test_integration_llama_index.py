@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.bridge.pydantic import Field
 from llama_index.core.llms import MockFunctionCallingLLM
@@ -209,6 +209,19 @@ async def test_the_reducers_own_summarizer_gets_chat_messages() -> None:
     assert all(isinstance(m, ChatMessage) for batch in rec.inputs for m in batch)
 
 
+async def test_an_agent_workflow_reads_the_same_memory() -> None:
+    rec = Recorder()
+    memory = ReducingMemory.from_defaults(hooked_reducer(rec), summarizer=rec.summarize)
+    llm = ScriptedLLM(script(8))
+    workflow = AgentWorkflow(agents=[make_agent(llm)])
+    for i in range(8):
+        response = await workflow.run(question(i), memory=memory)
+        assert str(response) == f"answer {i}: item {i} added"
+    check_requests(llm, range(8))
+    assert rec.calls >= 1 and is_summary(llm.requests[-1][1]) and distinct(rec.pruned)
+    assert len(await stored(memory)) <= MAX + 1 + IN_RUN + 1
+
+
 async def test_a_failing_summarizer_prunes_nothing_and_the_run_goes_on() -> None:
     rec = Recorder()
     records: list[ReduceRecord] = []
@@ -275,6 +288,31 @@ async def test_tool_call_blocks_through_llama_indexs_own_mock_llm() -> None:
         assert [m.content for m in request].count(question(n // 3)) == 1
     assert len(conversation(requests[-1])) <= MAX + 1 + IN_RUN and is_summary(requests[-1][1])
     assert rec.pruned and distinct(rec.pruned) and rec.calls >= 1
+
+
+async def test_memorys_token_flush_is_replaced_by_the_reducer() -> None:
+    plain = Memory.from_defaults(token_limit=200)
+    memory = ReducingMemory.from_defaults(token_limit=200, max_messages=MAX, min_messages=MIN)
+    for m in history(5):
+        await plain.aput(m)
+        await memory.aput(m)
+    assert len(await stored(plain)) < 20  # Memory flushed its queue
+    assert len(await stored(memory)) == 20 and await stored(memory, MessageStatus.ARCHIVED) == []
+    assert len(await memory.aget()) == 20  # under max_messages: nothing to prune
+
+
+async def test_a_set_during_a_reduction_wins() -> None:
+    replacement = [ChatMessage(role="user", content="start over")]
+
+    def summarize(messages: list[ChatMessage]) -> str:
+        memory.set(replacement)  # from the summarizer's thread of control: a concurrent set
+        return "summary"
+
+    memory = ReducingMemory.from_defaults(max_messages=MAX, min_messages=MIN, summarizer=summarize)
+    await memory.aput_messages([*history(8), ChatMessage(role="user", content=question(8))])
+    sent = await memory.aget()
+    assert request_errors(openai_chat(sent)) == []
+    assert [m.content for m in await stored(memory)] == ["start over"]
 
 
 # -- memory blocks -------------------------------------------------------------------------------
