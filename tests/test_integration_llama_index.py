@@ -430,7 +430,7 @@ async def test_gets_racing_puts_on_one_memory_lose_nothing(tmp_path: Path) -> No
     results = await asyncio.gather(*(put_and_get(i) for i in range(6)))
     assert distinct(rec.pruned) and distinct(rec.summarized)
     assert all(request_errors(openai_chat(sent)) == [] for sent in results)
-    late = [m.content for m in await stored(memory) if (m.content or "").startswith("late")]
+    late = [m.content or "" for m in await stored(memory) if (m.content or "").startswith("late")]
     # nothing put during a reduction is lost (tasks take the write lock in no set order)
     assert sorted(late) == [f"late {i}" for i in range(6)]
 
