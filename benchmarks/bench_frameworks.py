@@ -39,6 +39,7 @@ FRAMEWORKS: dict[str, str] = {
     "agent_framework": "agent_framework",
     "smolagents": "smolagents",
     "agno": "agno",
+    "llama_index": "llama_index.core",
 }
 
 

@@ -32,6 +32,7 @@ Supported shapes:
 * Pydantic AI ``ModelRequest``/``ModelResponse`` (``messages.pydantic_ai``).
 * Microsoft Agent Framework ``Message`` objects and dumps (``messages.agent_framework``).
 * smolagents memory steps (``TaskStep``, ``ActionStep``, ...: ``messages.smolagents``).
+* LlamaIndex ``ChatMessage`` (``messages.llama_index``).
 
 The items of one Responses model turn travel together: every AI item of that shape (a call, an
 assistant ``message``, a reasoning item, a hosted call) *leads* (``MessageInfo.leads``): the
@@ -52,6 +53,11 @@ from agentstate_reducer.messages.agent_framework import (
 )
 from agentstate_reducer.messages.autogen import AUTOGEN_TYPES, autogen_call_payloads, read_autogen
 from agentstate_reducer.messages.jsontext import arguments_text
+from agentstate_reducer.messages.llama_index import (
+    is_llama_index_message,
+    llama_index_call_payloads,
+    read_llama_index,
+)
 from agentstate_reducer.messages.pydantic_ai import read_model_message
 from agentstate_reducer.messages.smolagents import read_step
 
@@ -352,6 +358,8 @@ def read_message(msg: Any) -> MessageInfo:
             return MessageInfo._make(read_autogen(body, raw_role))
         if raw_role is not None and (af := af_contents(body)) is not None:  # Agent Framework
             return MessageInfo._make(read_agent_framework(body, af))
+        if is_llama_index_message(body):  # LlamaIndex ChatMessage: calls and results in fields of its own
+            return MessageInfo._make(read_llama_index(body))
         if raw_role is None and (pai := read_model_message(body)) is not None:  # Pydantic AI
             return MessageInfo(pai.kind, None, None, pai.content, pai.call_ids, pai.result_ids)
         if raw_role is None and (step := read_step(body)) is not None:  # smolagents memory steps
@@ -411,6 +419,8 @@ def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
             return autogen_call_payloads(body)
         if raw_role is not None and (af := af_contents(body)) is not None:
             return agent_framework_call_payloads(af)
+        if is_llama_index_message(body):
+            return llama_index_call_payloads(body)
         if _read(body, "type") in ("function_call", "custom_tool_call") and _read(body, "role") is None:
             args = _read(body, "arguments", MISSING)
             if args is MISSING:
