@@ -7,7 +7,8 @@ measured gain over its reference (benchmarks/bench_bulk.py):
 * ``read_plain``: ``read_message`` (and ``tool_call_payloads``) of the plain messages;
 * ``fast_views``: with ``apply_view``, ``watched`` of each message (what ``unchanged`` compares
   its snapshot with);
-* ``pinned_indices``: the indices whose ``read_message(m).kind`` is in ``PINNED_KINDS``.
+* ``pinned_indices``: the indices whose ``read_message(m).kind`` is in ``PINNED_KINDS``;
+* ``compaction_indices``: the indices whose ``read_message(m).compaction`` is true.
 
 ``snapshots`` is ``[snapshot(m) for m in messages]``: by columns it gained too little to stay.
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress, repeat
-from operator import attrgetter, eq, is_, is_not
+from operator import attrgetter, eq, is_, is_not, not_, or_
 from typing import Any, Final, cast
 
 from agentstate_reducer.messages.autogen import AUTOGEN_TYPES
@@ -32,6 +33,7 @@ from agentstate_reducer.messages.fields import (
 from agentstate_reducer.messages.jsontext import arguments_text
 from agentstate_reducer.messages.read import (
     CLASS_ROLES,
+    COMPACTION_TYPES,
     MISSING,
     PINNED_KINDS,
     RESPONSES_CALLS,
@@ -55,7 +57,7 @@ _ITEM_TYPES: Final = frozenset(
         *AUTOGEN_TYPES,
         "message",
         "reasoning",
-        "compaction",
+        *COMPACTION_TYPES,
         "mcp_approval_request",
         "mcp_approval_response",
         *RESPONSES_CALLS,
@@ -413,3 +415,36 @@ def pinned_indices(messages: Sequence[Any]) -> list[int]:
             pinned.update(_pinned_dicts(messages, dicts) if dicts else ())
             pinned.update(i for i in others if read_message(messages[i]).kind in PINNED_KINDS)
     return sorted(pinned)
+
+
+def _compaction_candidates(messages: list[Any]) -> Iterable[int]:
+    """The indices of the messages that may hold a compaction: every one but those whose
+    ``content`` is text or None and whose ``type`` names no compaction item. A dict with a
+    ``type`` (a Responses item, a serialized LangChain message) is read whole."""
+    n = len(messages)
+    classes = set(map(type, messages))
+    if classes == {dict}:
+        contents = list(map(dict.get, messages, repeat("content")))
+        typed = map(is_not, map(dict.get, messages, repeat("type")), repeat(None))
+    elif all(cls is not dict and fields_in_dict(cls) for cls in classes):
+        attrs: list[Any] = list(map(vars, messages))
+        contents = list(map(dict.get, attrs, repeat("content")))
+        typed = map(COMPACTION_TYPES.__contains__, map(dict.get, attrs, repeat("type")))
+    else:
+        return range(n)
+    texts = map(_STR_OR_NONE.__contains__, map(type, contents))
+    return compress(range(n), map(or_, map(not_, texts), typed))
+
+
+def compaction_indices(messages: Sequence[Any]) -> list[int]:
+    """Indices of the messages holding a compaction (``read_message(m).compaction``), ascending.
+
+    The planner's second pass over a whole history: a compaction lives in a content list (an
+    Anthropic ``compaction`` block) or is a Responses item, so only those messages are read.
+    """
+    msgs = messages if type(messages) is list else list(messages)
+    try:
+        candidates = list(_compaction_candidates(msgs))
+    except Exception:  # an unhashable type value, a hostile __dict__: every message read
+        candidates = list(range(len(msgs)))
+    return [i for i in candidates if read_message(msgs[i]).compaction]
