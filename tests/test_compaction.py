@@ -351,3 +351,139 @@ def test_a_langchain_history_with_a_compaction_reduces_the_same_on_both_paths() 
         _columns.use(was)
     assert results[0] == results[1]
     assert results[0][:2] == ["h0", "k"]  # the first message (preserve_first) and the compaction
+
+
+# --- integrations ---------------------------------------------------------------------------------
+
+
+def test_a_request_chained_on_the_server_is_reduced_only_when_asked(caplog: pytest.LogCaptureFixture) -> None:
+    from agentstate_reducer.integrations.openai_responses import reduce_request
+
+    items = PROPERTY_BUILDERS["responses_items"](SPEC)
+    reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, preserve_first=False))
+    request = {"model": "gpt-5", "input": items, "previous_response_id": "resp_1"}
+    with caplog.at_level("WARNING", logger="agentstate_reducer.responses"):
+        first = reduce_request(request, reducer)
+        again = reduce_request({**request, "previous_response_id": "resp_2"}, reducer)
+    assert first["input"] is items and again["input"] is items  # unreduced
+    warned = [r for r in caplog.records if r.name == "agentstate_reducer.responses"]
+    assert len(warned) == 1 and "reduce_chained=True" in warned[0].getMessage()
+    asked = reduce_request(request, reducer, reduce_chained=True)
+    assert ids(asked["input"])[0] == "k2" and asked["previous_response_id"] == "resp_1"
+    plain = reduce_request({"model": "gpt-5", "input": items}, reducer)
+    assert ids(plain["input"]) == ids(asked["input"]) and request["input"] is items
+    with pytest.raises(TypeError, match="request must be a mapping"):
+        reduce_request(items, reducer)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"request\['input'\] must be a str or a list"):
+        reduce_request({"input": 3}, reducer)
+
+
+def test_a_conversation_warns_once_per_conversation(caplog: pytest.LogCaptureFixture) -> None:
+    from agentstate_reducer.integrations.openai_responses import reduce_request
+
+    reducer = MessageReducer(min_messages=1, max_messages=2)
+    with caplog.at_level("WARNING", logger="agentstate_reducer.responses"):
+        for conversation in ["conv_1", {"id": "conv_1"}, "conv_2"]:
+            request = {"input": [{"role": "user", "content": "q"}], "conversation": conversation}
+            reduce_request(request, reducer)
+    assert [r.getMessage().split(":")[0] for r in caplog.records] == [
+        "not reducing a request chained with conversation conv_1",
+        "not reducing a request chained with conversation conv_2",
+    ]
+
+
+class _FakeCompact:
+    """``client.responses.compact`` without a network: the newest user message and a compaction item."""
+
+    def __init__(self) -> None:
+        self.inputs: list[list[Any]] = []
+
+    async def compact(self, **kwargs: Any) -> Any:
+        from types import SimpleNamespace
+
+        self.inputs.append(list(kwargs["input"]))
+        users = [i for i in kwargs["input"] if isinstance(i, dict) and i.get("role") == "user"]
+        item = {"type": "compaction", "id": f"cmp_{len(self.inputs)}", "encrypted_content": "gAAAA"}
+        return SimpleNamespace(output=[*users[-1:], item], usage=None)
+
+
+async def test_reducing_session_inside_the_compaction_session(tmp_path: Any) -> None:
+    from types import SimpleNamespace
+
+    from agents import Agent, OpenAIResponsesCompactionSession, Runner, SQLiteSession, function_tool
+    from agents.testing import ScriptedModel, assistant_message, function_call
+
+    from agentstate_reducer.integrations.openai_agents import ReducingSession
+
+    @function_tool
+    def lookup(q: str) -> str:
+        """Look something up."""
+        return "42"
+
+    inner = SQLiteSession("user-1", str(tmp_path / "chats.db"))
+    compact = _FakeCompact()
+    session = OpenAIResponsesCompactionSession(
+        "user-1",
+        ReducingSession(inner, min_messages=6, max_messages=12),
+        client=SimpleNamespace(responses=compact),  # type: ignore[arg-type]
+        compaction_mode="input",
+        should_trigger_compaction=lambda context: len(context["compaction_candidate_items"]) >= 8,
+    )
+    model = ScriptedModel()
+    agent = Agent(name="assistant", instructions="Use the lookup tool.", model=model, tools=[lookup])
+    history: list[list[Any]] = []
+    for n in range(10):
+        call = function_call("lookup", {"q": "x"}, call_id=f"call_{n}")
+        model.extend([[call], [assistant_message(f"{n}")]])
+        await Runner.run(agent, f"question {n}", session=session)
+        history.append(await inner.get_items())
+    inner.close()
+    assert len(compact.inputs) == 1  # the compaction ran, through the reducing session
+    assert all(len(stored) <= 12 for stored in history)
+    assert all(violations([read_message(i) for i in stored]) == [] for stored in history)
+    stored = history[-1]
+    assert stored[0] == {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA"}
+    assert [i.get("role") for i in stored].count("user") <= 2
+
+
+def test_the_langchain_middleware_passes_a_compaction_through() -> None:
+    from langchain.agents import create_agent
+    from langchain_core.outputs import ChatResult
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from agentstate_reducer.middleware import ReducerMiddleware
+    from tests.agent_script import TOOLS, ScriptedModel, turns
+
+    block = {"type": "compaction", "content": "what q0 to q5 said", "encrypted_content": None}
+
+    class Compacting(ScriptedModel):
+        """Answers turn q5 as ChatAnthropic does when the API compacted: a compaction block first."""
+
+        def _generate(self, messages: list[Any], *args: Any, **kwargs: Any) -> ChatResult:
+            result = super()._generate(messages, *args, **kwargs)
+            message = result.generations[0].message
+            if not getattr(message, "tool_calls", None) and "answer to q5 " in str(message.content):
+                message.content = [dict(block), *message.content]
+            return result
+
+    model = Compacting(steps=2, blocks=True)
+    summarized: list[tuple[int, list[str]]] = []
+
+    def summarize(messages: list[Any]) -> str:
+        summarized.append((len(model.calls), [m.text for m in messages if m.type == "human"]))
+        return "summary"
+
+    reducer = MessageReducer(config=ReducerConfig(min_messages=10, max_messages=20, summarize_fn=summarize))
+    agent = create_agent(model, TOOLS, checkpointer=InMemorySaver(), middleware=[ReducerMiddleware(reducer)])
+    config: Any = {"configurable": {"thread_id": "t"}}
+    for t in turns(9):
+        agent.invoke(t, config)
+    sent_after = [call for call in model.calls if any(read_message(m).compaction for m in call)]
+    assert sent_after, "the compaction never reached the model again"
+    for call in sent_after:
+        (kept,) = [m for m in call if read_message(m).compaction]
+        assert kept.content[0] == block  # untouched
+    first_sent = model.calls.index(sent_after[0])
+    later = [texts for n, texts in summarized if n >= first_sent]  # made before call n
+    assert later and any(texts for texts in later)  # turns after the compaction were summarized
+    assert not any(t.startswith(f"q{i} ") for texts in later for t in texts for i in range(6))
