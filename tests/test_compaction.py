@@ -487,3 +487,21 @@ def test_the_langchain_middleware_passes_a_compaction_through() -> None:
     later = [texts for n, texts in summarized if n >= first_sent]  # made before call n
     assert later and any(texts for texts in later)  # turns after the compaction were summarized
     assert not any(t.startswith(f"q{i} ") for texts in later for t in texts for i in range(6))
+
+
+def test_a_pydantic_ai_compaction_part_is_a_compaction() -> None:
+    from pydantic_ai.messages import CompactionPart, ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    def turn(n: int) -> list[Any]:
+        return [ModelRequest(parts=[UserPromptPart(f"q{n}")]), ModelResponse(parts=[TextPart(f"a{n}")])]
+
+    native = CompactionPart(content="s", id="cmp", provider_name="anthropic")
+    provider = ModelResponse(parts=[native, TextPart("a")])
+    written = ModelRequest(parts=[CompactionPart(content="what came before")])  # the application's summary
+    history = [*turn(1), written, *turn(2), provider, *turn(3), *turn(4)]
+    assert [read_message(m).compaction for m in history].count(True) == 2
+    assert compaction_indices(history) == [2, 5]
+    assert (read_message(written).kind, read_message(provider).kind) == ("human", "ai")
+    reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, preserve_first=False))
+    out = reducer.reduce(history)
+    assert out.surviving[0] is provider and out.pruned == history[:5]

@@ -419,8 +419,9 @@ def pinned_indices(messages: Sequence[Any]) -> list[int]:
 
 def _compaction_candidates(messages: list[Any]) -> Iterable[int]:
     """The indices of the messages that may hold a compaction: every one but those whose
-    ``content`` is text or None and whose ``type`` names no compaction item. A dict with a
-    ``type`` (a Responses item, a serialized LangChain message) is read whole."""
+    ``content`` is text or None and whose ``type`` names no compaction item (nor an object with
+    ``parts``: Pydantic AI's messages). A dict with a ``type`` (a Responses item, a serialized
+    LangChain message) is read whole."""
     n = len(messages)
     classes = set(map(type, messages))
     if classes == {dict}:
@@ -429,7 +430,9 @@ def _compaction_candidates(messages: list[Any]) -> Iterable[int]:
     elif all(cls is not dict and fields_in_dict(cls) for cls in classes):
         attrs: list[Any] = list(map(vars, messages))
         contents = list(map(dict.get, attrs, repeat("content")))
-        typed = map(COMPACTION_TYPES.__contains__, map(dict.get, attrs, repeat("type")))
+        items = map(COMPACTION_TYPES.__contains__, map(dict.get, attrs, repeat("type")))
+        parted = map(is_not, map(dict.get, attrs, repeat("parts")), repeat(None))  # Pydantic AI
+        typed = map(or_, items, parted)
     else:
         return range(n)
     texts = map(_STR_OR_NONE.__contains__, map(type, contents))

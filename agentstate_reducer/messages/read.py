@@ -365,7 +365,8 @@ def read_message(msg: Any) -> MessageInfo:
         if raw_role in AUTOGEN_TYPES:  # autogen_core.models messages and their dumps
             return MessageInfo._make((*read_autogen(body, raw_role), False))
         if raw_role is None and (pai := read_model_message(body)) is not None:  # Pydantic AI
-            return MessageInfo(pai.kind, None, None, pai.content, pai.call_ids, pai.result_ids)
+            calls, results = pai.call_ids, pai.result_ids
+            return MessageInfo(pai.kind, None, None, pai.content, calls, results, compaction=pai.compaction)
         if type(body) is dict or isinstance(body, Mapping):
             get = body.get
         else:
