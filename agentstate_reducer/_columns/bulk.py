@@ -19,7 +19,7 @@ They apply to exact dicts and to objects whose fields live in the instance ``__d
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import attrgetter, eq, is_, is_not, not_, or_
 from typing import Any, Final, cast
 
@@ -67,8 +67,14 @@ _ITEM_TYPES: Final = frozenset(
 )
 _NO_CALLS: Final = frozenset({list, tuple, type(None)})
 _TYPE: Final = attrgetter("type")
+_CONTENT: Final = attrgetter("content")
 _CONVERSATION: Final = frozenset({"human", "ai", "tool"})
 _STR_OR_NONE: Final = frozenset({str, type(None)})
+#: a content of these types is a list of blocks (``read._seq`` of the common ones)
+_CONTENT_LISTS: Final = frozenset({list, tuple})
+#: a dict whose ``type`` holds a compaction or keeps its content in another field (``_unwrap``)
+_ELSEWHERE: Final = frozenset({*COMPACTION_TYPES, "constructor"})
+_TEXT_OR_LIST: Final = _STR_OR_NONE | _CONTENT_LISTS
 #: ``tool_call_payloads`` of the messages read with their tool calls, by index
 Calls = dict[int, list[tuple[str, str, str]]]
 
@@ -417,26 +423,58 @@ def pinned_indices(messages: Sequence[Any]) -> list[int]:
     return sorted(pinned)
 
 
-def _compaction_candidates(messages: list[Any]) -> Iterable[int]:
-    """The indices of the messages that may hold a compaction: every one but those whose
-    ``content`` is text or None and whose ``type`` names no compaction item (nor an object with
-    ``parts``: Pydantic AI's messages). A dict with a ``type`` (a Responses item, a serialized
-    LangChain message) is read whole."""
+#: block types that may make a content list hold a compaction (``read.has_compaction_block``)
+_COMPACTION_BLOCKS: Final = frozenset({"compaction", "non_standard"})
+
+
+def _compaction_candidates(messages: list[Any]) -> list[int]:
+    """The indices of the messages that may hold a compaction, a superset of those that do: a
+    content list with a ``compaction`` or ``non_standard`` block (or a block that is no dict), a
+    content that is no text, list or None, a compaction item's ``type``, and the fields that hold
+    a message's content elsewhere (a serialized LangChain dict's ``data`` or ``kwargs``, an
+    object's ``parts``: Pydantic AI). Reads columns; raises what a hostile field raises."""
     n = len(messages)
     classes = set(map(type, messages))
+    contents: list[Any]
     if classes == {dict}:
         contents = list(map(dict.get, messages, repeat("content")))
-        typed = map(is_not, map(dict.get, messages, repeat("type")), repeat(None))
-    elif all(cls is not dict and fields_in_dict(cls) for cls in classes):
-        attrs: list[Any] = list(map(vars, messages))
-        contents = list(map(dict.get, attrs, repeat("content")))
-        items = map(COMPACTION_TYPES.__contains__, map(dict.get, attrs, repeat("type")))
-        parted = map(is_not, map(dict.get, attrs, repeat("parts")), repeat(None))  # Pydantic AI
-        typed = map(or_, items, parted)
+        dict_types = map(dict.get, messages, repeat("type"))
+        held = map(dict.get, messages, repeat("data"), repeat(None))
+        elsewhere = list(map(or_, map(_ELSEWHERE.__contains__, dict_types), map(is_not, held, repeat(None))))
+    elif not any(issubclass(cls, Mapping) for cls in classes):
+        try:  # every message has both fields (LangChain's): the faster reads
+            contents = list(map(_CONTENT, messages))
+            mtypes = list(map(_TYPE, messages))
+        except AttributeError:
+            contents = list(map(getattr, messages, repeat("content"), repeat(None)))
+            mtypes = list(map(getattr, messages, repeat("type"), repeat(None)))
+        items = map(COMPACTION_TYPES.__contains__, mtypes)
+        if all(map(fields_in_dict, classes)):
+            # LangChain's messages (a missing field would cost a pydantic __getattr__ each): no
+            # Pydantic AI message is of such a class, and only those hold content in ``parts``
+            elsewhere = list(items)
+        else:
+            parts = map(getattr, messages, repeat("parts"), repeat(None))
+            elsewhere = list(map(or_, items, map(is_not, parts, repeat(None))))
     else:
-        return range(n)
-    texts = map(_STR_OR_NONE.__contains__, map(type, contents))
-    return compress(range(n), map(or_, map(not_, texts), typed))
+        return list(range(n))
+    kinds = list(map(type, contents))
+    out = list(compress(range(n), elsewhere)) if any(elsewhere) else []
+    if set(kinds) <= _STR_OR_NONE:
+        return out
+    out += compress(range(n), map(not_, map(_TEXT_OR_LIST.__contains__, kinds)))
+    lists = list(compress(range(n), map(_CONTENT_LISTS.__contains__, kinds)))
+    if not lists:
+        return sorted(set(out))
+    blocks: list[Any] = list(chain.from_iterable([contents[i] for i in lists]))
+    if set(map(type, blocks)) == {dict} and not _COMPACTION_BLOCKS.intersection(
+        map(dict.get, blocks, repeat("type"))
+    ):
+        return sorted(set(out))  # no list holds a compaction block (the common case)
+    for i in lists:
+        if any(type(b) is not dict or b.get("type") in _COMPACTION_BLOCKS for b in contents[i]):
+            out.append(i)
+    return sorted(set(out))
 
 
 def compaction_indices(messages: Sequence[Any]) -> list[int]:
@@ -447,7 +485,7 @@ def compaction_indices(messages: Sequence[Any]) -> list[int]:
     """
     msgs = messages if type(messages) is list else list(messages)
     try:
-        candidates = list(_compaction_candidates(msgs))
+        candidates = _compaction_candidates(msgs)
     except Exception:  # an unhashable type value, a hostile __dict__: every message read
         candidates = list(range(len(msgs)))
     return [i for i in candidates if read_message(msgs[i]).compaction]

@@ -53,8 +53,9 @@ class TableState(NamedTuple):
     keys: list[Any]
     kind_pinned: list[int]
     table: Structure
-    #: the indices of the messages holding a compaction (``MessageInfo.compaction``)
-    compactions: list[int]
+    #: the indices of the messages holding a compaction (``MessageInfo.compaction``); None when
+    #: not read (only a triggered plan needs them)
+    compactions: list[int] | None
 
 
 def known_of(state: TableState | None, keys: Sequence[Any]) -> int:
@@ -110,14 +111,18 @@ def plan_by_table(
         assert prior is not None
         last = prior.table
         pinned = [p for p in prior.kind_pinned if p < known]
-        compactions = [c for c in prior.compactions if c < known]
         if known < n:
             more = _pinned(messages[known:], infos[known:] if infos is not None else None)
             pinned = pinned + [known + p for p in more]
-            found = _compactions(messages[known:], infos[known:] if infos is not None else None)
-            compactions += [known + c for c in found]
     else:
         pinned = _pinned(messages, infos)
+    compactions: list[int] | None = None  # read for a triggered plan (rule 5), or where remembered
+    if known and prior is not None and prior.compactions is not None:
+        compactions = [c for c in prior.compactions if c < known]
+        if known < n:
+            found = _compactions(messages[known:], infos[known:] if infos is not None else None)
+            compactions += [known + c for c in found]
+    elif triggered:
         compactions = _compactions(messages, infos)
     kind_pinned = pinned
     if preserve_first and n:
