@@ -42,6 +42,7 @@ MODULES = (
     "bench_cosmos",
     "bench_middleware",
     "bench_frameworks",
+    "bench_cost",
 )
 COLUMNS = ("module", "benchmark", "metric", "ratio", "target", "met")
 

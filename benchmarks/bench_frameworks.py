@@ -36,6 +36,10 @@ FRAMEWORKS: dict[str, str] = {
     "pydantic_ai": "pydantic_ai",
     "google_adk": "google.adk",
     "autogen": "autogen_agentchat",
+    "agent_framework": "agent_framework",
+    "smolagents": "smolagents",
+    "agno": "agno",
+    "llama_index": "llama_index.core",
 }
 
 

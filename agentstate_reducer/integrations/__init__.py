@@ -10,7 +10,12 @@ install from the checkout) and adapts the framework's own place for a history re
 * ``integrations.crewai``: ``ReducerHook``, a pre-model-call hook, extra ``crewai``;
 * ``integrations.pydantic_ai``: ``ReduceHistory``, a capability, extra ``pydantic-ai``;
 * ``integrations.google_adk``: ``ReducerCallback`` and ``ReducerPlugin``, extra ``google-adk``;
-* ``integrations.autogen``: ``ReducingChatCompletionContext``, extra ``autogen``.
+* ``integrations.autogen``: ``ReducingChatCompletionContext``, extra ``autogen``;
+* ``integrations.agent_framework``: ``ReducerCompactionStrategy``, a compaction strategy for the
+  Microsoft Agent Framework, extra ``agent-framework``;
+* ``integrations.llama_index``: ``ReducingMemory``, a LlamaIndex ``Memory``, extra ``llama-index``;
+* ``integrations.smolagents``: ``ReduceMemory``, a step callback, extra ``smolagents``;
+* ``integrations.agno``: ``ReducingCompressionManager``, extra ``agno``.
 
 What they share (building the reducer, the request repair, ``ReduceRecord``, the running
 summary in a framework's own message class, one model call's flow) is ``integrations._common``,

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from agentstate_reducer.config import ReducerConfig
+from agentstate_reducer.cost import CacheTracker
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.reducer import MessageReducer, ReducerResult, arun_hook
 from agentstate_reducer.summary import (
@@ -248,6 +249,10 @@ class ReduceRecord:
     summarized: bool = False
     #: ``repr`` of the summarizer's error, when it failed (nothing was pruned then)
     summary_error: str | None = None
+    #: of ``tokens_after``, the tokens of the leading messages the previous call of the same
+    #: thread sent too: the share a prompt cache can serve, before a provider's minimum and steps
+    #: (``agentstate_reducer.cost``); 0 for a thread's first call
+    prefix_tokens: int = 0
 
 
 # -- the running summary in a framework's class --------------------------------------------------
@@ -607,11 +612,18 @@ class CallFlow:
         if mode == "request":
             self._window = RequestWindow(preserve_first=preserve_first, max_threads=max_threads)
         self._reported: BoundedMap[Hashable, tuple[int, ...]] = BoundedMap(max_threads)
+        self._sent = CacheTracker(max_threads)
+
+    def _counts(self, messages: Sequence[Any]) -> tuple[list[Any], list[int]]:
+        """The conversation messages (no system message) and their tokens; counted only for
+        ``on_reduce``."""
+        if self.on_reduce is None or not messages:
+            return [], []
+        counted = [m for m in messages if read_message(m).kind != "system"]
+        return counted, self.reducer.count_tokens(counted)
 
     def _tokens(self, messages: Sequence[Any]) -> int:
-        if self.on_reduce is None or not messages:
-            return 0
-        return sum(self.reducer.count_tokens([m for m in messages if read_message(m).kind != "system"]))
+        return sum(self._counts(messages)[1])
 
     def _begin(self, key: Hashable, thread: str | None, history: Sequence[Any]) -> _Begun:
         items = list(history)
@@ -638,18 +650,20 @@ class CallFlow:
         repaired = list(removed)
         if pruned and result.stats.repaired:  # nothing triggered: only broken parts went
             repaired, pruned = [*pruned, *repaired], []
+        counted, counts = self._counts(sent)
         record = ReduceRecord(
             mode=self.mode,
             thread_id=begun.thread,
             messages_before=sum(1 for m in begun.history if read_message(m).kind != "system"),
             messages_after=sum(1 for m in sent if read_message(m).kind != "system"),
             tokens_before=begun.tokens_before,
-            tokens_after=self._tokens(sent),
+            tokens_after=sum(counts),
             triggered=result.stats.triggered,
             pruned=message_ids(pruned),
             repaired=message_ids(repaired),
             summarized=result.summary is not None and any(is_summary_message(m) for m in result.surviving),
             summary_error=result.stats.summary_error,
+            prefix_tokens=self._sent.observe(begun.key, counted, counts) if counted else 0,
         )
         self._emit(record)
         return Bounded(sent, stored, result, record)

@@ -33,6 +33,9 @@ Supported shapes:
   paired by ``toolUseId``;
 * AutoGen's ``autogen_core.models`` messages and their dumps (``messages.autogen``).
 * Pydantic AI ``ModelRequest``/``ModelResponse`` (``messages.pydantic_ai``).
+* Microsoft Agent Framework ``Message`` objects and dumps (``messages.agent_framework``).
+* smolagents memory steps (``TaskStep``, ``ActionStep``, ...: ``messages.smolagents``).
+* LlamaIndex ``ChatMessage`` (``messages.llama_index``).
 
 The items of one Responses model turn travel together: every AI item of that shape (a call, an
 assistant ``message``, a reasoning item, a hosted call) *leads* (``MessageInfo.leads``): the
@@ -46,9 +49,20 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import Any, Final, Literal, NamedTuple
 
+from agentstate_reducer.messages.agent_framework import (
+    af_contents,
+    agent_framework_call_payloads,
+    read_agent_framework,
+)
 from agentstate_reducer.messages.autogen import AUTOGEN_TYPES, autogen_call_payloads, read_autogen
 from agentstate_reducer.messages.jsontext import arguments_text
+from agentstate_reducer.messages.llama_index import (
+    is_llama_index_message,
+    llama_index_call_payloads,
+    read_llama_index,
+)
 from agentstate_reducer.messages.pydantic_ai import read_model_message
+from agentstate_reducer.messages.smolagents import read_step
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
 
@@ -364,9 +378,15 @@ def read_message(msg: Any) -> MessageInfo:
         body, raw_role = _unwrap(msg)
         if raw_role in AUTOGEN_TYPES:  # autogen_core.models messages and their dumps
             return MessageInfo._make((*read_autogen(body, raw_role), False))
+        if raw_role is not None and (af := af_contents(body)) is not None:  # Agent Framework
+            return MessageInfo._make((*read_agent_framework(body, af), False))
+        if is_llama_index_message(body):  # LlamaIndex ChatMessage: calls and results in fields of its own
+            return MessageInfo._make((*read_llama_index(body), False))
         if raw_role is None and (pai := read_model_message(body)) is not None:  # Pydantic AI
             calls, results = pai.call_ids, pai.result_ids
             return MessageInfo(pai.kind, None, None, pai.content, calls, results, compaction=pai.compaction)
+        if raw_role is None and (step := read_step(body)) is not None:  # smolagents memory steps
+            return MessageInfo._make((*step, False))
         if type(body) is dict or isinstance(body, Mapping):
             get = body.get
         else:
@@ -421,6 +441,10 @@ def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:
         body, raw_role = _unwrap(msg)
         if raw_role in AUTOGEN_TYPES:
             return autogen_call_payloads(body)
+        if raw_role is not None and (af := af_contents(body)) is not None:
+            return agent_framework_call_payloads(af)
+        if is_llama_index_message(body):
+            return llama_index_call_payloads(body)
         if _read(body, "type") in ("function_call", "custom_tool_call") and _read(body, "role") is None:
             args = _read(body, "arguments", MISSING)
             if args is MISSING:

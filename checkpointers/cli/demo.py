@@ -8,9 +8,11 @@ both runs write their own thread in that database, which is kept.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -20,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .demo_cost import PolicyCost, policy_costs, prices_json
 from .errors import PROG, CliError, require
 from .options import TokenCounter, count_tokens, reducer_from
 from .render import Progress, ascii_chart, chart_format, human_bytes, table, write_chart
@@ -40,6 +43,23 @@ class DemoRun:
     wall_seconds: float  # graph.invoke time only (measuring between turns is not counted)
     growth: list[int | None] = field(repr=False)  # stored_bytes after each turn
     reductions: int = 0  # puts where the wrapper pruned messages
+    #: what each model call of the run was sent, in order
+    calls: list[list[Any]] = field(default_factory=list, repr=False)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "saver": self.saver,
+            "thread_id": self.thread_id,
+            "turns": self.turns,
+            "messages": self.messages,
+            "tokens": self.tokens,
+            "stored_bytes": self.stored_bytes,
+            "database_bytes": self.database_bytes,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "reductions": self.reductions,
+            "model_calls": len(self.calls),
+            "growth": self.growth,
+        }
 
 
 @dataclass(frozen=True)
@@ -56,6 +76,24 @@ class DemoReport:
     #: what to give ``inspect`` for each of ``kept_paths`` (the store's label)
     kept_stores: list[str] = field(default_factory=list)
     temporary: bool = False  # the default SQLite files, deleted after the run (--db-dir keeps them)
+    #: the model calls of the run priced under each policy (``demo_cost``)
+    policies: list[PolicyCost] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        """The run's figures, storage and cost, as ``demo --json`` prints them."""
+        return {
+            "turns": self.bare.turns,
+            "durability": self.durability,
+            "store": self.store,
+            "bytes_meaning": self.bytes_meaning,
+            "reducer": self.reducer,
+            "token_counter": self.token_counter,
+            "storage": {"bare": self.bare.as_json(), "reduced": self.reduced.as_json()},
+            "prices": prices_json(),
+            "policies": {p.name: p.as_json() for p in self.policies},
+            "kept": self.kept_paths,
+            "temporary": self.temporary,
+        }
 
 
 def check_plot_path(path: str) -> None:
@@ -122,7 +160,16 @@ def _demo_run(
 ) -> DemoRun:
     from checkpointers.compact import checkpoint_messages
 
-    graph = graph_module.build_demo_graph(saver)
+    calls: list[list[Any]] = []
+    # One object per message id: every turn reads the history back from the store as new
+    # objects, and the demo's ids name one unchanging message each, so the cost model compares
+    # and counts each message once (identity) instead of field by field at every call.
+    canonical: dict[str, Any] = {}
+
+    def sent(messages: list[Any]) -> None:
+        calls.append([canonical.setdefault(m.id, m) if m.id else m for m in messages])
+
+    graph = graph_module.build_demo_graph(saver, on_model_call=sent)
     config = {"configurable": {"thread_id": thread_id}}
     growth: list[int | None] = []
     wall = 0.0
@@ -153,6 +200,7 @@ def _demo_run(
         wall_seconds=wall,
         growth=growth,
         reductions=reductions(),
+        calls=calls,
     )
 
 
@@ -248,13 +296,24 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
             kept_paths=kept,
             kept_stores=kept_stores,
             temporary=tmp_dir is not None,
+            policies=policy_costs(
+                runs[0].calls,
+                runs[1].calls,
+                reducer,
+                counter,
+                bare_bytes=runs[0].stored_bytes,
+                reduced_bytes=runs[1].stored_bytes,
+            ),
         )
     finally:
         for db in dbs:
             db.close()
         if tmp_dir:
             shutil.rmtree(tmp_dir, ignore_errors=True)
-    _print_demo(report)
+    if getattr(args, "json", False):
+        print(json.dumps(report.as_json(), indent=2))
+    else:
+        _print_demo(report)
     if args.plot:
         # After the results are printed: a chart that cannot be written loses nothing else.
         try:
@@ -268,7 +327,9 @@ def run_demo(args: argparse.Namespace) -> DemoReport:
                 f"the results above are complete, but the chart could not be written to "
                 f"{args.plot!r}: {exc.strerror or exc}"
             ) from exc
-        print(f"chart written to {args.plot}")
+        # --json: stdout holds the JSON object alone
+        out = sys.stderr if getattr(args, "json", False) else sys.stdout
+        print(f"chart written to {args.plot}", file=out)
     return report
 
 
@@ -314,6 +375,9 @@ def _print_demo(report: DemoReport) -> None:
     )
     print(table(headers, rows, right=[False, False, True, True, True, True, True, True]))
     print()
+    if report.policies:
+        _print_costs(report.policies)
+        print()
     if any(v is not None for v in bare.growth):
         print(
             ascii_chart(
@@ -332,3 +396,41 @@ def _print_demo(report: DemoReport) -> None:
         print(f"kept: {kept}  (try: {PROG} inspect {shlex.quote(store)})")
     if report.temporary:
         print("the two SQLite files were temporary and are deleted; --db-dir DIR keeps them for inspect")
+
+
+def _money(usd: float) -> str:
+    return f"${usd:,.2f}" if usd >= 1 else f"${usd:.4f}"
+
+
+def _print_costs(policies: list[PolicyCost]) -> None:
+    """The model calls of the run under each policy: tokens sent, the share a prompt cache can
+    serve and the input cost at the example prices, per provider."""
+    from agentstate_reducer.cost import EXAMPLE_PRICES
+
+    none = policies[0]
+    none_cost = none.reports["anthropic"].cost
+    oa, an = EXAMPLE_PRICES["openai"], EXAMPLE_PRICES["anthropic"]
+    print(
+        f"what the model was sent over the run ({none.calls} calls), input cost at example prices "
+        f"of {an.taken} ({an.model}, {oa.model}; see docs/cost.md):"
+    )
+    headers = ["policy", "stored bytes", "tokens sent", "cached (Anthropic)", "Anthropic",
+               "cached (OpenAI)", "OpenAI", "Anthropic / none"]
+    rows = []
+    for p in policies:
+        a, o = p.reports["anthropic"], p.reports["openai"]
+        rows.append(
+            [
+                p.name,
+                human_bytes(p.stored_bytes),
+                f"{p.input_tokens:,}",
+                f"{a.cache_share:.0%}",
+                _money(a.cost),
+                f"{o.cache_share:.0%}",
+                _money(o.cost),
+                "" if p is none else f"{a.cost / none_cost:.2f}x" if none_cost else "-",
+            ]
+        )
+    print(table(headers, rows, right=[False, *([True] * 7)]))
+    for p in policies:
+        print(f"  {p.name}: {p.description}")

@@ -14,6 +14,7 @@ when it runs, so the CLI starts without them.
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -98,12 +99,20 @@ class ScriptedToolModel(BaseChatModel):
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
-def build_demo_graph(checkpointer: Any, **compile_kwargs: Any) -> Any:
+def build_demo_graph(
+    checkpointer: Any,
+    *,
+    on_model_call: Callable[[list[BaseMessage]], Any] | None = None,
+    **compile_kwargs: Any,
+) -> Any:
     """Compile the demo agent with ``checkpointer`` (any ``BaseCheckpointSaver``); other keyword
-    arguments go to ``StateGraph.compile`` (e.g. ``interrupt_before=["tools"]``)."""
+    arguments go to ``StateGraph.compile`` (e.g. ``interrupt_before=["tools"]``).
+    ``on_model_call(messages)`` gets what each model call is sent (a new list), before the call."""
     model = ScriptedToolModel()
 
     def agent(state: MessagesState) -> dict[str, list[BaseMessage]]:
+        if on_model_call is not None:
+            on_model_call(list(state["messages"]))
         return {"messages": [model.invoke(state["messages"])]}
 
     def run_tools(state: MessagesState) -> dict[str, list[BaseMessage]]:

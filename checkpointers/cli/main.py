@@ -1,6 +1,6 @@
 """``agentstate-reducer``: the demo, and inspect/compact for real checkpoint stores.
 
-    agentstate-reducer demo [--turns 300] [--plot growth.png] [--store URL]
+    agentstate-reducer demo [--turns 300] [--plot growth.png] [--store URL] [--json]
     agentstate-reducer inspect STORE [--json]
     agentstate-reducer compact STORE [--thread T] [--keep-last N] [--older-than 30d] [--vacuum]
                                      [--dry-run] [--yes] [--force] [--max-messages 40 --min-messages 20]
@@ -97,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
         default="exit",
         help="LangGraph durability: 'exit' stores one checkpoint per turn (default, fast); "
         "'async' (LangGraph's default) stores every step, about 5x more",
+    )
+    demo.add_argument(
+        "--json",
+        action="store_true",
+        help="print the run's figures (storage, and the model calls' tokens and cost per policy) as "
+        "one JSON object, nothing else on stdout",
     )
     add_reducer_options(demo, reduce=True)
     demo.set_defaults(parser=demo, func=run_demo)

@@ -20,6 +20,7 @@ from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
+from agentstate_reducer.cost import CacheTracker
 from agentstate_reducer.integrations._bounded import BoundedMap
 from agentstate_reducer.integrations._common import Mode, ReduceRecord
 from agentstate_reducer.reducer import MessageReducer, ReducerResult
@@ -191,6 +192,8 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         #: per thread: what before_model did, for the next model call's record (a model call
         #: that never came is forgotten after ``threads`` others)
         self._pending: BoundedMap[Hashable, _Pending] = BoundedMap(threads)
+        #: per thread: the previous model call's messages, for ``ReduceRecord.prefix_tokens``
+        self._sent = CacheTracker(threads)
 
     def __repr__(self) -> str:
         """The effective trigger and keep, in the middleware's forms (a trigger fires at ``>=``:
@@ -418,6 +421,8 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         if pruned and result is not None and result.stats.repaired:  # no trigger: only broken parts went
             repaired, pruned = [*pruned, *repaired], []
         self._log_repair(key, "request", repaired)
+        # counted only when on_reduce receives records (as _record_tokens)
+        counts = self.reducer.count_tokens(list(messages)) if self.on_reduce is not None and messages else []
         self._emit(
             ReduceRecord(
                 mode=self.mode,
@@ -425,7 +430,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 messages_before=before,
                 messages_after=len(messages),
                 tokens_before=tokens_before,
-                tokens_after=self._record_tokens(messages),
+                tokens_after=sum(counts),
                 triggered=triggered,
                 pruned=_ids(pruned),
                 cleared=cleared,
@@ -434,6 +439,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 and result.summary is not None
                 and any(is_summary_message(m) for m in result.surviving),
                 summary_error=result.stats.summary_error if result is not None else None,
+                prefix_tokens=self._sent.observe(key, messages, counts) if counts else 0,
             )
         )
         overrides: dict[str, Any] = {}
