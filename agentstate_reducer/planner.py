@@ -30,6 +30,13 @@ kept, cut at a turn boundary. The contract (README, "The pruning contract"):
    message. The live turn (the newest human message and what follows) is never dropped whole:
    when it alone is over the budget, its human message and its newest units that fit are kept,
    at least the newest unit, and the plan says it is over the target.
+5. A compaction (``MessageInfo.compaction``: an OpenAI Responses ``compaction`` item, an AI
+   message with an Anthropic ``compaction`` block) replaces everything before it. In a triggered
+   plan the newest one is pinned with its tool results, what precedes it is pruned first (all of
+   it but the pinned messages: its content is in the compaction), and the rest is planned by rules
+   1-4 as a history starting at the compaction, which stands for a human message under
+   ``start_on_human`` when everything after it is kept. Older compactions are ordinary AI
+   messages. An untriggered plan keeps them all (a repair prunes only what rule 3 names).
 
 This module is the reference: it walks backwards from the newest message, one message at a time,
 and stops once the budget is spent and the live turn's human message is found. The column path
@@ -66,6 +73,9 @@ class Plan:
     #: the decision read the costs of no message older than the newest ones worth more than the
     #: trigger, but of the kept ones. None for any other plan.
     newest: tuple[int, int] | None = field(default=None, compare=False, repr=False)
+    #: the index of the newest compaction when the plan left out what it replaced (rule 5): the
+    #: messages before it that are pruned are in the compaction already; 0 otherwise
+    covered: int = 0
 
     def split(self, messages: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         """``(surviving, pruned)``, each in input order; built from slices, not per-item checks."""
@@ -159,6 +169,7 @@ def plan(
     infos: Sequence[MessageInfo] | None = None,
     triggered: bool = True,
     pinned_kinds: Sequence[int] | None = None,
+    compactions: Sequence[int] | None = None,
 ) -> Plan:
     """Decide what survives a reduction.
 
@@ -168,7 +179,8 @@ def plan(
     are not read twice. With ``budget=UNLIMITED``, ``start_on_human=False`` and
     ``triggered=False`` it is the repair of an untriggered reduction: every unit that can be sent
     is kept, and only what rule 3 names is pruned. ``pinned_kinds``: the indices of the messages
-    of a pinned kind (``PINNED_KINDS``), when the caller found them already; else read here.
+    of a pinned kind (``PINNED_KINDS``), when the caller found them already; else read here;
+    ``compactions`` likewise the indices of the messages holding a compaction.
     """
     n = len(messages)
     read: Callable[[int], MessageInfo] = infos.__getitem__ if infos is not None else _Reader(messages)
@@ -177,9 +189,49 @@ def plan(
     pinned = set(pinned_kinds)
     if preserve_first and n:
         pinned.update(first_unit(read, n))
+    compacted = newest_compaction(read, n, compactions) if triggered else None
+    if compacted is not None:
+        pinned.update(first_unit(read, n, compacted))
     pinned_cost = len(pinned) if count_mode else sum(cost_of(i) for i in pinned)
     room = budget - (0 if count_mode else pinned_cost)
+    if not compacted:  # None, or a compaction at index 0: nothing before it to leave out
+        members, kept_cost = _walk(read, cost_of, n, pinned, room, start_on_human, compacted == 0)
+    else:
+        # rule 5: what the compaction replaced is left out; the rest is planned as a history
+        # that starts at the compaction (the pinned messages before it stay)
+        index = [*sorted(p for p in pinned if p < compacted), *range(compacted, n)]
+        view_pinned = {j for j, i in enumerate(index) if i in pinned}
+        view_read: Callable[[int], MessageInfo] = lambda j: read(index[j])  # noqa: E731
+        view_cost: Callable[[int], int] = lambda j: cost_of(index[j])  # noqa: E731
+        found, kept_cost = _walk(view_read, view_cost, len(index), view_pinned, room, start_on_human, True)
+        members = [index[j] for j in found]
+    kept = sorted(pinned.union(members))
+    cost_after = kept_cost + pinned_cost
+    return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, cost_after, covered=compacted or 0)
 
+
+def newest_compaction(
+    read: Callable[[int], MessageInfo], n: int, compactions: Sequence[int] | None = None
+) -> int | None:
+    """The index of the newest message holding a compaction (``MessageInfo.compaction``), or None;
+    ``compactions``: the indices of every such message, when the caller found them already."""
+    if compactions is not None:
+        return compactions[-1] if compactions else None
+    return next((i for i in range(n - 1, -1, -1) if read(i).compaction), None)
+
+
+def _walk(
+    read: Callable[[int], MessageInfo],
+    cost_of: Callable[[int], int],
+    n: int,
+    pinned: set[int],
+    room: int,
+    start_on_human: bool,
+    open_start: bool,
+) -> tuple[list[int], int]:
+    """The conversation messages to keep (rule 1 and 4) and their cost: the newest units that fit
+    ``room``. ``open_start``: the history starts at a compaction, which stands for a human
+    message under ``start_on_human`` when every unit after it is kept."""
     # Walk back over units, newest first. A tool result joins the unit of the nearest AI message
     # before it that made its call, when the walk reaches that message; a result answering calls
     # of several AI messages joins them all into one unit, decided when the last of them is
@@ -263,10 +315,8 @@ def plan(
         if stopped and live is not None:
             break
 
-    kept_units = _select(accepted, newest, live, room, start_on_human)
-    kept = sorted(pinned.union(m for u in kept_units for m in u.members))
-    kept_cost = sum(u.cost for u in kept_units)
-    return Plan(tuple(kept), triggered, kept_cost > room, trigger_cost, kept_cost + pinned_cost)
+    kept_units = _select(accepted, newest, live, room, start_on_human and not (open_start and not stopped))
+    return [m for u in kept_units for m in u.members], sum(u.cost for u in kept_units)
 
 
 def _close(open_results: dict[str, list[int]], shared: dict[int, _Unit]) -> None:
@@ -391,8 +441,9 @@ def _claim(
     return unit, complete, alone
 
 
-def first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
-    """What ``preserve_first`` pins: index 0, with its tool results when it is a tool call.
+def first_unit(read: Callable[[int], MessageInfo], n: int, start: int = 0) -> list[int]:
+    """What ``preserve_first`` pins: index 0, with its tool results when it is a tool call
+    (``start``: the same for the message there, the newest compaction).
 
     Its results are the ones right after it, before the next user or AI message, the first
     result for each call (a second one is a duplicate, left to the walk, which prunes it). An
@@ -401,17 +452,17 @@ def first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
     the walk) is not pinned; nor is a message leading to the AI message after it (a model turn
     of several items).
     """
-    first = read(0)
+    first = read(start)
     if first.kind == "tool" or first.leads == LEADS_REQUIRED:
         return []
-    if first.leads and n > 1 and read(1).kind == "ai":
+    if first.leads and n > start + 1 and read(start + 1).kind == "ai":
         return []  # one model turn of several items (Responses): planned by the walk
     if first.kind != "ai" or not first.call_ids:
-        return [0]
+        return [start]
     wanted = set(first.call_ids)
     results: list[int] = []
     answered: set[str] = set()
-    for j in range(1, n):
+    for j in range(start + 1, n):
         info = read(j)
         if info.kind == "tool" and wanted.intersection(info.result_ids):
             rids = info.result_ids
@@ -426,7 +477,7 @@ def first_unit(read: Callable[[int], MessageInfo], n: int) -> list[int]:
         elif info.kind in ("human", "ai"):
             # after its results, a new block; before them, a call its results would come after
             break
-    return [0, *results] if wanted <= answered else []
+    return [start, *results] if wanted <= answered else []
 
 
 @dataclass(frozen=True, slots=True)

@@ -72,11 +72,15 @@ class _Step:
     pruned: list[Any]
     #: the previous summary messages (inject_summary): pinned, replaced when a new summary comes
     held: list[Any]
+    #: how many of ``pruned`` (its first ones) a compaction replaced (``Plan.covered``)
+    covered: int = 0
 
     @property
     def to_summarize(self) -> list[Any]:
-        """What the summarizer gets: the previous summary first, then the newly pruned messages."""
-        return [*self.held, *self.pruned] if self.pruned else []
+        """What the summarizer gets: the previous summary first, then the newly pruned messages
+        but those a compaction replaced (their content is in the compaction)."""
+        fresh = self.pruned[self.covered :]
+        return [*self.held, *fresh] if fresh else []
 
 
 def _read_by(
@@ -274,7 +278,7 @@ class MessageReducer:
         c = self._config
         repair = budget == UNLIMITED
         start_on_human = c.start_on_human and not repair
-        pinned_kinds = None
+        pinned_kinds = compactions = None
         if _columns.enabled:
             prior = call.record.table if call.record is not None else None
             fast, call.table = _columns.plan(
@@ -290,8 +294,8 @@ class MessageReducer:
             )
             if fast is not None:
                 return fast
-            if infos is None:  # the kinds the table read (from readings the reference reads them)
-                pinned_kinds = call.table.kind_pinned
+            if infos is None:  # what the table read (from readings the reference reads them)
+                pinned_kinds, compactions = call.table.kind_pinned, call.table.compactions
         return plan(
             messages,
             _one if costs is None else costs.__getitem__,
@@ -303,6 +307,7 @@ class MessageReducer:
             infos=infos,
             triggered=not repair,
             pinned_kinds=pinned_kinds,
+            compactions=compactions,
         )
 
     def _repair(self, messages: list[Any]) -> Plan:
@@ -393,14 +398,16 @@ class MessageReducer:
             surviving, pruned = messages, []  # made by _start: no second copy
         else:
             surviving, pruned = the_plan.split(messages)
-        return _Step(messages, the_plan, mode, surviving, pruned, [messages[i] for i in held.indices])
+        covered = the_plan.covered - bisect_left(the_plan.kept, the_plan.covered)  # pruned before it
+        held_messages = [messages[i] for i in held.indices]
+        return _Step(messages, the_plan, mode, surviving, pruned, held_messages, covered)
 
     def _summary_message(self, step: _Step, text: str) -> Any:
         """The message to inject for ``text``, or None (not injecting, or an empty summary)."""
         c = self._config
         if not c.inject_summary or not text.strip():
             return None
-        count = sum(_summary.summary_count(m) for m in step.held) + len(step.pruned)
+        count = sum(_summary.summary_count(m) for m in step.held) + len(step.pruned) - step.covered
         return _summary.build_summary_message(
             text, count, like=_summary.shape_template(step.messages), factory=c.summary_message_factory
         )

@@ -248,19 +248,21 @@ class Held:
         ``cost``: what they cost (their number in count mode)."""
         if not self.indices:
             return plan
-        kept = []
-        for k in plan.kept:
-            for h in self.indices:  # a few leading indices: shift past each one at or before k
-                if h <= k:
-                    k += 1
-            kept.append(k)
         return Plan(
-            tuple(sorted([*kept, *self.indices])),
+            tuple(sorted([*map(self._place, plan.kept), *self.indices])),
             plan.triggered,
             plan.over_target,
             plan.cost_before,
             plan.cost_after + cost,
+            covered=self._place(plan.covered) if plan.covered else 0,
         )
+
+    def _place(self, k: int) -> int:
+        """Index ``k`` of the list without the held messages, in the whole list."""
+        for h in self.indices:  # a few leading indices: shift past each one at or before k
+            if h <= k:
+                k += 1
+        return k
 
 
 NOT_HELD: Final = Held()

@@ -2,7 +2,10 @@
 
 A spec is a list of tuples:
     ("system", id) | ("human", id) | ("ai", id) | ("call", id, [call_ids]) | ("tool", id, call_id)
-    | ("unknown", id)
+    | ("unknown", id) | ("compaction", id)
+A compaction is the provider's compaction of what precedes it: a Responses ``compaction`` item, an
+assistant message holding an Anthropic ``compaction`` block (``compaction_block``; the shapes
+without compactions of their own, Gemini and Bedrock, carry the Anthropic dict).
 A tool message answering several calls, ("tool", id, [call_ids]), exists only in the shapes that
 hold results as blocks of a user message (Anthropic, Bedrock): ``MULTI_RESULT_FORMATS``.
 Each builder returns the caller-visible messages; ``ids(messages)`` reads the ids back through
@@ -28,10 +31,23 @@ def _text(mid: str) -> str:
     return f"message {mid} " + "x" * 20
 
 
+def compaction_block(mid: str) -> dict[str, Any]:
+    """An Anthropic ``compaction`` block as the API returns it (``BetaCompactionBlockParam``)."""
+    return {"type": "compaction", "content": "summary of what came before " + mid}
+
+
+def compaction_message(mid: str) -> dict[str, Any]:
+    """An assistant message holding a compaction block, in the Anthropic dict shape."""
+    text = {"type": "text", "text": _text(mid)}
+    return {"role": "assistant", "id": mid, "content": [compaction_block(mid), text]}
+
+
 def langchain_dicts(spec: Spec) -> list[Any]:
     out: list[Any] = []
     for kind, mid, *rest in spec:
-        if kind == "call":
+        if kind == "compaction":
+            out.append({"type": "ai", "content": [compaction_block(mid)], "id": mid})
+        elif kind == "call":
             calls = [{"name": "lookup", "args": {"q": c}, "id": c, "type": "tool_call"} for c in rest[0]]
             out.append({"type": "ai", "content": "", "id": mid, "tool_calls": calls})
         elif kind == "tool":
@@ -49,7 +65,9 @@ _OPENAI_ROLES = {"system": "system", "human": "user", "ai": "assistant", "unknow
 def openai_dicts(spec: Spec) -> list[Any]:
     out: list[Any] = []
     for kind, mid, *rest in spec:
-        if kind == "call":
+        if kind == "compaction":
+            out.append({"role": "assistant", "content": [compaction_block(mid)], "id": mid})
+        elif kind == "call":
             calls = [
                 {"id": c, "type": "function", "function": {"name": "lookup", "arguments": f'{{"q": "{c}"}}'}}
                 for c in rest[0]
@@ -69,7 +87,9 @@ def anthropic_dicts(spec: Spec) -> list[Any]:
     """Anthropic content blocks: tool_use in assistant content, tool_result in user content."""
     out: list[Any] = []
     for kind, mid, *rest in spec:
-        if kind == "call":
+        if kind == "compaction":
+            out.append(compaction_message(mid))
+        elif kind == "call":
             blocks = [{"type": "tool_use", "id": c, "name": "lookup", "input": {"q": c}} for c in rest[0]]
             out.append({"role": "assistant", "id": mid, "content": [{"type": "text", "text": "ok"}, *blocks]})
         elif kind == "tool":
@@ -88,7 +108,9 @@ def langchain_objects(spec: Spec) -> list[Any]:
 
     out: list[Any] = []
     for kind, mid, *rest in spec:
-        if kind == "call":
+        if kind == "compaction":
+            out.append(AIMessage(content=[compaction_block(mid), {"type": "text", "text": "ok"}], id=mid))
+        elif kind == "call":
             calls = [{"name": "lookup", "args": {"q": c}, "id": c} for c in rest[0]]
             out.append(AIMessage(content="", id=mid, tool_calls=calls))
         elif kind == "tool":
@@ -116,7 +138,9 @@ def _responses(spec: Spec, reasoning: bool) -> list[Any]:
                     "encrypted_content": "gAAAA" + "Z" * 400,
                 }
             )
-        if kind == "call":
+        if kind == "compaction":
+            out.append({"type": "compaction", "id": mid, "encrypted_content": "gAAAA" + "C" * 400})
+        elif kind == "call":
             for k, c in enumerate(rest[0]):
                 out.append(
                     {
@@ -154,7 +178,9 @@ def gemini_dicts(spec: Spec) -> list[Any]:
     """Gemini contents as snake_case dicts, calls without ids: responses answer by name and order."""
     out: list[Any] = []
     for kind, mid, *rest in spec:
-        if kind == "call":
+        if kind == "compaction":
+            out.append(compaction_message(mid))
+        elif kind == "call":
             calls = [{"function_call": {"name": f"lookup_{c}", "args": {"q": c}}} for c in rest[0]]
             out.append({"role": "model", "parts": [{"text": _text(mid)}, *calls]})
         elif kind == "tool":
@@ -170,7 +196,9 @@ def gemini_camel_dicts(spec: Spec) -> list[Any]:
     """Gemini contents as camelCase dicts (the REST API's JSON), calls with ids."""
     out: list[Any] = []
     for kind, mid, *rest in spec:
-        if kind == "call":
+        if kind == "compaction":
+            out.append(compaction_message(mid))
+        elif kind == "call":
             calls = [{"functionCall": {"id": c, "name": "lookup", "args": {"q": c}}} for c in rest[0]]
             sig = {"thoughtSignature": "c2lnbmF0dXJl" * 20}
             out.append({"role": "model", "parts": [{"text": _text(mid)}, {**calls[0], **sig}, *calls[1:]]})
@@ -189,7 +217,9 @@ def gemini_objects(spec: Spec) -> list[Any]:
 
     out: list[Any] = []
     for kind, mid, *rest in spec:
-        if kind == "call":
+        if kind == "compaction":
+            out.append(compaction_message(mid))
+        elif kind == "call":
             calls = [
                 types.Part(function_call=types.FunctionCall(id=c, name="lookup", args={"q": c}))
                 for c in rest[0]
@@ -208,7 +238,9 @@ def bedrock_dicts(spec: Spec) -> list[Any]:
     """Bedrock Converse messages: toolUse blocks in assistant content, toolResult blocks in user content."""
     out: list[Any] = []
     for kind, mid, *rest in spec:
-        if kind == "call":
+        if kind == "compaction":
+            out.append(compaction_message(mid))
+        elif kind == "call":
             uses = [{"toolUse": {"toolUseId": c, "name": "lookup", "input": {"q": c}}} for c in rest[0]]
             out.append({"role": "assistant", "content": [{"text": _text(mid)}, *uses]})
         elif kind == "tool":
@@ -243,7 +275,9 @@ def anthropic_objects(spec: Spec) -> list[Any]:
 
     out: list[Any] = []
     for kind, mid, *rest in spec:
-        if kind == "call":
+        if kind == "compaction":
+            out.append(beta_compaction_message(mid))
+        elif kind == "call":
             thinking = ThinkingBlock(type="thinking", thinking="plan " + mid, signature="EqQB" + "s" * 300)
             uses = [ToolUseBlock(type="tool_use", id=c, name="lookup", input={"q": c}) for c in rest[0]]
             out.append(message(mid, [thinking, TextBlock(type="text", text=_text(mid)), *uses], "tool_use"))
@@ -258,6 +292,24 @@ def anthropic_objects(spec: Spec) -> list[Any]:
                 {"role": _OPENAI_ROLES[kind], "id": mid, "content": [{"type": "text", "text": _text(mid)}]}
             )
     return out
+
+
+def beta_compaction_message(mid: str) -> Any:
+    """A ``BetaMessage`` as ``client.beta.messages.create`` returns it when it compacted: a
+    ``BetaCompactionBlock`` and the text after it."""
+    from anthropic.types.beta import BetaCompactionBlock, BetaMessage, BetaTextBlock, BetaUsage
+
+    block = BetaCompactionBlock(type="compaction", content="summary of what came before " + mid)
+    return BetaMessage(
+        id=mid,
+        type="message",
+        role="assistant",
+        model="claude-test",
+        content=[block, BetaTextBlock(type="text", text=_text(mid))],
+        stop_reason="end_turn",
+        stop_sequence=None,
+        usage=BetaUsage(input_tokens=10, output_tokens=10),
+    )
 
 
 #: the shapes every part of the package supports (the summary injected in their own shape too)

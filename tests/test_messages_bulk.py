@@ -16,9 +16,10 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from openai.types.responses import ResponseCompactionItem
 
 from agentstate_reducer._columns import warm
-from agentstate_reducer._columns.bulk import fast_views, pinned_indices, read_plain
+from agentstate_reducer._columns.bulk import compaction_indices, fast_views, pinned_indices, read_plain
 from agentstate_reducer._columns.warm import _heuristic_counts
 from agentstate_reducer.messages import (
     PINNED_KINDS,
@@ -47,6 +48,8 @@ blocks = st.lists(
         st.builds(lambda t: {"type": "text", "text": t}, texts),
         st.builds(lambda i: {"type": "tool_use", "id": i, "name": "f", "input": {}}, texts),
         st.builds(lambda i, t: {"type": "tool_result", "tool_use_id": i, "content": t}, texts, texts),
+        st.builds(lambda t: {"type": "compaction", "content": t}, st.one_of(texts, st.none())),
+        st.builds(lambda t: {"type": "non_standard", "value": {"type": "compaction", "content": t}}, texts),
     ),
     max_size=3,
 )
@@ -117,10 +120,16 @@ object_messages = st.builds(
     lc_calls,
     texts,
 )
+#: Responses compaction items, as dicts and SDK objects
+compaction_items = st.one_of(
+    st.builds(lambda i: {"type": "compaction", "id": i, "encrypted_content": "gAAAA"}, ids),
+    st.builds(lambda i: ResponseCompactionItem(id=i, encrypted_content="gAAAA", type="compaction"), texts),
+    st.builds(lambda t: {"type": "ai", "data": {"content": [{"type": "compaction", "content": t}]}}, texts),
+)
 histories = st.one_of(
     st.lists(dict_messages, max_size=12),
     st.lists(object_messages, max_size=12),
-    st.lists(st.one_of(dict_messages, object_messages), max_size=12),
+    st.lists(st.one_of(dict_messages, object_messages, compaction_items), max_size=12),
 )
 
 
@@ -181,6 +190,13 @@ def test_heuristic_counts_by_columns_equal_the_rule_of_each_reading(msgs: list[A
 def test_pinned_indices_equal_the_pinned_kinds_of_each_reading(msgs: list[Any]) -> None:
     expected = [i for i, m in enumerate(msgs) if read_message(m).kind in PINNED_KINDS]
     assert sorted(pinned_indices(msgs)) == expected
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories)
+def test_compaction_indices_equal_the_compactions_of_each_reading(msgs: list[Any]) -> None:
+    expected = [i for i, m in enumerate(msgs) if read_message(m).compaction]
+    assert compaction_indices(msgs) == expected
 
 
 @settings(max_examples=200, deadline=None)

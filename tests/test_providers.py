@@ -184,11 +184,12 @@ def test_mcp_approvals_pair_by_approval_request_id_and_mcp_calls_hold_their_outp
     assert kept == ["h1", "h2"] and pruned == ["mcpr_1"]
 
 
-def test_a_compaction_item_is_pinned() -> None:
-    compaction = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA"}
-    items = [compaction, user("h1"), said("m1"), user("h2"), said("m2")]
-    kept, pruned, _ = reduce(items, min_messages=2, max_messages=3)
-    assert kept == ["cmp_1", "h2", "m2"] and pruned == ["h1", "m1"]
+def test_the_newest_compaction_item_is_kept_and_an_older_one_is_pruned() -> None:
+    older = {"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAAA"}
+    newest = {"type": "compaction", "id": "cmp_2", "encrypted_content": "gAAAA"}
+    items = [older, user("h1"), said("m1"), newest, user("h2"), said("m2")]
+    kept, pruned, _ = reduce(items, min_messages=3, max_messages=5)
+    assert kept == ["cmp_2", "h2", "m2"] and pruned == ["cmp_1", "h1", "m1"]
 
 
 def test_an_unknown_item_type_goes_with_the_item_after_it_and_is_logged_once(

@@ -18,9 +18,12 @@ from agentstate_reducer import MessageReducer, ReducerConfig, _columns
 from agentstate_reducer.tokens import heuristic_counter
 
 
-def _history(n: int) -> list[Any]:
+def _history(n: int, compact_every: int = 0) -> list[Any]:
+    """``compact_every``: an AI message with an Anthropic compaction block after every so many turns."""
     msgs: list[Any] = [SystemMessage("sys", id="s")]
     for t in range(n):
+        if compact_every and t and t % compact_every == 0:
+            msgs.append(AIMessage([{"type": "compaction", "content": f"up to {t}"}], id=f"k{t}"))
         msgs += [
             HumanMessage(f"question {t} " * 5, id=f"h{t}"),
             AIMessage("", tool_calls=[{"id": f"c{t}", "name": "f", "args": {"q": t}}], id=f"a{t}"),
@@ -56,11 +59,12 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.parametrize("compact_every", [0, 5])
 @pytest.mark.parametrize("index", range(len(CONFIGS)))
 def test_the_reference_path_alone_reduces_as_the_column_path_does(
-    index: int, monkeypatch: pytest.MonkeyPatch
+    index: int, compact_every: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    msgs = _history(12)
+    msgs = _history(12, compact_every)
     cfg = CONFIGS[index]
     def counted() -> ReducerConfig:  # a counter of its own: nothing cached from the other path
         return dataclasses.replace(cfg, token_counter=heuristic_counter()) if cfg.max_tokens else cfg

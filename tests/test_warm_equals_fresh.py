@@ -215,8 +215,13 @@ def _replaced(message: Any, n: int, structural: bool) -> Any:
 
 def _edit_in_place(message: Any, n: int) -> None:
     """Change the message's content (longer or shorter) and its tool calls' arguments, keeping its
-    kind and call ids (docs/contract.md: what a memo takes an object edited in place to keep)."""
-    text = f"edited {n} " + "z" * (11 * n % 150)
+    kind, call ids and compaction block (docs/contract.md: what a memo takes an object edited in
+    place to keep)."""
+    text: Any = f"edited {n} " + "z" * (11 * n % 150)
+    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
+    if read_message(message).compaction and isinstance(content, list):  # it keeps its compaction block
+        kept = [b for b in content if (b.get("type") if isinstance(b, dict) else b.type) == "compaction"]
+        text = [*kept, {"type": "text", "text": text}]
     if isinstance(message, dict):
         message["content"] = text
         for call in message.get("tool_calls") or []:
@@ -302,7 +307,13 @@ def conversation(draw: st.DrawFn, prefix: str, roles: bool = True) -> tuple[str,
     ``roles=False``: without messages of an unknown role (LangGraph's state cannot hold them)."""
     shape = draw(st.sampled_from(list(SHAPES)))
     parts = draw(st.lists(conversations(), min_size=2, max_size=5))
-    spec = [m for k, part in enumerate(parts) for m in _prefixed(part, f"{prefix}{k}-")]
+    # a provider's compaction between some parts (planner rule 5)
+    compacted = draw(st.lists(st.booleans(), min_size=len(parts), max_size=len(parts)))
+    spec: Spec = []
+    for k, part in enumerate(parts):
+        if k and compacted[k]:
+            spec.append(("compaction", f"{prefix}{k}-k"))
+        spec += _prefixed(part, f"{prefix}{k}-")
     if not roles:
         spec = [m for m in spec if m[0] != "unknown"]
     source = SHAPES[shape](spec)

@@ -7,7 +7,8 @@ measured gain over its reference (benchmarks/bench_bulk.py):
 * ``read_plain``: ``read_message`` (and ``tool_call_payloads``) of the plain messages;
 * ``fast_views``: with ``apply_view``, ``watched`` of each message (what ``unchanged`` compares
   its snapshot with);
-* ``pinned_indices``: the indices whose ``read_message(m).kind`` is in ``PINNED_KINDS``.
+* ``pinned_indices``: the indices whose ``read_message(m).kind`` is in ``PINNED_KINDS``;
+* ``compaction_indices``: the indices whose ``read_message(m).compaction`` is true.
 
 ``snapshots`` is ``[snapshot(m) for m in messages]``: by columns it gained too little to stay.
 
@@ -18,8 +19,8 @@ They apply to exact dicts and to objects whose fields live in the instance ``__d
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import compress, repeat
-from operator import attrgetter, eq, is_, is_not
+from itertools import chain, compress, repeat
+from operator import attrgetter, eq, is_, is_not, not_, or_
 from typing import Any, Final, cast
 
 from agentstate_reducer.messages.autogen import AUTOGEN_TYPES
@@ -32,6 +33,7 @@ from agentstate_reducer.messages.fields import (
 from agentstate_reducer.messages.jsontext import arguments_text
 from agentstate_reducer.messages.read import (
     CLASS_ROLES,
+    COMPACTION_TYPES,
     MISSING,
     PINNED_KINDS,
     RESPONSES_CALLS,
@@ -55,7 +57,7 @@ _ITEM_TYPES: Final = frozenset(
         *AUTOGEN_TYPES,
         "message",
         "reasoning",
-        "compaction",
+        *COMPACTION_TYPES,
         "mcp_approval_request",
         "mcp_approval_response",
         *RESPONSES_CALLS,
@@ -65,8 +67,14 @@ _ITEM_TYPES: Final = frozenset(
 )
 _NO_CALLS: Final = frozenset({list, tuple, type(None)})
 _TYPE: Final = attrgetter("type")
+_CONTENT: Final = attrgetter("content")
 _CONVERSATION: Final = frozenset({"human", "ai", "tool"})
 _STR_OR_NONE: Final = frozenset({str, type(None)})
+#: a content of these types is a list of blocks (``read._seq`` of the common ones)
+_CONTENT_LISTS: Final = frozenset({list, tuple})
+#: a dict whose ``type`` holds a compaction or keeps its content in another field (``_unwrap``)
+_ELSEWHERE: Final = frozenset({*COMPACTION_TYPES, "constructor"})
+_TEXT_OR_LIST: Final = _STR_OR_NONE | _CONTENT_LISTS
 #: ``tool_call_payloads`` of the messages read with their tool calls, by index
 Calls = dict[int, list[tuple[str, str, str]]]
 
@@ -413,3 +421,71 @@ def pinned_indices(messages: Sequence[Any]) -> list[int]:
             pinned.update(_pinned_dicts(messages, dicts) if dicts else ())
             pinned.update(i for i in others if read_message(messages[i]).kind in PINNED_KINDS)
     return sorted(pinned)
+
+
+#: block types that may make a content list hold a compaction (``read.has_compaction_block``)
+_COMPACTION_BLOCKS: Final = frozenset({"compaction", "non_standard"})
+
+
+def _compaction_candidates(messages: list[Any]) -> list[int]:
+    """The indices of the messages that may hold a compaction, a superset of those that do: a
+    content list with a ``compaction`` or ``non_standard`` block (or a block that is no dict), a
+    content that is no text, list or None, a compaction item's ``type``, and the fields that hold
+    a message's content elsewhere (a serialized LangChain dict's ``data`` or ``kwargs``, an
+    object's ``parts``: Pydantic AI). Reads columns; raises what a hostile field raises."""
+    n = len(messages)
+    classes = set(map(type, messages))
+    contents: list[Any]
+    if classes == {dict}:
+        contents = list(map(dict.get, messages, repeat("content")))
+        dict_types = map(dict.get, messages, repeat("type"))
+        held = map(dict.get, messages, repeat("data"), repeat(None))
+        elsewhere = list(map(or_, map(_ELSEWHERE.__contains__, dict_types), map(is_not, held, repeat(None))))
+    elif not any(issubclass(cls, Mapping) for cls in classes):
+        try:  # every message has both fields (LangChain's): the faster reads
+            contents = list(map(_CONTENT, messages))
+            mtypes = list(map(_TYPE, messages))
+        except AttributeError:
+            contents = list(map(getattr, messages, repeat("content"), repeat(None)))
+            mtypes = list(map(getattr, messages, repeat("type"), repeat(None)))
+        items = map(COMPACTION_TYPES.__contains__, mtypes)
+        if all(map(fields_in_dict, classes)):
+            # LangChain's messages (a missing field would cost a pydantic __getattr__ each): no
+            # Pydantic AI message is of such a class, and only those hold content in ``parts``
+            elsewhere = list(items)
+        else:
+            parts = map(getattr, messages, repeat("parts"), repeat(None))
+            elsewhere = list(map(or_, items, map(is_not, parts, repeat(None))))
+    else:
+        return list(range(n))
+    kinds = list(map(type, contents))
+    out = list(compress(range(n), elsewhere)) if any(elsewhere) else []
+    if set(kinds) <= _STR_OR_NONE:
+        return out
+    out += compress(range(n), map(not_, map(_TEXT_OR_LIST.__contains__, kinds)))
+    lists = list(compress(range(n), map(_CONTENT_LISTS.__contains__, kinds)))
+    if not lists:
+        return sorted(set(out))
+    blocks: list[Any] = list(chain.from_iterable([contents[i] for i in lists]))
+    if set(map(type, blocks)) == {dict} and not _COMPACTION_BLOCKS.intersection(
+        map(dict.get, blocks, repeat("type"))
+    ):
+        return sorted(set(out))  # no list holds a compaction block (the common case)
+    for i in lists:
+        if any(type(b) is not dict or b.get("type") in _COMPACTION_BLOCKS for b in contents[i]):
+            out.append(i)
+    return sorted(set(out))
+
+
+def compaction_indices(messages: Sequence[Any]) -> list[int]:
+    """Indices of the messages holding a compaction (``read_message(m).compaction``), ascending.
+
+    The planner's second pass over a whole history: a compaction lives in a content list (an
+    Anthropic ``compaction`` block) or is a Responses item, so only those messages are read.
+    """
+    msgs = messages if type(messages) is list else list(messages)
+    try:
+        candidates = _compaction_candidates(msgs)
+    except Exception:  # an unhashable type value, a hostile __dict__: every message read
+        candidates = list(range(len(msgs)))
+    return [i for i in candidates if read_message(msgs[i]).compaction]

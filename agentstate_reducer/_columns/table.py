@@ -9,7 +9,8 @@ message or an AI message with calls followed by exactly its results:
 * no message in the window leads (no Responses items);
 * every tool message answers exactly one call, and the tool messages after an AI message with
   calls answer those calls in order (the newest one may be pending: a prefix of its calls);
-* no tool message follows a human message or an AI message without calls.
+* no tool message follows a human message or an AI message without calls;
+* when triggered, no message of the whole list holds a compaction (``TableState.compactions``).
 
 For any other window it returns None and the caller plans with ``planner.plan``, the reference,
 which this equals wherever it answers (tests/test_table.py checks it with hypothesis).
@@ -24,7 +25,7 @@ from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, ne, sub
 from typing import Any, Final, NamedTuple
 
-from agentstate_reducer._columns.bulk import pinned_indices
+from agentstate_reducer._columns.bulk import compaction_indices, pinned_indices
 from agentstate_reducer._columns.structure import (
     Structure,
     joined,
@@ -52,6 +53,9 @@ class TableState(NamedTuple):
     keys: list[Any]
     kind_pinned: list[int]
     table: Structure
+    #: the indices of the messages holding a compaction (``MessageInfo.compaction``); None when
+    #: not read (only a triggered plan needs them)
+    compactions: list[int] | None
 
 
 def known_of(state: TableState | None, keys: Sequence[Any]) -> int:
@@ -69,6 +73,13 @@ def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> lis
         kinds = map(attrgetter("kind"), infos)
         return list(compress(range(len(infos)), map(PINNED_KINDS.__contains__, kinds)))
     return pinned_indices(messages)
+
+
+def _compactions(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
+    """The indices of the messages holding a compaction, ascending: from the readings when given."""
+    if infos is not None:
+        return list(compress(range(len(infos)), map(attrgetter("compaction"), infos)))
+    return compaction_indices(messages)
 
 
 def plan_by_table(
@@ -90,7 +101,8 @@ def plan_by_table(
     ``prior``: a remembered table of a list that may start with these (``known_of``);
     ``slack``: how many messages the first window reads beyond the budget's worth. Returns the
     plan (None: not of plain structure) and the table read, for the memo (its ``kind_pinned``
-    are the indices of pinned kinds, which the reference planner can take from it)."""
+    are the indices of pinned kinds and ``compactions`` those of the compactions, which the
+    reference planner can take from it)."""
     n = len(messages)
     keys = messages if infos is None else infos
     known = known_of(prior, keys)
@@ -104,6 +116,14 @@ def plan_by_table(
             pinned = pinned + [known + p for p in more]
     else:
         pinned = _pinned(messages, infos)
+    compactions: list[int] | None = None  # read for a triggered plan (rule 5), or where remembered
+    if known and prior is not None and prior.compactions is not None:
+        compactions = [c for c in prior.compactions if c < known]
+        if known < n:
+            found = _compactions(messages[known:], infos[known:] if infos is not None else None)
+            compactions += [known + c for c in found]
+    elif triggered:
+        compactions = _compactions(messages, infos)
     kind_pinned = pinned
     if preserve_first and n:
         read = infos.__getitem__ if infos is not None else (lambda i: read_message(messages[i]))
@@ -142,8 +162,10 @@ def plan_by_table(
         if out is not _GROW or lo == 0:
             break
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
-    state = TableState(keys if type(keys) is list else list(keys), kind_pinned, table)
-    if not isinstance(out, tuple):  # not of plain structure, or older than the whole list
+    state = TableState(keys if type(keys) is list else list(keys), kind_pinned, table, compactions)
+    if not isinstance(out, tuple) or (triggered and compactions):
+        # not of plain structure, older than the whole list, or a compaction replaces what
+        # precedes it (planner rule 5): the reference decides
         return None, state
     members, kept_cost = out
     runs = None

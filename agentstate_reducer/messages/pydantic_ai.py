@@ -13,9 +13,11 @@ part by its ``part_kind``; the message and its parts are never converted.
   user's turn, which ``preserve_first`` pins.
 * A ``ModelResponse`` is an AI message making the calls of its ``tool-call`` parts. A native
   (builtin) tool call and its return travel in the same response: they need nothing else.
-* A message holding a ``compaction`` part (provider-native compaction) is pinned like a system
-  message, as the Responses API's compaction item is. Delta and instruction-record parts say
-  nothing about the kind. A request with no part that does is ``unknown`` (kept).
+* A message holding a ``compaction`` part holds a compaction (``MessageInfo.compaction``, planner
+  rule 5): a response (the provider's compaction, sent back to it) is an AI message, a request (a
+  summary the application wrote, sent in the user's voice) a user's turn. Delta and
+  instruction-record parts say nothing about the kind. A request with no part that does is
+  ``unknown`` (kept).
 
 ``content`` is the text the token counter counts: the parts' texts (and non-text values as JSON)
 joined by newlines. These messages have no id.
@@ -41,6 +43,8 @@ class ModelMessageReading(NamedTuple):
     content: str
     call_ids: tuple[str, ...] = ()
     result_ids: tuple[str, ...] = ()
+    #: it holds a ``compaction`` part
+    compaction: bool = False
 
 _KINDS: Final = frozenset({"request", "response"})
 #: response parts whose text (or arguments) the model sent and reads back
@@ -96,9 +100,7 @@ def read_model_message(msg: Any) -> ModelMessageReading | None:
                 texts.append(_text(value) if value is not None else "")
             elif pk == "compaction":
                 compaction = True
-        if compaction and not ids:
-            return ModelMessageReading("system", "\n".join(texts))
-        return ModelMessageReading("ai", "\n".join(texts), tuple(ids))
+        return ModelMessageReading("ai", "\n".join(texts), tuple(ids), (), compaction)
     human = system = False
     for part in parts:
         pk = getattr(part, "part_kind", None)
@@ -126,12 +128,10 @@ def read_model_message(msg: Any) -> ModelMessageReading | None:
     kind: ModelMessageKind
     if ids:
         kind = "tool"
-    elif compaction:
-        kind = "system"
-    elif human:
+    elif human or compaction:
         kind = "human"
     elif system:
         kind = "system"
     else:
         kind = "unknown"
-    return ModelMessageReading(kind, "\n".join(texts), (), tuple(ids))
+    return ModelMessageReading(kind, "\n".join(texts), (), tuple(ids), compaction and kind == "human")

@@ -18,9 +18,12 @@ Supported shapes:
   ``mcp_approval_request`` answered by the ``mcp_approval_response`` naming it in
   ``approval_request_id``; hosted calls that carry their own result (``mcp_call``,
   ``web_search_call``, ...) and ``item_reference``: AI items without calls; ``reasoning``: an AI
-  item that must be sent with the AI item after it; ``compaction``: pinned like a system message;
+  item that must be sent with the AI item after it; ``compaction`` (and the Agents SDK's
+  ``compaction_item``): an AI item without calls that holds a compaction (``MessageInfo.compaction``);
   an item of another type without ``role`` and ``content``: an AI item (logged once per type);
 * Anthropic SDK ``Message`` objects (``type="message"``, ``role="assistant"``) and block objects;
+  an assistant message holding a ``compaction`` block (``BetaCompactionBlock`` or its dict) holds a
+  compaction (``MessageInfo.compaction``);
 * Gemini contents (``{"role": "user"|"model", "parts": [...]}`` in snake_case or camelCase, and
   ``google-genai`` ``Content`` objects): a model content's ``function_call`` parts are its calls,
   a user content with ``function_response`` parts is a tool result; a part without ``id``
@@ -129,6 +132,8 @@ RESPONSES_SELF_CONTAINED: Final = frozenset(
         "item_reference",
     }
 )
+#: Responses items holding a compaction: the item, and the Agents SDK's run item wrapping one
+COMPACTION_TYPES: Final = frozenset({"compaction", "compaction_item"})
 _logged_item_types: set[str] = set()
 
 
@@ -148,6 +153,10 @@ class MessageInfo(NamedTuple):
     name: str | None = None
     #: ``LEADS_JOIN`` / ``LEADS_REQUIRED``: goes with the AI message after it (Responses items)
     leads: int = 0
+    #: it holds a provider's compaction of everything before it (an OpenAI Responses
+    #: ``compaction`` item, an AI message with an Anthropic ``compaction`` block): always an AI
+    #: message, sent back verbatim
+    compaction: bool = False
 
 
 def infos_from_columns(
@@ -164,7 +173,7 @@ def infos_from_columns(
     iterable ends the list (a field may be ``repeat(value)``); a row whose kind is None is junk
     the caller replaces."""
     # in MessageInfo's field order
-    rows = zip(kind, role, id, content, call_ids, result_ids, name, repeat(0), strict=False)
+    rows = zip(kind, role, id, content, call_ids, result_ids, name, repeat(0), repeat(False), strict=False)
     return list(map(tuple.__new__, repeat(MessageInfo), rows))
 
 
@@ -265,6 +274,18 @@ def tool_call_ids(get: Callable[..., Any], content: Any) -> tuple[str, ...]:
     return tuple(ids)
 
 
+def has_compaction_block(content: Sequence[Any]) -> bool:
+    """True when a list of content blocks holds an Anthropic ``compaction`` block (a dict, a
+    ``BetaCompactionBlock``), or LangChain's ``non_standard`` block wrapping one."""
+    for block in content:
+        btype = _get(block, "type")
+        if btype == "compaction":
+            return True
+        if btype == "non_standard" and _get(_get(block, "value"), "type") == "compaction":
+            return True
+    return False
+
+
 def _part(block: Any, snake: str, camel: str) -> Any:
     """A Gemini part's ``function_call`` / ``function_response`` (either spelling in a dict)."""
     if type(block) is dict or isinstance(block, Mapping):
@@ -334,8 +355,9 @@ def _responses_item(get: Callable[..., Any], mtype: str, msg_id: str | None) -> 
     if mtype == "reasoning":
         content = [get("summary"), get("content")]  # never encrypted_content
         return MessageInfo("ai", None, msg_id, content, (), (), None, LEADS_REQUIRED)
-    if mtype == "compaction":
-        return MessageInfo("system", None, msg_id, None)
+    if mtype in COMPACTION_TYPES:
+        # opaque (encrypted_content): no content to count or summarize
+        return MessageInfo("ai", None, msg_id, None, (), (), None, 0, True)
     if mtype in RESPONSES_SELF_CONTAINED:
         return MessageInfo("ai", None, msg_id, None, (), (), None, LEADS_JOIN)
     if get("content") is not None:
@@ -355,15 +377,16 @@ def read_message(msg: Any) -> MessageInfo:
     try:
         body, raw_role = _unwrap(msg)
         if raw_role in AUTOGEN_TYPES:  # autogen_core.models messages and their dumps
-            return MessageInfo._make(read_autogen(body, raw_role))
+            return MessageInfo._make((*read_autogen(body, raw_role), False))
         if raw_role is not None and (af := af_contents(body)) is not None:  # Agent Framework
-            return MessageInfo._make(read_agent_framework(body, af))
+            return MessageInfo._make((*read_agent_framework(body, af), False))
         if is_llama_index_message(body):  # LlamaIndex ChatMessage: calls and results in fields of its own
-            return MessageInfo._make(read_llama_index(body))
+            return MessageInfo._make((*read_llama_index(body), False))
         if raw_role is None and (pai := read_model_message(body)) is not None:  # Pydantic AI
-            return MessageInfo(pai.kind, None, None, pai.content, pai.call_ids, pai.result_ids)
+            calls, results = pai.call_ids, pai.result_ids
+            return MessageInfo(pai.kind, None, None, pai.content, calls, results, compaction=pai.compaction)
         if raw_role is None and (step := read_step(body)) is not None:  # smolagents memory steps
-            return MessageInfo._make(step)
+            return MessageInfo._make((*step, False))
         if type(body) is dict or isinstance(body, Mapping):
             get = body.get
         else:
@@ -372,7 +395,7 @@ def read_message(msg: Any) -> MessageInfo:
                 return getattr(body, key, default)
 
         kind: Kind = ROLE_ALIASES.get(raw_role.lower(), "unknown") if raw_role else "unknown"
-        content = get("content")
+        content = blocks = get("content")
         msg_id = str_id(get("id"))
         if kind == "unknown" and raw_role is not None and get("role") is None:
             mtype = get("type")
@@ -390,7 +413,8 @@ def read_message(msg: Any) -> MessageInfo:
             calls = tool_call_ids(get, content)
             # a Responses message item (an Anthropic Message object names its model)
             leads = LEADS_JOIN if get("type") == "message" and get("model") is None else 0
-            return MessageInfo(kind, raw_role, msg_id, content, calls, (), name, leads)
+            compaction = blocks is not None and _seq(blocks) and has_compaction_block(blocks)
+            return MessageInfo(kind, raw_role, msg_id, content, calls, (), name, leads, compaction)
         if kind == "tool":
             answered = str_id(get("tool_call_id"))
             result_ids = (answered,) if answered is not None else _tool_result_ids(content)

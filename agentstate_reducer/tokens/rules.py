@@ -14,8 +14,10 @@
   and arguments, ``function_response`` / ``toolResult`` by id, name and content, Bedrock
   ``reasoningContent`` by its text, ``inline_data``, ``file_data``, ``image``, ``document``,
   ``video`` at the fixed estimate; thought signatures, ``redacted_thinking`` blocks, Bedrock
-  signatures and the ``encrypted_content`` of a Responses reasoning item are never counted by
-  their length (the adapter leaves the latter out of the item's content);
+  signatures and the ``encrypted_content`` of a Responses reasoning or compaction item are never
+  counted by their length (the adapter leaves it out of the item's content); an Anthropic
+  ``compaction`` block by its ``content`` (the summary text), never its encrypted content or
+  signature;
 * block objects (the Anthropic SDK's blocks, ``google-genai`` parts) by their fields that are set,
   as the dict blocks; binary values (``bytes``) never as text;
 * any other block by the text of its JSON form;
@@ -123,6 +125,10 @@ class _Parts:
             stack.append(block.get("content"))
         elif btype == "redacted_thinking":
             pass  # encrypted: what the provider counts is not its length
+        elif btype == "compaction":  # Anthropic: the summary text; never encrypted_content or signature
+            content = block.get("content")
+            if isinstance(content, str):
+                self.texts.append(content)
         elif btype is None and (keyed := _keyed_block(block)) is not None:
             self._keyed(*keyed, stack)
         elif btype == "server_tool_use":
