@@ -16,6 +16,8 @@ install from the checkout) and adapts the framework's own place for a history re
 * ``integrations.llama_index``: ``ReducingMemory``, a LlamaIndex ``Memory``, extra ``llama-index``;
 * ``integrations.smolagents``: ``ReduceMemory``, a step callback, extra ``smolagents``;
 * ``integrations.agno``: ``ReducingCompressionManager``, extra ``agno``.
+* ``integrations.openai_responses``: ``reduce_request``, the ``input`` of a Responses request
+  (a server-chained one only when asked), no extra.
 
 What they share (building the reducer, the request repair, ``ReduceRecord``, the running
 summary in a framework's own message class, one model call's flow) is ``integrations._common``,

@@ -27,6 +27,9 @@ logger = logging.getLogger("agentstate_reducer.responses")
 #: the conversations each reducer warned about (a ``previous_response_id`` chain has no id of its
 #: own: one warning per reducer for all of them)
 _warned: weakref.WeakKeyDictionary[MessageReducer, set[str]] = weakref.WeakKeyDictionary()
+#: conversations remembered per reducer; past this many the memory starts again (a long-lived
+#: server with many conversations may then warn about one again, never grows without end)
+MAX_WARNED_CONVERSATIONS = 4096
 
 
 def _conversation(request: Mapping[str, Any]) -> str | None:
@@ -72,6 +75,8 @@ def reduce_request(
     if chained is not None and not reduce_chained:
         seen = _warned.setdefault(reducer, set())
         if chained not in seen:
+            if len(seen) >= MAX_WARNED_CONVERSATIONS:
+                seen.clear()
             seen.add(chained)
             logger.warning(
                 "not reducing a request chained with %s: the conversation lives on OpenAI's "
