@@ -130,7 +130,7 @@ def measure(quick: bool) -> list[dict[str, Any]]:
 def _row(policy: str, ours: bool, client: ScriptClient, calls: int, note: str) -> dict[str, Any]:
     assert all(r.instructions == INSTRUCTIONS for r in client.requests)
     return score(
-        "agent_framework",
+        "agent-framework",
         policy,
         [to_openai(r) for r in client.requests],
         ours=ours,

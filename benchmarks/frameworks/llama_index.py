@@ -95,7 +95,7 @@ def measure(quick: bool) -> list[dict[str, Any]]:
         assert all(r[0].role.value == "system" for r in llm.requests)
         rows.append(
             score(
-                "llama_index",
+                "llama-index",
                 policy,
                 [openai_chat(r) for r in llm.requests],
                 ours=ours,
