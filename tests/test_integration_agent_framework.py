@@ -338,3 +338,37 @@ def test_missing_agent_framework_names_the_extra() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert 'pip install ".[agent-framework]"' in out.stdout and "'agent-framework-core'" in out.stdout
+
+
+def test_a_conversation_that_opens_like_another_gets_none_of_its_summary() -> None:
+    """Two conversations open with the same "hi" through one strategy: the second gets neither
+    the first one's summary nor its exclusions, and the first keeps its own summary after."""
+    seen: list[list[str]] = []
+
+    def summarize(messages: list[Any]) -> str:
+        seen.append([m.text for m in messages])
+        return "about " + ", ".join(m.text for m in messages)
+
+    strategy = ReducerCompactionStrategy(max_messages=6, min_messages=3, summarizer=summarize)
+
+    def first() -> list[Message]:
+        history = [Message(role="user", contents=["hi"])]
+        for i in range(8):
+            history += [Message(role="assistant", contents=[f"secret answer {i}"]),
+                        Message(role="user", contents=[f"question {i}"])]
+        return history
+
+    async def main() -> tuple[list[Message], list[Message]]:
+        a = first()
+        await strategy(a)
+        b = [Message(role="user", contents=["hi"]), Message(role="assistant", contents=["hello"]),
+             Message(role="user", contents=["what's up"])]
+        await strategy(b)
+        return a, b
+
+    a, b = asyncio.run(main())
+    assert [m.text for m in b] == ["hi", "hello", "what's up"]
+    assert not any(m.additional_properties.get("_excluded") for m in b)
+    assert not any("secret" in (m.text or "") for m in b)
+    assert any(m.text.startswith(SUMMARY_PREFIX) for m in a if not m.additional_properties.get("_excluded"))
+    assert len(seen) == 1 and "secret answer 0" in seen[0]

@@ -18,7 +18,8 @@ __call__(messages) -> bool``, editing the list in place) for every place the fra
   the session's history keeps every message and no summary. What the summary covers is
   remembered per conversation (told apart by its first message), found again in the next
   history by role and contents, in order, so the summarizer and ``on_prune`` hooks see each
-  message once and the request is the previous one plus the new messages.
+  message once and the request is the previous one plus the new messages. A history that does
+  not hold every covered message gets no remembered summary: it is planned as a new one.
 * ``after_strategy`` bounds the stored history: after each run it marks the stored messages
   excluded and inserts the summary into the stored list, where it is persisted (and survives
   ``AgentSession.to_dict()`` / ``from_dict()``); load it with
@@ -206,7 +207,12 @@ class ReducerCompactionStrategy:
         changed = False
         covered: list[Identity] = list(known.messages) if known is not None else []
         if covered:
-            changed = self._cover(messages, covered)
+            found = self._cover(messages, covered)
+            if found is None:  # another conversation that opens the same way: not this one's
+                known, covered = None, []
+            else:
+                for m in found:
+                    changed = _exclude(m) or changed
         included = [m for m in messages if not _excluded(m)]
         if not included:
             return changed
@@ -258,15 +264,16 @@ class ReducerCompactionStrategy:
             return _identity(m)
         return None
 
-    def _cover(self, messages: Sequence[Message], covered: Sequence[Identity]) -> bool:
-        """Exclude the covered messages: the oldest conversation messages, in order (those
-        another strategy excluded and the summaries are passed over)."""
-        changed = False
-        n = 0
+    def _cover(self, messages: Sequence[Message], covered: Sequence[Identity]) -> list[Message] | None:
+        """The covered messages of ``messages``: the oldest conversation messages, in order (those
+        another strategy excluded and the summaries are passed over); None unless every covered
+        message is found, so a conversation that only opens like the remembered one never gets
+        its summary or exclusions."""
+        found: list[Message] = []
         pinned = self._flow.reducer.config.preserve_first
         first = True
         for m in messages:
-            if n >= len(covered):
+            if len(found) >= len(covered):
                 break
             if m.role == "system" or _summary_text(m) is not None:
                 continue
@@ -274,12 +281,11 @@ class ReducerCompactionStrategy:
                 first = False
                 continue
             first = False
-            if _identity(m) == covered[n]:
-                changed = _exclude(m) or changed
-                n += 1
+            if _identity(m) == covered[len(found)]:
+                found.append(m)
             elif not _excluded(m):
                 break
-        return changed
+        return found if len(found) == len(covered) else None
 
     def _front(self, messages: Sequence[Message], included: Sequence[Message]) -> int:
         """Where the summary goes: before the first included message that is no system message
