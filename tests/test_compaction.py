@@ -353,6 +353,30 @@ def test_a_langchain_history_with_a_compaction_reduces_the_same_on_both_paths() 
     assert results[0][:2] == ["h0", "k"]  # the first message (preserve_first) and the compaction
 
 
+
+def test_a_pydantic_ai_compaction_arriving_in_a_request_is_seen_by_a_warm_reducer() -> None:
+    """A reducer that reduced the history reads only what was appended; a ``ModelRequest``
+    holding a ``CompactionPart`` is a compaction there too, on both paths."""
+    from pydantic_ai.messages import CompactionPart, ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    history: list[Any] = []
+    for i in range(12):
+        history += [ModelRequest(parts=[UserPromptPart(f"q{i}")]), ModelResponse(parts=[TextPart(f"a{i}")])]
+    compaction = ModelRequest(parts=[CompactionPart(content="q0 to a11"), UserPromptPart("q12")])
+    was = _columns.enabled
+    try:
+        results = []
+        for on in (True, False):
+            _columns.use(on)
+            config = ReducerConfig(min_messages=4, max_messages=10, preserve_first=False)
+            reducer = MessageReducer(config=config)
+            reducer.reduce(history)
+            results.append(reducer.reduce([*history, compaction]).surviving)
+    finally:
+        _columns.use(was)
+    assert results[0] == results[1] == [compaction]  # what the compaction replaced is pruned
+
+
 # --- integrations ---------------------------------------------------------------------------------
 
 

@@ -427,6 +427,15 @@ def pinned_indices(messages: Sequence[Any]) -> list[int]:
 _COMPACTION_BLOCKS: Final = frozenset({"compaction", "non_standard"})
 
 
+def _declares_no_parts(cls: type) -> bool:
+    """True when ``cls`` is a pydantic model or a dataclass without a ``parts`` field (False when
+    it has one, as Pydantic AI's ``ModelRequest`` does, or declares no fields)."""
+    fields = getattr(cls, "model_fields", None)
+    if not isinstance(fields, Mapping):
+        fields = getattr(cls, "__dataclass_fields__", None)
+    return isinstance(fields, Mapping) and "parts" not in fields
+
+
 def _compaction_candidates(messages: list[Any]) -> list[int]:
     """The indices of the messages that may hold a compaction, a superset of those that do: a
     content list with a ``compaction`` or ``non_standard`` block (or a block that is no dict), a
@@ -449,9 +458,9 @@ def _compaction_candidates(messages: list[Any]) -> list[int]:
             contents = list(map(getattr, messages, repeat("content"), repeat(None)))
             mtypes = list(map(getattr, messages, repeat("type"), repeat(None)))
         items = map(COMPACTION_TYPES.__contains__, mtypes)
-        if all(map(fields_in_dict, classes)):
-            # LangChain's messages (a missing field would cost a pydantic __getattr__ each): no
-            # Pydantic AI message is of such a class, and only those hold content in ``parts``
+        if all(map(fields_in_dict, classes)) and all(map(_declares_no_parts, classes)):
+            # LangChain's messages (a missing field would cost a pydantic __getattr__ each): their
+            # classes declare no ``parts``, where only Pydantic AI's messages hold content
             elsewhere = list(items)
         else:
             parts = map(getattr, messages, repeat("parts"), repeat(None))
