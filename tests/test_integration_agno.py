@@ -27,6 +27,8 @@ from tests.agno_script import SYSTEM, ScriptedModel, agent, question, to_openai,
 from tests.provider_rules import request_errors
 
 MAX, MIN = 20, 10
+#: the most messages of its own a run sends (question, call, result, two calls' results): never pruned
+LIVE = 6
 
 
 def _is_summary(m: Any) -> bool:
@@ -106,7 +108,8 @@ def test_thirty_turns_bounded_valid_and_each_message_seen_once(sync: bool, tmp_p
     run_turns(bot, range(30), sync=sync)
 
     assert len(model.requests) == 30 * 3
-    assert_requests_valid(model.requests, bound=MAX + 2)  # the limit, the system message, the summary
+    # the limit, the system message, the summary, the live run (never pruned)
+    assert_requests_valid(model.requests, bound=MAX + 2 + LIVE)
     for n, request in enumerate(model.requests):
         assert live_turn_sent(request, n // 3), f"call {n}: the live turn is missing"
     # the summarizer and on_prune see each message once, though Agno sends the whole session
@@ -130,6 +133,34 @@ def test_thirty_turns_bounded_valid_and_each_message_seen_once(sync: bool, tmp_p
     assert len(stored) == 30 * 7 + 1 and not any(_is_summary(m) for m in stored)
 
 
+@pytest.mark.parametrize("sync", [True, False], ids=["run", "arun"])
+def test_a_run_longer_than_the_limit_is_stored_whole(sync: bool) -> None:
+    """A tool loop over the limit: only the history is pruned, never the run Agno records."""
+    rec = Recorder()
+    model = ScriptedModel()
+    bot = agent(model, compression_manager=manager(rec, 5, 3, summarizer=rec.summarize))
+    run_turns(bot, range(3), sync=sync)
+    assert len(model.requests) == 9
+    assert_requests_valid(model.requests)
+    assert rec.pruned and len(rec.pruned) == len(set(rec.pruned))
+    # every call sends the whole live run: the question and every call and result so far
+    for n, request in enumerate(model.requests):
+        own = [m for m in request if not m.from_history and m.role != "system"]
+        assert len(own) == [1, 3, 6][n % 3] and turn_of(own[0]) == n // 3, f"call {n}"
+    session = bot.get_session("s1")
+    assert session is not None and len(session.runs or []) == 3
+    for i, run in enumerate(session.runs or []):
+        assert isinstance(run, RunOutput) and run.messages is not None
+        kept = [m for m in run.messages if not m.from_history and m.role != "system"]
+        roles = ["user", "assistant", "tool", "assistant", "tool", "tool", "assistant"]
+        assert [m.role for m in kept] == roles
+        assert turn_of(kept[0]) == i
+        calls = [c["id"] for m in kept for c in m.tool_calls or []]
+        assert len(calls) == 3 and [m.tool_call_id for m in kept if m.role == "tool"] == calls
+    stored = session.get_messages()
+    assert len(stored) == 3 * 7 + 1 and not any(_is_summary(m) for m in stored)
+
+
 def test_the_stream_path_is_bounded_too() -> None:
     rec = Recorder()
     model = ScriptedModel()
@@ -138,7 +169,7 @@ def test_the_stream_path_is_bounded_too() -> None:
         for _ in bot.run(question(i), session_id="s1", stream=True):
             pass
     assert len(model.requests) == 18
-    assert_requests_valid(model.requests, bound=14)
+    assert_requests_valid(model.requests, bound=12 + 2 + LIVE)
     assert rec.pruned and len(rec.pruned) == len(set(rec.pruned))
 
 
@@ -164,7 +195,7 @@ def test_an_async_summarizer_works_in_a_sync_run() -> None:
     model = ScriptedModel()
     bot = agent(model, compression_manager=manager(rec, 8, 4, summarizer=rec.asummarize))
     run_turns(bot, range(4))
-    assert_requests_valid(model.requests, bound=10)
+    assert_requests_valid(model.requests, bound=8 + 2 + LIVE)
     assert rec.summarized and len(rec.pruned) == len(set(rec.pruned)) == sum(len(b) for b in rec.summarized)
 
 
@@ -179,7 +210,7 @@ def test_one_manager_serves_concurrent_sessions_in_threads() -> None:
     for t in threads:
         t.join()
     assert len(model.requests) == 3 * 8 * 3
-    assert_requests_valid(model.requests, bound=12)
+    assert_requests_valid(model.requests, bound=10 + 2 + LIVE)
     for n, request in enumerate(model.requests):
         turns = {t // 100 for t in (turn_of(m) for m in request) if t is not None}
         assert len(turns) == 1, f"call {n} mixes the sessions: {turns}"
@@ -198,7 +229,7 @@ def test_one_manager_serves_concurrent_sessions_in_tasks() -> None:
 
     asyncio.run(both())
     assert len(model.requests) == 2 * 8 * 3
-    assert_requests_valid(model.requests, bound=12)
+    assert_requests_valid(model.requests, bound=10 + 2 + LIVE)
     for n, request in enumerate(model.requests):
         turns = {t // 100 for t in (turn_of(m) for m in request) if t is not None}
         assert len(turns) == 1, f"call {n} mixes the sessions: {turns}"

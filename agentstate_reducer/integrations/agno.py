@@ -20,6 +20,11 @@ and writes the result back in place.
 * Within a run the list is the one edited before the previous model call plus what the tool loop
   appended since; the manager keeps the history it was made from, so each call is bounded against
   the whole conversation, not against its own earlier result.
+* Only the history Agno copied in (messages tagged ``from_history``) and older summaries are
+  pruned: the system message and every message of the live run (its input, calls and results) stay
+  in every request in order, since Agno records that very list as the run (``RunOutput.messages``)
+  and the session must keep the run whole. The limits bound the history part, so a request holds up
+  to ``max_messages`` of history plus the live run, and a run longer than the limit sends more.
 * A conversation is named by the id of its first message after the system message (Agno's
   ``Message.id``, copied with the message into every later run's history): a compression manager
   is not told the session id. ``on_prune`` hooks get the namespace ``("memories", <that id>)``.
@@ -158,7 +163,8 @@ class ReducingCompressionManager(CompressionManager):
         if begun is None:
             return
         key, history = begun
-        self._write(messages, key, history, self._flow.bound(key, history, thread=key))
+        prunable, own = _split(history)
+        self._write(messages, key, history, self._flow.bound(key, prunable, thread=key), own)
 
     async def acompress(self, messages: list[Message], run_metrics: Any = None) -> None:
         """``compress`` with the async summarizer and hooks."""
@@ -166,7 +172,8 @@ class ReducingCompressionManager(CompressionManager):
         if begun is None:
             return
         key, history = begun
-        self._write(messages, key, history, await self._flow.abound(key, history, thread=key))
+        prunable, own = _split(history)
+        self._write(messages, key, history, await self._flow.abound(key, prunable, thread=key), own)
 
     # -- the history behind one list -------------------------------------------------------------
 
@@ -182,14 +189,31 @@ class ReducingCompressionManager(CompressionManager):
             return None
         return str(read_message(first).id or id(first)), list(messages)
 
-    def _write(self, messages: list[Message], key: str, history: list[Any], bounded: Bounded) -> None:
-        sent = bounded.sent
+    def _write(
+        self, messages: list[Message], key: str, history: list[Any], bounded: Bounded, own: list[Any]
+    ) -> None:
+        sent = [*bounded.sent, *own]
         if len(sent) != len(messages) or any(a is not b for a, b in zip(sent, messages, strict=True)):
             messages[:] = sent
         self._edited.put(id(messages), _Edited(key, tuple(history), tuple(messages)))
 
     def __repr__(self) -> str:
         return f"ReducingCompressionManager({self.reducer!r}, validate={self._flow.validate})"
+
+
+def _split(history: list[Any]) -> tuple[list[Any], list[Any]]:
+    """``history`` as what may be pruned (the leading system messages and everything up to the
+    last ``from_history`` message: the session history Agno copied in, after any extra messages)
+    and the live run's own messages after it (its input, calls and results, in order), which Agno
+    records as the run and so are never pruned."""
+    end = 0
+    while end < len(history) and read_message(history[end]).kind == "system":
+        end += 1
+    for i in range(len(history) - 1, end - 1, -1):
+        if getattr(history[i], "from_history", False) is True:
+            end = i + 1
+            break
+    return history[:end], history[end:]
 
 
 def _starts_with(messages: Sequence[Any], prefix: Sequence[Any]) -> bool:
