@@ -189,15 +189,17 @@ def shape_template(messages: Sequence[Any]) -> Any:
 
 def _front(messages: Sequence[Any], preserve_first: bool) -> Iterator[tuple[int, bool]]:
     """``(index, is_summary)`` for each message of the leading block: index 0 with ``preserve_first``
-    (and the tool results of its calls), system and unknown-role messages, summary messages. Stops at
-    the first other message, so it reads a handful of messages, not the history."""
+    (and the tool results of its calls), system and unknown-role messages, a provider compaction
+    (and the tool results of its calls: a provider ignores what precedes a compaction, so the
+    summary goes after it), summary messages. Stops at the first other message, so it reads a
+    handful of messages, not the history."""
     first_calls: frozenset[str] = frozenset()
     for i, m in enumerate(messages):
         info = read_message(m)
         if is_summary_message(m, info):
             yield i, True
-        elif i == 0 and preserve_first:
-            first_calls = frozenset(info.call_ids)
+        elif (i == 0 and preserve_first) or info.compaction:
+            first_calls = first_calls | frozenset(info.call_ids)
             yield i, False
         elif info.kind in _LEADING_PINNED_KINDS or (
             info.kind == "tool" and not first_calls.isdisjoint(info.result_ids)

@@ -229,6 +229,39 @@ def test_with_an_injected_summary_only_what_follows_the_compaction_is_summarized
     assert "k2" in ids(out.surviving)
 
 
+@pytest.mark.parametrize("fmt", ["anthropic_dict", "langchain_object", "responses_items"])
+def test_the_injected_summary_goes_after_the_compaction_and_stays_the_one(fmt: str) -> None:
+    """A provider ignores what precedes a compaction: the summary of what was cut after it goes
+    right after it, and the next reduction finds it there as the running summary (one summary
+    in the list, on both paths)."""
+    from agentstate_reducer.summary import is_summary_message
+
+    summarized: list[list[Any]] = []
+    cfg = ReducerConfig(
+        min_messages=4, max_messages=20, preserve_first=False, inject_summary=True,
+        summarize_fn=_recorder(summarized),
+    )
+    results = []
+    was = _columns.enabled
+    try:
+        for on in (True, False):
+            _columns.use(on)
+            summarized.clear()
+            reducer = MessageReducer(config=cfg)
+            out = reducer.reduce(PROPERTY_BUILDERS[fmt](SPEC))
+            after = [i for i, m in enumerate(out.surviving) if read_message(m).compaction]
+            assert after and is_summary_message(out.surviving[after[-1] + 1]), ids(out.surviving)
+            more = [*out.surviving, *PROPERTY_BUILDERS[fmt]([s for n in range(90, 95) for s in _turn(n)])]
+            again = reducer.reduce(more)
+            summaries = [i for i, m in enumerate(again.surviving) if is_summary_message(m)]
+            compactions = [i for i, m in enumerate(again.surviving) if read_message(m).compaction]
+            assert len(summaries) == 1 and summaries[0] == compactions[-1] + 1, ids(again.surviving)
+            results.append((ids(out.surviving), ids(again.surviving)))
+    finally:
+        _columns.use(was)
+    assert results[0] == results[1]
+
+
 @pytest.mark.parametrize("mode", ["messages", "tokens"])
 def test_an_async_reduction_decides_the_same(mode: str) -> None:
     config: dict[str, Any] = {"min_messages": 4, "max_messages": 20}
