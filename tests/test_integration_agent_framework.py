@@ -29,6 +29,7 @@ from agentstate_reducer.integrations.agent_framework import ReducerCompactionStr
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.summary import SUMMARY_PREFIX
 from tests.af_script import INSTRUCTIONS, ScriptClient, Summarizer, make_agent, question, to_openai
+from tests.integration_checks import import_error_without
 from tests.provider_rules import request_errors
 
 TURNS = 30
@@ -324,20 +325,8 @@ def test_import_agentstate_reducer_loads_no_agent_framework() -> None:
 
 
 def test_missing_agent_framework_names_the_extra() -> None:
-    code = (
-        "import sys, importlib.abc\n"
-        "class Block(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'agent_framework' or name.startswith('agent_framework.'):\n"
-        "            raise ImportError(name)\n"
-        "sys.meta_path.insert(0, Block())\n"
-        "try:\n"
-        "    import agentstate_reducer.integrations.agent_framework\n"
-        "except ImportError as e:\n"
-        "    print(e)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert 'pip install ".[agent-framework]"' in out.stdout and "'agent-framework-core'" in out.stdout
+    text = import_error_without(("agent_framework",), "agentstate_reducer.integrations.agent_framework")
+    assert 'pip install ".[agent-framework]"' in text and "'agent-framework-core'" in text
 
 
 def test_a_conversation_that_opens_like_another_gets_none_of_its_summary() -> None:

@@ -24,6 +24,7 @@ from agentstate_reducer.integrations._common import ReduceRecord
 from agentstate_reducer.integrations.agno import ReducingCompressionManager
 from agentstate_reducer.messages import read_message
 from tests.agno_script import SYSTEM, ScriptedModel, agent, question, to_openai, turn_of
+from tests.integration_checks import import_error_without
 from tests.provider_rules import request_errors
 
 MAX, MIN = 20, 10
@@ -319,17 +320,5 @@ def test_import_agentstate_reducer_loads_no_agno() -> None:
 
 
 def test_missing_agno_names_the_extra() -> None:
-    code = (
-        "import sys, importlib.abc\n"
-        "class Block(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'agno' or name.startswith('agno.'):\n"
-        "            raise ImportError(name)\n"
-        "sys.meta_path.insert(0, Block())\n"
-        "try:\n"
-        "    import agentstate_reducer.integrations.agno\n"
-        "except ImportError as e:\n"
-        "    print(e)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert 'pip install ".[agno]"' in out.stdout and "'agno'" in out.stdout
+    text = import_error_without(("agno",), "agentstate_reducer.integrations.agno")
+    assert 'pip install ".[agno]"' in text and "'agno'" in text

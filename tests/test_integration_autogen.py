@@ -46,6 +46,7 @@ from tests.autogen_script import (
     question,
     turn_responses,
 )
+from tests.integration_checks import import_error_without
 from tests.provider_rules import request_errors
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -577,17 +578,6 @@ def test_importing_the_core_loads_no_autogen() -> None:
 
 
 def test_without_autogen_the_import_error_names_the_extra() -> None:
-    code = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] in ('autogen_core', 'autogen_agentchat'):\n"
-        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-        "sys.meta_path.insert(0, Block())\n"
-        "try:\n"
-        "    import agentstate_reducer.integrations.autogen\n"
-        "except ImportError as exc:\n"
-        "    print(exc)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert "autogen-core" in out.stdout and 'pip install ".[autogen]"' in out.stdout
+    blocked = ("autogen_core", "autogen_agentchat")
+    text = import_error_without(blocked, "agentstate_reducer.integrations.autogen")
+    assert "autogen-core" in text and 'pip install ".[autogen]"' in text

@@ -36,6 +36,7 @@ from tests.adk_script import (
     turn_of,
     user,
 )
+from tests.integration_checks import import_error_without
 from tests.provider_rules import request_errors
 
 APP = "app"
@@ -411,20 +412,8 @@ def test_import_agentstate_reducer_loads_no_adk() -> None:
 
 
 def test_missing_adk_names_the_extra() -> None:
-    code = (
-        "import sys, importlib.abc\n"
-        "class Block(importlib.abc.MetaPathFinder):\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name == 'google.adk' or name.startswith('google.adk.'):\n"
-        "            raise ImportError(name)\n"
-        "sys.meta_path.insert(0, Block())\n"
-        "try:\n"
-        "    import agentstate_reducer.integrations.google_adk\n"
-        "except ImportError as e:\n"
-        "    print(e)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert 'pip install ".[google-adk]"' in out.stdout and "'google-adk'" in out.stdout
+    text = import_error_without(("google.adk",), "agentstate_reducer.integrations.google_adk")
+    assert 'pip install ".[google-adk]"' in text and "'google-adk'" in text
 
 
 def test_request_window_finds_covered_messages_moved_or_left_out() -> None:

@@ -32,6 +32,7 @@ from agentstate_reducer.integrations.llama_index import ReducingMemory
 from agentstate_reducer.messages import read_message, tool_call_payloads
 from agentstate_reducer.summary import SUMMARY_PREFIX
 from agentstate_reducer.tokens import heuristic_counter
+from tests.integration_checks import import_error_without
 from tests.llama_index_script import SYSTEM_PROMPT, TOOLS, ScriptedLLM, openai_chat, question, script
 from tests.provider_rules import request_errors
 
@@ -585,17 +586,5 @@ def test_importing_the_core_loads_no_llama_index() -> None:
 
 
 def test_without_llama_index_the_import_error_names_the_extra() -> None:
-    code = (
-        "import sys\n"
-        "class Block:\n"
-        "    def find_spec(self, name, path=None, target=None):\n"
-        "        if name.split('.')[0] == 'llama_index':\n"
-        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-        "sys.meta_path.insert(0, Block())\n"
-        "try:\n"
-        "    import agentstate_reducer.integrations.llama_index\n"
-        "except ImportError as exc:\n"
-        "    print(exc)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert "llama-index-core" in out.stdout and 'pip install ".[llama-index]"' in out.stdout
+    text = import_error_without(("llama_index",), "agentstate_reducer.integrations.llama_index")
+    assert "llama-index-core" in text and 'pip install ".[llama-index]"' in text

@@ -47,6 +47,7 @@ from agentstate_reducer import MessageReducer, ReducerConfig, _columns, read_mes
 from agentstate_reducer.integrations._common import ReduceRecord, RequestRepair
 from agentstate_reducer.integrations.pydantic_ai import ReduceHistory, summary_text
 from agentstate_reducer.summary import SUMMARY_PREFIX
+from tests.integration_checks import import_error_without
 from tests.provider_rules import request_errors
 
 SYSTEM = "You are brief."
@@ -608,25 +609,8 @@ def test_importing_the_core_does_not_import_pydantic_ai() -> None:
 
 
 def test_without_pydantic_ai_the_import_error_names_the_extra() -> None:
-    code = """
-import sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] == 'pydantic_ai':
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-sys.meta_path.insert(0, Block())
-try:
-    import agentstate_reducer.integrations.pydantic_ai
-except ImportError as exc:
-    print(exc)
-else:
-    raise SystemExit('imported')
-"""
-    out = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=_env(), cwd=_root()
-    )
-    assert 'pip install ".[pydantic-ai]"' in out.stdout and "pydantic-ai-slim" in out.stdout
+    text = import_error_without(("pydantic_ai",), "agentstate_reducer.integrations.pydantic_ai")
+    assert 'pip install ".[pydantic-ai]"' in text and "pydantic-ai-slim" in text
 
 
 # -- the shared pieces this integration found wanting ----------------------------------------------

@@ -27,6 +27,7 @@ from agentstate_reducer import MessageReducer, ReducerConfig, _columns, read_mes
 from agentstate_reducer.integrations._common import ReduceRecord
 from agentstate_reducer.integrations.smolagents import ReduceMemory, SummaryStep
 from agentstate_reducer.summary import SUMMARY_PREFIX
+from tests.integration_checks import import_error_without
 from tests.provider_rules import request_errors
 from tests.smolagents_script import (
     ScriptedModel,
@@ -403,22 +404,5 @@ def test_importing_the_core_does_not_import_smolagents() -> None:
 
 
 def test_without_smolagents_the_import_error_names_the_extra() -> None:
-    code = """
-import sys
-class Block:
-    def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] == 'smolagents':
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-sys.meta_path.insert(0, Block())
-try:
-    import agentstate_reducer.integrations.smolagents
-except ImportError as exc:
-    print(exc)
-else:
-    raise SystemExit('imported')
-"""
-    out = subprocess.run(
-        [sys.executable, "-c", code], check=True, capture_output=True, text=True, env=_env(), cwd=_root()
-    )
-    assert 'pip install ".[smolagents]"' in out.stdout and "'smolagents' package" in out.stdout
+    text = import_error_without(("smolagents",), "agentstate_reducer.integrations.smolagents")
+    assert 'pip install ".[smolagents]"' in text and "'smolagents' package" in text
