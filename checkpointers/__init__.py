@@ -4,8 +4,9 @@
 receives for every put; ``SummaryMemo`` keeps a summarizer from re-summarizing within a run;
 ``reduce_checkpoint`` / ``areduce_checkpoint`` reduce one checkpoint's messages channel as every
 saver here does on a put, and return what they did (for authors of savers that reduce by
-themselves); ``StoreArchive`` keeps pruned messages in a LangGraph ``BaseStore`` and
-``read_transcript`` / ``aread_transcript`` read a whole thread back.
+themselves); ``BlobOffload`` stores large and binary content once, by its SHA-256 (with
+``BlobError`` and its two kinds when a stored blob cannot be read back); ``StoreArchive``
+keeps pruned messages in a LangGraph ``BaseStore`` and ``read_transcript`` / ``aread_transcript`` read a whole thread back.
 
 The names are loaded on first use, so ``import checkpointers`` works without LangGraph installed;
 a name that needs it raises one ``ImportError`` naming the extra to install.
@@ -18,10 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .archive import StoreArchive, aread_transcript, read_transcript
+    from .offload.checkpoint import BlobError, CorruptBlobError, MissingBlobError
+    from .offload.config import BlobOffload
     from .reduction import PutReduction, SummaryMemo, areduce_checkpoint, reduce_checkpoint
     from .saver import ReducingCheckpointSaver
 
 __all__ = [
+    "BlobError",
+    "BlobOffload",
+    "CorruptBlobError",
+    "MissingBlobError",
     "PutReduction",
     "ReducingCheckpointSaver",
     "StoreArchive",
@@ -34,6 +41,10 @@ __all__ = [
 
 #: the module defining each public name
 _MODULE_OF = {
+    "BlobOffload": "offload.config",
+    "BlobError": "offload.checkpoint",
+    "CorruptBlobError": "offload.checkpoint",
+    "MissingBlobError": "offload.checkpoint",
     "PutReduction": "reduction",
     "SummaryMemo": "reduction",
     "areduce_checkpoint": "reduction",

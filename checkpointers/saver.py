@@ -48,6 +48,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from agentstate_reducer import MessageReducer
 
 from . import retention as _retention
+from .offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow, stored_writes_flow
+from .offload.config import BlobOffload, BlobRunner
+from .offload.ops import Collect, DropRefs
 from .reduction import (
     DEFAULT_MEMO,
     AbsentKeyCheck,
@@ -101,6 +104,11 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         branch_grace: with ``keep_last``, how long a checkpoint another run on the thread may
             still be extending (a step due after it, none of its run stored after it) is kept
             whatever ``keep_last`` says (a ``timedelta`` >= 0; default one hour).
+        offload: a ``checkpointers.BlobOffload``: large and binary content of every checkpoint and
+            write is stored once by its SHA-256 and read back in place (docs/savers.md, "Blob
+            offload"); None (the default) stores checkpoints as they are. With it on, retention,
+            ``prune`` and ``delete_thread`` delete a blob once nothing names it, and
+            ``copy_thread``/``delete_for_runs`` are not offered.
 
     Raises:
         TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``;
@@ -114,7 +122,8 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             # copy.copy() and friends call __new__(cls) with no arguments; __init__ reports bad input
             return super().__new__(cls)
         base = cls.__dict__.get("_base_class", cls)
-        return super().__new__(_saver_class(base, *_capabilities(inner)))
+        offload = kwargs.get("offload") is not None
+        return super().__new__(_saver_class(base, *_capabilities(inner, offload)))
 
     def __init__(
         self,
@@ -127,6 +136,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         keep_last: int | None = None,
         retention_every: int = 8,
         branch_grace: timedelta = _retention.BRANCH_GRACE,
+        offload: BlobOffload | None = None,
     ) -> None:
         # No super().__init__(): it would set a serde of our own; ``serde`` is the inner saver's.
         if not isinstance(inner, BaseCheckpointSaver):
@@ -161,6 +171,12 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
                     f"{type(inner).__name__} has no retention backend: leave keep_last=None"
                 )
             self._backend = _retention.backend_for(inner)
+        if offload is not None and not isinstance(offload, BlobOffload):
+            raise TypeError(
+                f"offload must be a checkpointers.BlobOffload or None, got {type(offload).__name__}"
+            )
+        self._offload = offload
+        self._blobs: BlobRunner | None = offload.bind(inner) if offload is not None else None
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -182,6 +198,10 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     @property
     def on_reduce(self) -> OnReduce | None:
         return self._on_reduce
+
+    @property
+    def offload(self) -> BlobOffload | None:
+        return self._offload
 
     @property
     def passthrough(self) -> bool:
@@ -230,7 +250,8 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         # same storage, same threads: the clone shares the memo
         clone = type(self)(inner, self._reducer, messages_key=self._messages_key, on_reduce=self._on_reduce,
                            summary_memo=self._summary_memo, keep_last=self._keep_last,
-                           retention_every=self._retention_every, branch_grace=self._branch_grace)
+                           retention_every=self._retention_every, branch_grace=self._branch_grace,
+                           offload=self._offload)
         clone._schedule = self._schedule  # same threads: one schedule
         return clone
 
@@ -277,6 +298,10 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             )
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
+        if self._blobs is not None and self._offload is not None:
+            checkpoint = self._blobs.run(
+                stored_checkpoint_flow(self._offload.offloader, config, checkpoint, self._messages_key)
+            )
         saved = self._inner.put(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:
             self._schedule.after_put(self._backend, saved, metadata)
@@ -297,6 +322,10 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             )
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
+        if self._blobs is not None and self._offload is not None:
+            checkpoint = await self._blobs.arun(
+                stored_checkpoint_flow(self._offload.offloader, config, checkpoint, self._messages_key)
+            )
         saved = await self._inner.aput(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:
             await self._schedule.aafter_put(self._backend, saved, metadata)
@@ -309,7 +338,12 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         task_id: str,
         task_path: str = "",
     ) -> None:
-        # Writes are raw node output, replayed by LangGraph through the channel reducer: never edited.
+        # Writes are raw node output, replayed by LangGraph through the channel reducer: never
+        # reduced, only offloaded (and restored on read).
+        if self._blobs is not None and self._offload is not None:
+            writes = self._blobs.run(
+                stored_writes_flow(self._offload.offloader, config, writes, task_id, self._messages_key)
+            )
         if self._task_path:
             return self._inner.put_writes(config, writes, task_id, task_path)
         return self._inner.put_writes(config, writes, task_id)
@@ -321,6 +355,10 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         task_id: str,
         task_path: str = "",
     ) -> None:
+        if self._blobs is not None and self._offload is not None:
+            writes = await self._blobs.arun(
+                stored_writes_flow(self._offload.offloader, config, writes, task_id, self._messages_key)
+            )
         if self._atask_path:
             return await self._inner.aput_writes(config, writes, task_id, task_path)
         return await self._inner.aput_writes(config, writes, task_id)
@@ -328,10 +366,16 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     # -- reads and deletes: delegate ------------------------------------------------------------
 
     def get(self, config: RunnableConfig) -> Checkpoint | None:
-        return self._inner.get(config)
+        if self._blobs is None:
+            return self._inner.get(config)
+        tup = self.get_tuple(config)
+        return tup.checkpoint if tup is not None else None
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._inner.get_tuple(config)
+        tup = self._inner.get_tuple(config)
+        if self._blobs is None or tup is None:
+            return tup
+        return self._blobs.run(restored_tuple_flow(tup, self._blobs.where))
 
     def list(
         self,
@@ -341,11 +385,25 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        return self._inner.list(config, filter=filter, before=before, limit=limit)
+        listed = self._inner.list(config, filter=filter, before=before, limit=limit)
+        if self._blobs is None:
+            return listed
+        return self._restored(listed)
+
+    def _restored(self, listed: Iterator[CheckpointTuple]) -> Iterator[CheckpointTuple]:
+        # Read the page first: a SQLite saver holds its lock while it iterates.
+        blobs = self._blobs
+        assert blobs is not None
+        cache = _BlobCache()
+        for tup in list(listed):
+            yield blobs.run(restored_tuple_flow(tup, blobs.where, cache))
 
     def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread, then its archived messages (``forget_archived``)."""
+        """Delete the thread, then its archived messages (``forget_archived``) and, with offload,
+        the blobs nothing names any more."""
         self._inner.delete_thread(thread_id)
+        if self._blobs is not None:
+            self._blobs.run(_drop_thread_flow(thread_id))
         self.forget_archived(thread_id)
 
     def get_delta_channel_history(
@@ -354,10 +412,16 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         return self._inner.get_delta_channel_history(config=config, channels=channels)
 
     async def aget(self, config: RunnableConfig) -> Checkpoint | None:
-        return await self._inner.aget(config)
+        if self._blobs is None:
+            return await self._inner.aget(config)
+        tup = await self.aget_tuple(config)
+        return tup.checkpoint if tup is not None else None
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._inner.aget_tuple(config)
+        tup = await self._inner.aget_tuple(config)
+        if self._blobs is None or tup is None:
+            return tup
+        return await self._blobs.arun(restored_tuple_flow(tup, self._blobs.where))
 
     def alist(
         self,
@@ -367,10 +431,22 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        return self._inner.alist(config, filter=filter, before=before, limit=limit)
+        listed = self._inner.alist(config, filter=filter, before=before, limit=limit)
+        if self._blobs is None:
+            return listed
+        return self._arestored(listed)
+
+    async def _arestored(self, listed: AsyncIterator[CheckpointTuple]) -> AsyncIterator[CheckpointTuple]:
+        blobs = self._blobs
+        assert blobs is not None
+        cache = _BlobCache()
+        for tup in [t async for t in listed]:
+            yield await blobs.arun(restored_tuple_flow(tup, blobs.where, cache))
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._inner.adelete_thread(thread_id)
+        if self._blobs is not None:
+            await self._blobs.arun(_drop_thread_flow(thread_id))
         await self.aforget_archived(thread_id)
 
     # -- the archive follows the thread ---------------------------------------------------------
@@ -394,6 +470,23 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         return await self._inner.aget_delta_channel_history(config=config, channels=channels)
+
+
+class _BlobCache(dict[str, bytes]):
+    """Blobs read during one ``list``: a blob in many checkpoints is read once (up to 64 MB)."""
+
+    limit = 64 << 20
+
+    def add(self, blobs: Mapping[str, bytes]) -> None:
+        if sum(map(len, self.values())) + sum(map(len, blobs.values())) > self.limit:
+            self.clear()
+        self.update(blobs)
+
+
+def _drop_thread_flow(thread_id: str) -> Any:
+    digests = yield DropRefs(thread_id)
+    if digests:
+        yield Collect(tuple(digests))
 
 
 # -- optional capabilities: mirrored per class ------------------------------------------------
@@ -485,9 +578,20 @@ def capabilities_of(saver: BaseCheckpointSaver[Any]) -> frozenset[str]:
     return frozenset(n for n in OPTIONAL_METHODS if getattr(cls, n) is not getattr(BaseCheckpointSaver, n))
 
 
-def _capabilities(inner: BaseCheckpointSaver[Any]) -> tuple[frozenset[str], frozenset[str]]:
+#: Optional methods that would store or delete checkpoints without their blobs' reference rows:
+#: not offered by a wrapper with offload on (prune is then the wrapper's own, where retention can).
+_BLOB_UNSAFE = frozenset({"delete_for_runs", "adelete_for_runs", "copy_thread", "acopy_thread"})
+
+
+def _capabilities(
+    inner: BaseCheckpointSaver[Any], offload: bool = False
+) -> tuple[frozenset[str], frozenset[str]]:
     """(optional methods delegated to ``inner``, optional methods the wrapper implements)."""
     delegated = capabilities_of(inner)
+    if offload:
+        delegated -= _BLOB_UNSAFE
+        if _retention.supports_retention(type(inner)):
+            return delegated - set(_OWN), frozenset(_OWN)
     if delegated & set(_OWN) or not _retention.supports_retention(type(inner)):
         return delegated, frozenset()  # an inner prune (sync or async) is LangGraph's own: mirrored
     return delegated, frozenset(_OWN)

@@ -29,6 +29,10 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import INTERRUPT
 
 from .._flow import adrive, drive, translating
+from ..offload.follow import follow_blobs
+from ..offload.memory import memory_blobs
+from ..offload.ops import BLOB_OPS, BlobUsage, Collect, DropRefs, HasBlobs, LoadBlobs, SaveBlobs
+from ..offload.sql import BlobSql, PostgresBlobSql, SqliteBlobSql
 from .flows import (
     DeleteBlobs,
     DeleteCheckpoints,
@@ -58,19 +62,30 @@ __all__ = [
 
 
 class Backend:
-    """Performs retention operations on one saver; ``run``/``arun`` drive a flow in one transaction."""
+    """Performs retention operations on one saver; ``run``/``arun`` drive a flow in one transaction.
+
+    A backend with ``stores_blobs`` also performs blob offload's operations
+    (``checkpointers.offload.ops``) in the saver's own database, and runs every flow through
+    ``follow_blobs``, so the reference rows of what retention deletes go in the same transaction
+    and their blobs are collected.
+    """
 
     is_async: bool = False
+    stores_blobs: bool = False
 
     def __init__(self, saver: Any) -> None:
         self.saver = saver
 
     def run(self, flow: Flow) -> Any:
+        if self.stores_blobs:
+            flow = follow_blobs(flow)
         if self.is_async:
-            return _on_saver_loop(self.saver, self.arun(flow))
+            return _on_saver_loop(self.saver, self._arun(flow))
         return self._run(flow)
 
     async def arun(self, flow: Flow) -> Any:
+        if self.stores_blobs:
+            flow = follow_blobs(flow)
         if not self.is_async:
             return await asyncio.to_thread(self._run, flow)
         return await self._arun(flow)
@@ -132,10 +147,18 @@ def _on_saver_loop(saver: Any, coro: Any) -> Any:
 
 class MemoryBackend(Backend):
     """``InMemorySaver``: its dictionaries ``storage``, ``writes`` and ``blobs``, iterated through
-    copies (another thread's put may change them meanwhile)."""
+    copies (another thread's put may change them meanwhile); offloaded blobs in a
+    ``checkpointers.offload.memory.MemoryBlobs`` kept beside the saver."""
+
+    stores_blobs = True
 
     def perform(self, op: Op) -> Any:
         s = self.saver
+        if isinstance(op, BLOB_OPS):
+            blobs = memory_blobs(s, create=isinstance(op, SaveBlobs))
+            if blobs is None:
+                return _NO_BLOBS[type(op)]
+            return blobs.perform(op)
         if isinstance(op, LoadThread):
             rows = []
             for ns, stored in list(s.storage.get(op.thread_id, {}).items()):
@@ -196,6 +219,22 @@ class MemoryBackend(Backend):
         return None
 
 
+#: What each blob operation returns on a store that has never held a blob.
+_NO_BLOBS: dict[type, Any] = {
+    HasBlobs: False, LoadBlobs: {}, DropRefs: (), Collect: (0, 0), BlobUsage: (0, 0),
+}
+
+
+def _sql_translator(dialect: Any, blobs: BlobSql) -> Callable[[Any], Any]:
+    """Each operation as its flow of statements: retention's by ``dialect``, blob offload's by
+    ``blobs``."""
+
+    def translate(op: Any) -> Any:
+        return blobs.flow(op) if isinstance(op, BLOB_OPS) else dialect.flow(op)
+
+    return translate
+
+
 # -- SQL: one statement at a time on a cursor -----------------------------------------------------
 
 
@@ -235,9 +274,12 @@ class SqliteBackend(Backend):
     """``SqliteSaver``: the dialect's statements on the saver's connection, under its lock, in
     one ``BEGIN IMMEDIATE`` transaction per flow."""
 
+    stores_blobs = True
+
     def __init__(self, saver: Any) -> None:
         super().__init__(saver)
         self.dialect = SqliteDialect(saver.serde)
+        self.translate = _sql_translator(self.dialect, SqliteBlobSql())
 
     def _run(self, flow: Flow) -> Any:
         saver = self.saver
@@ -249,7 +291,7 @@ class SqliteBackend(Backend):
             cur = conn.cursor()
             try:
                 cur.execute("BEGIN IMMEDIATE")
-                result = drive(translating(flow, self.dialect.flow), _executing(cur))
+                result = drive(translating(flow, self.translate), _executing(cur))
                 conn.commit()
                 return result
             except BaseException:
@@ -288,10 +330,12 @@ class AsyncSqliteBackend(Backend):
     """``AsyncSqliteSaver``: as ``SqliteBackend``, on aiosqlite."""
 
     is_async = True
+    stores_blobs = True
 
     def __init__(self, saver: Any) -> None:
         super().__init__(saver)
         self.dialect = SqliteDialect(saver.serde)
+        self.translate = _sql_translator(self.dialect, SqliteBlobSql())
 
     async def _arun(self, flow: Flow) -> Any:
         saver = self.saver
@@ -303,7 +347,7 @@ class AsyncSqliteBackend(Backend):
             cur = await conn.cursor()
             try:
                 await cur.execute("BEGIN IMMEDIATE")
-                result = await adrive(translating(flow, self.dialect.flow), _aexecuting(cur))
+                result = await adrive(translating(flow, self.translate), _aexecuting(cur))
                 await conn.commit()
                 return result
             except BaseException:
@@ -368,9 +412,12 @@ class PostgresBackend(Backend):
     """``PostgresSaver``: the dialect's statements on the saver's connection (``_pg_cursor``), in
     one transaction per flow."""
 
+    stores_blobs = True
+
     def __init__(self, saver: Any) -> None:
         super().__init__(saver)
         self.dialect = PostgresDialect(saver.serde)
+        self.translate = _sql_translator(self.dialect, PostgresBlobSql())
 
     def _run(self, flow: Flow) -> Any:
         saver = self.saver
@@ -378,7 +425,7 @@ class PostgresBackend(Backend):
             if saver.pipe:
                 saver.pipe.sync()
             with cur.connection.transaction():
-                return drive(translating(flow, self.dialect.flow), _executing(cur, prepare=False))
+                return drive(translating(flow, self.translate), _executing(cur, prepare=False))
 
     def _size(self) -> int | None:
         with _pg_cursor(self.saver) as cur:
@@ -399,10 +446,12 @@ class AsyncPostgresBackend(Backend):
     """``AsyncPostgresSaver``: as ``PostgresBackend``, on psycopg's async connection."""
 
     is_async = True
+    stores_blobs = True
 
     def __init__(self, saver: Any) -> None:
         super().__init__(saver)
         self.dialect = PostgresDialect(saver.serde)
+        self.translate = _sql_translator(self.dialect, PostgresBlobSql())
 
     async def _arun(self, flow: Flow) -> Any:
         saver = self.saver
@@ -410,7 +459,7 @@ class AsyncPostgresBackend(Backend):
             if saver.pipe:
                 await saver.pipe.sync()
             async with cur.connection.transaction():
-                return await adrive(translating(flow, self.dialect.flow), _aexecuting(cur, prepare=False))
+                return await adrive(translating(flow, self.translate), _aexecuting(cur, prepare=False))
 
     async def _asize(self) -> int | None:
         async with _apg_cursor(self.saver) as cur:

@@ -1,0 +1,136 @@
+"""What the savers store and read back with offload on, as flows of blob operations (``ops``),
+written once for sync and async savers (``checkpointers._flow``).
+
+* ``stored_checkpoint_flow``: the copy of a checkpoint to store, its blobs saved first under the
+  checkpoint as owner (so a blob is stored before anything names it);
+* ``stored_writes_flow``: the same for one task's pending writes;
+* ``restored_tuple_flow``: a ``CheckpointTuple`` read back with every reference replaced, each blob
+  checked against its digest; a blob missing or corrupt raises ``BlobError`` naming the checkpoint
+  and the blob, before anything is returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .._flow import Flow
+from .ops import LoadBlobs, Owner, SaveBlobs
+from .transform import Offloader, Reference, references, restore
+
+__all__ = [
+    "BlobError",
+    "CorruptBlobError",
+    "MissingBlobError",
+    "owner_of",
+    "restored_tuple_flow",
+    "stored_checkpoint_flow",
+    "stored_writes_flow",
+]
+
+
+class BlobError(LookupError):
+    """A stored checkpoint names a blob that cannot be read back as it was stored."""
+
+    def __init__(self, message: str, *, thread_id: str, checkpoint_ns: str, checkpoint_id: str,
+                 digest: str) -> None:
+        super().__init__(message)
+        self.thread_id = thread_id
+        self.checkpoint_ns = checkpoint_ns
+        self.checkpoint_id = checkpoint_id
+        self.digest = digest
+
+
+class MissingBlobError(BlobError):
+    """The blob is not stored (deleted outside agentstate-reducer)."""
+
+
+class CorruptBlobError(BlobError):
+    """The blob's bytes do not hash to its digest (changed outside agentstate-reducer)."""
+
+
+def owner_of(config: Mapping[str, Any], checkpoint_id: str | None = None, task_id: str = "") -> Owner:
+    conf = config.get("configurable", {})
+    return Owner(str(conf.get("thread_id", "")), str(conf.get("checkpoint_ns", "")),
+                 str(checkpoint_id if checkpoint_id is not None else conf.get("checkpoint_id", "")), task_id)
+
+
+def stored_checkpoint_flow(
+    offloader: Offloader, config: Mapping[str, Any], checkpoint: Mapping[str, Any], messages_key: str
+) -> Flow[Any, Any, Any]:
+    values = checkpoint.get("channel_values") or {}
+    blobs: dict[str, bytes] = {}
+    changed: dict[str, Any] = {}
+    for channel, value in values.items():
+        stored, found = offloader.offload(value, messages=channel == messages_key)
+        if stored is not value:
+            changed[channel] = stored
+        blobs.update(found)
+    if blobs:
+        yield SaveBlobs(owner_of(config, str(checkpoint["id"])), blobs)
+    if not changed:
+        return checkpoint
+    return {**checkpoint, "channel_values": {k: changed.get(k, v) for k, v in values.items()}}
+
+
+def stored_writes_flow(
+    offloader: Offloader, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]], task_id: str,
+    messages_key: str,
+) -> Flow[Any, Any, Any]:
+    blobs: dict[str, bytes] = {}
+    out = []
+    for channel, value in writes:
+        stored, found = offloader.offload(value, messages=channel == messages_key)
+        out.append((channel, stored))
+        blobs.update(found)
+    if not blobs:
+        return writes
+    yield SaveBlobs(owner_of(config, task_id=task_id), blobs)
+    return out
+
+
+def _check(data: bytes, ref: Reference) -> bool:
+    return hashlib.sha256(data).hexdigest() == ref.digest
+
+
+def restored_tuple_flow(tup: Any, where: str, cache: Any = None) -> Flow[Any, Any, Any]:
+    """``tup`` (a ``CheckpointTuple`` or None) with its references restored; ``where`` names the
+    blob store in errors; ``cache`` (a dict with ``add(blobs)``, optional) keeps the blobs read
+    for the next tuple of one listing."""
+    if tup is None:
+        return None
+    values = tup.checkpoint.get("channel_values") or {}
+    writes = tup.pending_writes or []
+    refs = references(values)
+    refs.update(references([w[2] for w in writes]))
+    if not refs:
+        return tup
+    known = cache if cache is not None else {}
+    wanted = tuple(sorted(d for d in refs if d not in known))
+    loaded = (yield LoadBlobs(wanted)) if wanted else {}
+    blobs = {**{d: known[d] for d in refs if d in known}, **loaded}
+    conf = tup.config.get("configurable", {})
+    thread_id, ns = str(conf.get("thread_id", "")), str(conf.get("checkpoint_ns", ""))
+    checkpoint_id = str(tup.checkpoint.get("id") or conf.get("checkpoint_id", ""))
+    named = f"checkpoint {checkpoint_id!r} of thread {thread_id!r} (namespace {ns!r})"
+    for digest, ref in sorted(refs.items()):
+        data = blobs.get(digest)
+        if data is not None and not _check(data, ref):
+            raise CorruptBlobError(
+                f"{named} names blob sha256:{digest} ({ref.size} bytes), whose stored bytes in {where} "
+                "do not hash to it: the blob was changed outside agentstate-reducer. Restore it from a "
+                "backup, or delete the checkpoint",
+                thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, digest=digest)
+
+    def missing(ref: Reference) -> Any:
+        raise MissingBlobError(
+            f"{named} names blob sha256:{ref.digest} ({ref.size} bytes), which is not in {where}: it was "
+            "deleted outside agentstate-reducer. Restore it from a backup, or delete the checkpoint",
+            thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, digest=ref.digest)
+
+    checkpoint = {**tup.checkpoint, "channel_values": restore(values, blobs, missing)}
+    if cache is not None:
+        cache.add(loaded)
+    pending = [(t, c, restore(v, blobs, missing)) for t, c, v in writes] if writes else tup.pending_writes
+    return tup._replace(checkpoint=checkpoint, pending_writes=pending)
