@@ -6,7 +6,8 @@ receives for every put; ``SummaryMemo`` keeps a summarizer from re-summarizing w
 saver here does on a put, and return what they did (for authors of savers that reduce by
 themselves); ``BlobOffload`` stores large and binary content once, by its SHA-256 (with
 ``BlobError`` and its two kinds when a stored blob cannot be read back); ``StoreArchive``
-keeps pruned messages in a LangGraph ``BaseStore`` and ``read_transcript`` / ``aread_transcript`` read a whole thread back.
+keeps pruned messages in a LangGraph ``BaseStore`` and ``read_transcript`` /
+``aread_transcript`` read a whole thread back.
 
 The names are loaded on first use, so ``import checkpointers`` works without LangGraph installed;
 a name that needs it raises one ``ImportError`` naming the extra to install.
