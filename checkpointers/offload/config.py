@@ -28,19 +28,47 @@ class BlobRunner:
         raise NotImplementedError
 
 
+def _started(flow: Flow[Any, Any, Any]) -> tuple[bool, Any]:
+    """(False, what ``flow`` returns) when it asks for nothing; else (True, the same flow, its
+    first operation asked again), so a flow without I/O opens no transaction."""
+    try:
+        op = next(flow)
+    except StopIteration as stop:
+        return False, stop.value
+
+    def rest() -> Flow[Any, Any, Any]:
+        nonlocal op
+        while True:
+            try:
+                result = yield op
+            except Exception as exc:
+                error: Exception | None = exc
+            else:
+                error = None
+            try:
+                op = flow.send(result) if error is None else flow.throw(error)
+            except StopIteration as stop:
+                return stop.value
+
+    return True, rest()
+
+
 class _BackendRunner(BlobRunner):
-    """In the saver's own database, through its retention backend (one transaction per flow)."""
+    """In the saver's own database, through its retention backend (one transaction per flow; none
+    for a flow that asks for nothing)."""
 
     def __init__(self, backend: Any, saver: Any) -> None:
         self.backend = backend
-        self.where = f"the {type(saver).__name__}'s blob table" if "Memory" not in type(saver).__name__ \
-            else "the InMemorySaver's blobs"
+        name = type(saver).__name__
+        self.where = "the InMemorySaver's blobs" if "Memory" in name else f"the {name}'s blob table"
 
     def run(self, flow: Flow[Any, Any, Any]) -> Any:
-        return self.backend.run(flow)
+        asks, value = _started(flow)
+        return self.backend.run(value) if asks else value
 
     async def arun(self, flow: Flow[Any, Any, Any]) -> Any:
-        return await self.backend.arun(flow)
+        asks, value = _started(flow)
+        return await self.backend.arun(value) if asks else value
 
 
 class _StoreRunner(BlobRunner):

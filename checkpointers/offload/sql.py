@@ -134,7 +134,8 @@ class SqliteBlobSql(BlobSql):
 
 class PostgresBlobSql(BlobSql):
     p = "%s"
-    setup = tuple(s.format(blob="BYTEA") for s in _TABLES)
+    # two first writers creating the tables at once: the lock makes the second see the first's
+    setup = ("SELECT pg_advisory_xact_lock(5836014729)", *(s.format(blob="BYTEA") for s in _TABLES))
     has = "SELECT 1 WHERE to_regclass('agentstate_blob_refs') IS NOT NULL"
     insert_refs = (
         "INSERT INTO agentstate_blob_refs SELECT %s, %s, %s, %s, unnest(%s::text[]) ON CONFLICT DO NOTHING"
