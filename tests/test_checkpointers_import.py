@@ -88,10 +88,13 @@ def test_without_langgraph_a_saver_name_raises_one_import_error_naming_the_extra
 
 def test_every_public_name_resolves_to_its_module() -> None:
     import checkpointers.archive
+    import checkpointers.offload.checkpoint
+    import checkpointers.offload.config
     import checkpointers.reduction
     import checkpointers.saver
 
-    modules = (checkpointers.archive, checkpointers.reduction, checkpointers.saver)
+    modules = (checkpointers.archive, checkpointers.offload.checkpoint, checkpointers.offload.config,
+               checkpointers.reduction, checkpointers.saver)
     for name in checkpointers.__all__:
         value = getattr(checkpointers, name)
         assert any(getattr(m, name, None) is value for m in modules), name
