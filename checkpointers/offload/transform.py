@@ -183,6 +183,11 @@ class _Digests:
         self._seen: OrderedDict[int, tuple[Any, str, bytes | None]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def known(self, value: Any) -> bool:
+        """Whether ``value`` (this very object) was offloaded lately."""
+        hit = self._seen.get(id(value))
+        return hit is not None and hit[0] is value
+
     def digest(self, value: str | bytes | bytearray) -> tuple[str, bytes]:
         immutable = not isinstance(value, bytearray)
         key = id(value)
@@ -237,7 +242,7 @@ class Offloader:
         blobs: dict[str, bytes] = {}
 
         def leaf(item: Any, tool: bool) -> Any:
-            if not self._wanted(item, tool):
+            if not self._digests.known(item) and not self._wanted(item, tool):
                 return item
             digest, data = self._digests.digest(item)
             blobs[digest] = data
@@ -245,7 +250,7 @@ class Offloader:
             text = Reference(digest, kind, len(data)).text()
             return text if kind == "s" else text.encode()
 
-        if messages:
+        if messages and self.tool_min_bytes is not None:
             items = value if isinstance(value, list) else None
             if items is not None:
                 new = [_walk(m, leaf, _is_tool_result(m), 1) for m in items]
