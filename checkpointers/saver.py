@@ -48,7 +48,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from agentstate_reducer import MessageReducer
 
 from . import retention as _retention
-from .offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow, stored_writes_flow
+from .offload.checkpoint import (
+    restored_history_flow,
+    restored_tuple_flow,
+    stored_checkpoint_flow,
+    stored_writes_flow,
+)
 from .offload.config import BlobOffload, BlobRunner
 from .offload.ops import Collect, DropRefs
 from .reduction import (
@@ -409,7 +414,10 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        return self._inner.get_delta_channel_history(config=config, channels=channels)
+        history = self._inner.get_delta_channel_history(config=config, channels=channels)
+        if self._blobs is None:
+            return history
+        return self._blobs.run(restored_history_flow(history, config, self._blobs.where))
 
     async def aget(self, config: RunnableConfig) -> Checkpoint | None:
         if self._blobs is None:
@@ -469,7 +477,10 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        return await self._inner.aget_delta_channel_history(config=config, channels=channels)
+        history = await self._inner.aget_delta_channel_history(config=config, channels=channels)
+        if self._blobs is None:
+            return history
+        return await self._blobs.arun(restored_history_flow(history, config, self._blobs.where))
 
 
 class _BlobCache(dict[str, bytes]):

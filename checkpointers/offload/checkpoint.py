@@ -24,6 +24,7 @@ __all__ = [
     "CorruptBlobError",
     "MissingBlobError",
     "owner_of",
+    "restored_history_flow",
     "restored_tuple_flow",
     "stored_checkpoint_flow",
     "stored_writes_flow",
@@ -94,25 +95,37 @@ def _check(data: bytes, ref: Reference) -> bool:
     return hashlib.sha256(data).hexdigest() == ref.digest
 
 
-def restored_tuple_flow(tup: Any, where: str, cache: Any = None) -> Flow[Any, Any, Any]:
-    """``tup`` (a ``CheckpointTuple`` or None) with its references restored; ``where`` names the
-    blob store in errors; ``cache`` (a dict with ``add(blobs)``, optional) keeps the blobs read
-    for the next tuple of one listing."""
-    if tup is None:
-        return None
-    values = tup.checkpoint.get("channel_values") or {}
-    writes = tup.pending_writes or []
-    refs = references(values)
-    refs.update(references([w[2] for w in writes]))
+def restored_history_flow(
+    history: Mapping[str, Any], config: Mapping[str, Any], where: str
+) -> Flow[Any, Any, Any]:
+    """A ``get_delta_channel_history`` result with the references in its writes and seeds restored
+    (errors name the checkpoint of ``config``)."""
+    refs: dict[str, Reference] = {}
+    for entry in history.values():
+        refs.update(references([w[2] for w in entry.get("writes", ())]))
+        if "seed" in entry:
+            refs.update(references(entry["seed"]))
     if not refs:
-        return tup
-    known = cache if cache is not None else {}
-    wanted = tuple(sorted(d for d in refs if d not in known))
-    loaded = (yield LoadBlobs(wanted)) if wanted else {}
-    blobs = {**{d: known[d] for d in refs if d in known}, **loaded}
-    conf = tup.config.get("configurable", {})
+        return history
+    blobs = yield LoadBlobs(tuple(sorted(refs)))
+    missing = _raiser(config, where, blobs, refs)
+    out: dict[str, Any] = {}
+    for channel, entry in history.items():
+        new = dict(entry)
+        new["writes"] = [(t, c, restore(v, blobs, missing)) for t, c, v in entry.get("writes", ())]
+        if "seed" in entry:
+            new["seed"] = restore(entry["seed"], blobs, missing)
+        out[channel] = new
+    return out
+
+
+def _raiser(config: Mapping[str, Any], where: str, blobs: Mapping[str, bytes],
+            refs: Mapping[str, Reference], checkpoint_id: str | None = None) -> Any:
+    """Checks ``blobs`` against their digests (raising ``CorruptBlobError``); returns the
+    ``missing`` callback of ``restore`` (raising ``MissingBlobError``), both naming the checkpoint."""
+    conf = config.get("configurable", {})
     thread_id, ns = str(conf.get("thread_id", "")), str(conf.get("checkpoint_ns", ""))
-    checkpoint_id = str(tup.checkpoint.get("id") or conf.get("checkpoint_id", ""))
+    checkpoint_id = str(checkpoint_id or conf.get("checkpoint_id", ""))
     named = f"checkpoint {checkpoint_id!r} of thread {thread_id!r} (namespace {ns!r})"
     for digest, ref in sorted(refs.items()):
         data = blobs.get(digest)
@@ -129,6 +142,26 @@ def restored_tuple_flow(tup: Any, where: str, cache: Any = None) -> Flow[Any, An
             "deleted outside agentstate-reducer. Restore it from a backup, or delete the checkpoint",
             thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, digest=ref.digest)
 
+    return missing
+
+
+def restored_tuple_flow(tup: Any, where: str, cache: Any = None) -> Flow[Any, Any, Any]:
+    """``tup`` (a ``CheckpointTuple`` or None) with its references restored; ``where`` names the
+    blob store in errors; ``cache`` (a dict with ``add(blobs)``, optional) keeps the blobs read
+    for the next tuple of one listing."""
+    if tup is None:
+        return None
+    values = tup.checkpoint.get("channel_values") or {}
+    writes = tup.pending_writes or []
+    refs = references(values)
+    refs.update(references([w[2] for w in writes]))
+    if not refs:
+        return tup
+    known = cache if cache is not None else {}
+    wanted = tuple(sorted(d for d in refs if d not in known))
+    loaded = (yield LoadBlobs(wanted)) if wanted else {}
+    blobs = {**{d: known[d] for d in refs if d in known}, **loaded}
+    missing = _raiser(tup.config, where, blobs, refs, tup.checkpoint.get("id"))
     checkpoint = {**tup.checkpoint, "channel_values": restore(values, blobs, missing)}
     if cache is not None:
         cache.add(loaded)
