@@ -18,7 +18,10 @@ Invariants:
   it was, and a second run skips threads already within bounds;
 * a thread with pending writes (interrupted, or running) is skipped: the writes belong to the
   latest checkpoint and would be lost under a new one, changing what a resume does;
-* the new checkpoint's metadata carries ``{"agentstate_reducer": COMPACT_MARKER}``.
+* the new checkpoint's metadata carries ``{"agentstate_reducer": COMPACT_MARKER}``;
+* on a store holding offloaded blobs (``checkpointers.offload``), the latest checkpoint is read
+  restored and the new one stored offloaded, its reference rows written before it, so retention
+  never collects a blob the new checkpoint names.
 """
 
 from __future__ import annotations
@@ -35,6 +38,9 @@ from langgraph.checkpoint.base.id import uuid6
 from agentstate_reducer import MessageReducer
 
 from . import retention as r
+from .offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow
+from .offload.config import BlobOffload, BlobRunner
+from .offload.ops import HasBlobs
 from .reduction import reduce_checkpoint
 
 __all__ = [
@@ -104,7 +110,10 @@ def compact_thread(
     def tokens(messages: list[Any]) -> int | None:
         return None if count_tokens is None else sum(count_tokens(m) for m in messages)
 
+    blobs = _blob_io(saver)
     latest = saver.get_tuple(_root_config(thread_id))
+    if blobs is not None:  # read what a graph reads, so the new checkpoint names its blobs itself
+        latest = blobs[0].run(restored_tuple_flow(latest, blobs[0].where))
     if latest is None:
         return ThreadCompaction(thread_id, "skipped", "no checkpoint in the root namespace")
     if latest.pending_writes:
@@ -143,6 +152,8 @@ def compact_thread(
     }
     metadata.update(source="update", step=step + 1, agentstate_reducer=COMPACT_MARKER)
     metadata.setdefault("parents", {})
+    if blobs is not None:  # its blobs and reference rows before the checkpoint
+        reduced = blobs[0].run(stored_checkpoint_flow(blobs[1].offloader, config, reduced, messages_key))
     saver.put(config, reduced, metadata, new_versions)  # type: ignore[arg-type]
     # Read it back through the saver: what a graph will load next.
     check = saver.get_tuple(_root_config(thread_id))
@@ -162,6 +173,25 @@ def compact_thread(
             "re-run compact",
         )
     return replace(planned, action="compacted", checkpoint_id=reduced["id"])
+
+
+def _blob_io(saver: BaseCheckpointSaver[Any]) -> tuple[BlobRunner, BlobOffload] | None:
+    """For a saver that does not offload by itself but whose store holds offloaded blobs: the runner
+    of its blob operations and the offload to apply to a checkpoint ``compact_thread`` writes."""
+    if getattr(saver, "offload", None) is not None:
+        return None
+    try:
+        backend = r.backend_for(saver)  # looks through a wrapper to the saver that stores
+    except TypeError:
+        return None
+    if not backend.stores_blobs or not backend.run(_has_blobs_flow()):
+        return None
+    offload = BlobOffload()
+    return offload.bind(backend.saver), offload
+
+
+def _has_blobs_flow() -> Any:
+    return (yield HasBlobs())
 
 
 # -- a whole store: delete idle threads, compact the latest checkpoints, trim to keep_last ----------
