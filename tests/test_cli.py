@@ -256,14 +256,15 @@ def test_inspect_json_fields(store_url: str, capsys: pytest.CaptureFixture[str])
     threads = data["threads"]
     assert [t["thread_id"] for t in threads] == ["long", "short"]  # biggest first
     for t, n in zip(threads, (9, 2), strict=True):
-        assert list(t) == ["thread_id", "checkpoints", "messages", "tokens", "bytes"]
+        assert list(t) == ["thread_id", "checkpoints", "messages", "tokens", "bytes", "blob_bytes"]
         assert {k: t[k] for k in ("thread_id", "checkpoints", "messages", "tokens")} == _expected_thread(
             store_url, t["thread_id"], n
         )
         assert t["messages"] == 4 * n
     assert threads[0]["bytes"] > threads[1]["bytes"] > 0
     summary = data["summary"]
-    assert list(summary) == ["threads", "checkpoints", "messages", "tokens", "bytes", "database_bytes"]
+    assert list(summary) == [
+        "threads", "checkpoints", "messages", "tokens", "bytes", "blob_bytes", "database_bytes"]
     assert summary["threads"] == 2 and summary["checkpoints"] == 11 and summary["messages"] == 44
     assert summary["tokens"] == threads[0]["tokens"] + threads[1]["tokens"]
     assert summary["bytes"] == threads[0]["bytes"] + threads[1]["bytes"]
