@@ -332,3 +332,40 @@ async def test_conformance_full_with_offload(
     detected = {cap for cap, r in report.results.items() if r.detected}
     # copy_thread/delete_for_runs are not offered with offload on; prune is the wrapper's own
     assert detected == {"put", "put_writes", "get_tuple", "list", "delete_thread", "prune"}
+
+
+# -- a real graph ------------------------------------------------------------------------------
+
+
+def _image_graph(saver: Any) -> Any:
+    from langgraph.graph import START, MessagesState, StateGraph
+
+    def reply(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"seen {len(state['messages'])}", id=f"ai-{len(state['messages'])}")]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("reply", reply)
+    builder.add_edge(START, "reply")
+    return builder.compile(checkpointer=saver)
+
+
+def _graph_run(saver: Any) -> tuple[Any, list[Any]]:
+    graph = _image_graph(saver)
+    config = {"configurable": {"thread_id": "g"}}
+    for turn in range(3):
+        data = bytes([turn]) * 2048
+        graph.invoke({"messages": [HumanMessage(id=f"h-{turn}", content=[
+            {"type": "text", "text": f"turn {turn}"},
+            {"type": "image", "base64": _b64(data), "mime_type": "image/png"}])]}, config)
+    history = [s.values for s in graph.get_state_history(config)]
+    return graph.get_state(config).values, history
+
+
+def test_graph_state_and_history_equal_a_bare_run(tmp_path: Path) -> None:
+    with SqliteSaver.from_conn_string(str(tmp_path / "g.db")) as inner:
+        inner.setup()
+        offloaded = _graph_run(ReducingCheckpointSaver(inner, REDUCER, offload=BlobOffload(MIN)))
+        blobs = inner.conn.execute("SELECT COUNT(*) FROM agentstate_blobs").fetchone()[0]
+    bare = _graph_run(InMemorySaver())
+    assert offloaded == bare
+    assert blobs == 3  # one per distinct image, however many checkpoints name it
