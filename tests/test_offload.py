@@ -310,28 +310,37 @@ async def test_async_round_trip(kind: str, tmp_path: Path, request: pytest.Fixtu
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("min_bytes", [64, 1])
 @pytest.mark.parametrize("kind", ["memory", "aiosqlite",
                                   pytest.param("apostgres", marks=pytest.mark.postgres)])
 async def test_conformance_full_with_offload(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str, min_bytes: int, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
+    """At 64 bytes the suite's small values stay inline; at 1 byte its short alphanumeric strings
+    read as base64 and are offloaded, so the suite runs over references."""
     pg_url = None
     if kind == "apostgres":
         pg_url = request.getfixturevalue("postgres_server").new_database("conformance_offload")
     counter = iter(range(100))
+    stored_refs: list[int] = []
 
     async def factory() -> AsyncIterator[ReducingCheckpointSaver]:
         async with aopen_saver(kind, path=tmp_path / f"conf-{next(counter)}.db", pg_url=pg_url) as inner:
             yield ReducingCheckpointSaver(inner, MessageReducer(min_messages=2, max_messages=4),
-                                          offload=BlobOffload(min_bytes=64))
+                                          offload=BlobOffload(min_bytes=min_bytes, tool_min_bytes=min_bytes))
+            raw = [t async for t in inner.alist(None)]
+            stored_refs.append(len(references([(t.checkpoint["channel_values"], t.pending_writes)
+                                               for t in raw])))
 
-    report = await validate(checkpointer_test(name=f"offload({kind})")(factory))
+    report = await validate(checkpointer_test(name=f"offload({kind}, {min_bytes})")(factory))
     report.print_report()
     failures = {cap: r.failures for cap, r in report.results.items() if r.failures}
     assert report.conformance_level() == "FULL", failures
     detected = {cap for cap, r in report.results.items() if r.detected}
     # copy_thread/delete_for_runs are not offered with offload on; prune is the wrapper's own
     assert detected == {"put", "put_writes", "get_tuple", "list", "delete_thread", "prune"}
+    if min_bytes == 1:
+        assert sum(stored_refs) > 0
 
 
 # -- a real graph ------------------------------------------------------------------------------
@@ -369,3 +378,16 @@ def test_graph_state_and_history_equal_a_bare_run(tmp_path: Path) -> None:
     bare = _graph_run(InMemorySaver())
     assert offloaded == bare
     assert blobs == 3  # one per distinct image, however many checkpoints name it
+
+
+@pytest.mark.postgres
+async def test_postgres_stores_a_top_level_string_reference(pg_url: str) -> None:
+    """AsyncPostgresSaver keeps a channel holding a plain str in its JSONB column, which refuses
+    NUL: a reference must hold none."""
+    image = _b64(bytes(range(256)) * 4)
+    async with aopen_saver("apostgres", pg_url=pg_url) as inner:
+        saver = ReducingCheckpointSaver(inner, REDUCER, offload=BlobOffload(MIN))
+        config = await saver.aput(_config("pg-str"), _checkpoint([], image=image), {"step": 0},
+                                  {"messages": 1, "image": 1})
+        tup = await saver.aget_tuple(config)
+        assert tup is not None and tup.checkpoint["channel_values"]["image"] == image
