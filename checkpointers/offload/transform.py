@@ -47,10 +47,11 @@ __all__ = [
     "restore",
 ]
 
-#: What every reference begins with (a NUL first: no text a person writes begins so).
-PREFIX = "\x00agentstate-blob:"
+#: What every reference begins with. No NUL: PostgreSQL's JSONB (where PostgresSaver keeps a channel
+#: holding a plain string) refuses it; a user value beginning so is offloaded too, so it round-trips.
+PREFIX = "agentstate-blob:"
 _PREFIX_BYTES = PREFIX.encode()
-_REF_RE = re.compile(r"\x00agentstate-blob:sha256:([0-9a-f]{64}):([sba]):([0-9]+)")
+_REF_RE = re.compile(re.escape(PREFIX) + r"sha256:([0-9a-f]{64}):([sba]):([0-9]+)")
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/=_-]+")
 _DATA_URL_RE = re.compile(r"data:[^,;]{0,200}(;[^,;]{0,200})*;base64,")
 #: Block types and keys whose contents are a tool's result.
