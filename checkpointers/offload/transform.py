@@ -47,11 +47,11 @@ __all__ = [
     "restore",
 ]
 
-#: What every reference begins with. Plain text: PostgreSQL's JSONB, where a saver may keep a
-#: string channel, refuses NUL. A value of one's own that begins so is offloaded too (above).
+#: What every reference begins with. No NUL: PostgreSQL's JSONB (where PostgresSaver keeps a channel
+#: holding a plain string) refuses it; a user value beginning so is offloaded too, so it round-trips.
 PREFIX = "agentstate-blob:"
 _PREFIX_BYTES = PREFIX.encode()
-_REF_RE = re.compile(r"agentstate-blob:sha256:([0-9a-f]{64}):([sba]):([0-9]+)")
+_REF_RE = re.compile(re.escape(PREFIX) + r"sha256:([0-9a-f]{64}):([sba]):([0-9]+)")
 _BASE64_RE = re.compile(r"[A-Za-z0-9+/=_-]+")
 _DATA_URL_RE = re.compile(r"data:[^,;]{0,200}(;[^,;]{0,200})*;base64,")
 #: Block types and keys whose contents are a tool's result.
@@ -184,11 +184,6 @@ class _Digests:
         self._seen: OrderedDict[int, tuple[Any, str, bytes | None]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def known(self, value: Any) -> bool:
-        """Whether ``value`` (this very object) was offloaded lately."""
-        hit = self._seen.get(id(value))
-        return hit is not None and hit[0] is value
-
     def digest(self, value: str | bytes | bytearray) -> tuple[str, bytes]:
         immutable = not isinstance(value, bytearray)
         key = id(value)
@@ -243,7 +238,7 @@ class Offloader:
         blobs: dict[str, bytes] = {}
 
         def leaf(item: Any, tool: bool) -> Any:
-            if not self._digests.known(item) and not self._wanted(item, tool):
+            if not self._wanted(item, tool):
                 return item
             digest, data = self._digests.digest(item)
             blobs[digest] = data
@@ -251,7 +246,7 @@ class Offloader:
             text = Reference(digest, kind, len(data)).text()
             return text if kind == "s" else text.encode()
 
-        if messages and self.tool_min_bytes is not None:
+        if messages:
             items = value if isinstance(value, list) else None
             if items is not None:
                 new = [_walk(m, leaf, _is_tool_result(m), 1) for m in items]
