@@ -47,8 +47,8 @@ __all__ = [
     "restore",
 ]
 
-#: What every reference begins with. No NUL: PostgreSQL's JSONB (where PostgresSaver keeps a channel
-#: holding a plain string) refuses it; a user value beginning so is offloaded too, so it round-trips.
+#: What every reference begins with. Plain text: PostgreSQL's JSONB, where a saver may keep a
+#: string channel, refuses NUL. A value of one's own that begins so is offloaded too (above).
 PREFIX = "agentstate-blob:"
 _PREFIX_BYTES = PREFIX.encode()
 _REF_RE = re.compile(re.escape(PREFIX) + r"sha256:([0-9a-f]{64}):([sba]):([0-9]+)")
@@ -184,6 +184,11 @@ class _Digests:
         self._seen: OrderedDict[int, tuple[Any, str, bytes | None]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def known(self, value: Any) -> bool:
+        """Whether ``value`` (this very object) was offloaded lately."""
+        hit = self._seen.get(id(value))
+        return hit is not None and hit[0] is value
+
     def digest(self, value: str | bytes | bytearray) -> tuple[str, bytes]:
         immutable = not isinstance(value, bytearray)
         key = id(value)
@@ -238,7 +243,7 @@ class Offloader:
         blobs: dict[str, bytes] = {}
 
         def leaf(item: Any, tool: bool) -> Any:
-            if not self._wanted(item, tool):
+            if not self._digests.known(item) and not self._wanted(item, tool):
                 return item
             digest, data = self._digests.digest(item)
             blobs[digest] = data
@@ -246,7 +251,7 @@ class Offloader:
             text = Reference(digest, kind, len(data)).text()
             return text if kind == "s" else text.encode()
 
-        if messages:
+        if messages and self.tool_min_bytes is not None:
             items = value if isinstance(value, list) else None
             if items is not None:
                 new = [_walk(m, leaf, _is_tool_result(m), 1) for m in items]
