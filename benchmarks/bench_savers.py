@@ -27,14 +27,29 @@
    at 300 turns; checkpoint row bytes flat (max over turns 951-1,000 within 1.1x of turns 51-100);
    median turn time over 951-1,000 within 1.2x of 51-100.
 
+4. Offload (``--offload``, also part of the full run): the same agent, N turns (200; 60 with
+   ``quick``), every 5th user message carrying a 500 kB base64 image (a LangChain
+   ``{"type": "image", "base64": ..., "mime_type": "image/png"}`` block of seeded random bytes), on
+   SQLite (a file) and PostgreSQL: stored bytes of the bare saver, the reducer
+   (``MessageReducer(min_messages=20, max_messages=40)``, no ``keep_last``) and the reducer +
+   ``BlobOffload()``, against the baseline: the reducer's run without images plus the images'
+   bytes once. Again with ``keep_last=2`` (its baseline: the keep_last run without images plus the
+   images once). Bytes: SQLite file bytes after a WAL checkpoint and row bytes (checkpoints,
+   writes, blobs); PostgreSQL ``pg_total_relation_size`` of the checkpoint tables and the two
+   blob tables. Aim: reducer + offload within 1.3x of the baseline. Also the put and ``get_tuple``
+   latency of a 40-message checkpoint holding two images, reducer with and without offload,
+   interleaved, median of many calls.
+
 Every ratio is measured against a baseline run in the same process. Run:
-``python benchmarks/bench_savers.py [--quick] [--retention]``.
+``python benchmarks/bench_savers.py [--quick] [--retention] [--offload]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import os
+import random
 import sqlite3
 import statistics
 import sys
@@ -47,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the tests package, also when run as a file
 
-from langchain_core.messages import ToolMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -193,6 +208,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 "met": o["overhead"] < PUT_OVERHEAD_TARGET if in_new else None,
             })
     rows += retention(quick)[0]
+    rows += offload(quick)
     return rows
 
 
@@ -417,6 +433,184 @@ def retention(quick: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return rows, details
 
 
+# -- 4. offload -----------------------------------------------------------------------------------
+
+IMAGE_EVERY = 5
+IMAGE_B64_CHARS = 500_000
+OFFLOAD_TARGET = 1.3
+
+
+def _image_b64(turn: int) -> str:
+    """500 kB of base64 text of random bytes, seeded by ``turn``: the same image in every run."""
+    raw = random.Random(turn).randbytes(IMAGE_B64_CHARS * 3 // 4)
+    return base64.b64encode(raw).decode("ascii")
+
+
+def _image_turn_input(turn: int, images: bool) -> dict[str, Any]:
+    human = human_message(turn, CONTENT_CHARS)
+    if images and turn % IMAGE_EVERY == 0:
+        human = HumanMessage(
+            [{"type": "text", "text": human.content},
+             {"type": "image", "base64": _image_b64(turn), "mime_type": "image/png"}],
+            id=human.id,
+        )
+    msgs: list[Any] = [human] if turn else [system_message(CONTENT_CHARS), human]
+    return {"messages": msgs}
+
+
+def _blob_bytes(backend: _Store) -> tuple[int, int]:
+    """(row bytes of the blob tables, 0 when they do not exist; relation bytes on PostgreSQL)."""
+    if backend.kind == "sqlite":
+        names = {r[0] for r in backend.conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "agentstate_blobs" not in names:
+            return 0, 0
+        row = backend.conn.execute(
+            "SELECT (SELECT COALESCE(SUM(length(data) + length(digest) + 16), 0) FROM agentstate_blobs)"
+            " + (SELECT COALESCE(SUM(length(thread_id) + length(checkpoint_ns) + length(checkpoint_id)"
+            " + length(task_id) + length(digest)), 0) FROM agentstate_blob_refs)"
+        ).fetchone()
+        return int(row[0]), 0
+    found = backend.pg.execute("SELECT to_regclass('agentstate_blobs') IS NOT NULL AS t").fetchone()
+    assert found is not None
+    if not found["t"]:
+        return 0, 0
+    row = backend.pg.execute(
+        "SELECT (SELECT COALESCE(SUM(octet_length(data)), 0) FROM agentstate_blobs)"
+        " + (SELECT COALESCE(SUM(octet_length(digest) + octet_length(thread_id) + octet_length(checkpoint_id)"
+        " + octet_length(task_id)), 0) FROM agentstate_blob_refs) AS n,"
+        " pg_total_relation_size('agentstate_blobs') + pg_total_relation_size('agentstate_blob_refs') AS r"
+    ).fetchone()
+    assert row is not None
+    return int(row["n"]), int(row["r"])
+
+
+def offload_run(kind: str, variant: str, turns: int, images: bool, workdir: Path,
+                pg_base: str | None) -> dict[str, Any]:
+    """One thread of ``turns`` image turns on ``kind``; ``variant`` bare, reducer, offload,
+    keep_last or keep_last_offload. Stored bytes: file (SQLite) or relation (PostgreSQL) and rows."""
+    from checkpointers import BlobOffload
+
+    backend = _Store(kind, workdir, f"off_{variant}_{turns}_{int(images)}", pg_base)
+    checkpointer: Any = backend.saver
+    blobs = BlobOffload() if variant.endswith("offload") else None
+    if variant != "bare":
+        checkpointer = ReducingCheckpointSaver(backend.saver, _reducer(), offload=blobs,
+                                               keep_last=2 if variant.startswith("keep_last") else None)
+    graph = build_graph(checkpointer, content_chars=CONTENT_CHARS)
+    start = time.perf_counter()
+    for turn in range(turns):
+        graph.invoke(_image_turn_input(turn, images), thread_config("bench"))
+    wall = time.perf_counter() - start
+    blob_rows, blob_rel = _blob_bytes(backend)
+    out = {"kind": kind, "variant": variant, "turns": turns, "images": images,
+           "rows": backend.checkpoint_row_bytes() + blob_rows, "blob_rows": blob_rows,
+           "stored": (_db_bytes(backend.conn, backend.path) if kind == "sqlite"
+                      else _pg_relation_bytes(backend) + blob_rel),
+           "wall_s": wall}
+    backend.close()
+    return out
+
+
+def _pg_relation_bytes(backend: _Store) -> int:
+    row = backend.pg.execute(
+        "SELECT pg_total_relation_size('checkpoints') + pg_total_relation_size('checkpoint_blobs')"
+        " + pg_total_relation_size('checkpoint_writes') + pg_total_relation_size('checkpoint_migrations')"
+        " AS n"
+    ).fetchone()
+    assert row is not None
+    return int(row["n"])
+
+
+def offload_latency(kind: str, calls: int, workdir: Path, pg_base: str | None) -> dict[str, float]:
+    """Median put and get_tuple microseconds of a 40-message checkpoint with two images, through
+    the reducer with and without offload on one saver (threads "p" and "o"), interleaved."""
+    from checkpointers import BlobOffload
+
+    backend = _Store(kind, workdir, f"off_latency_{calls}", pg_base)
+    plain = ReducingCheckpointSaver(backend.saver, _reducer())
+    offloaded = ReducingCheckpointSaver(backend.saver, _reducer(), offload=BlobOffload())
+    msgs = _history(MAX_MESSAGES)
+    for turn in (0, 1):  # the humans of two turns carry an image: what the window holds at most
+        i = next(k for k, m in enumerate(msgs) if getattr(m, "id", "") == f"h{turn}")
+        image = _image_turn_input(IMAGE_EVERY * turn, True)["messages"][-1]
+        msgs[i] = image.model_copy(update={"id": f"h{turn}"})
+    times: dict[str, list[float]] = {k: [] for k in ("put_plain", "put_offload", "get_plain", "get_offload")}
+
+    def one(saver: Any, thread: str, name: str) -> None:
+        version = saver.get_next_version(None, None)
+        checkpoint = {
+            "v": 4, "id": str(uuid6()), "ts": datetime.now(timezone.utc).isoformat(),
+            "channel_values": {"messages": msgs}, "channel_versions": {"messages": version},
+            "versions_seen": {}, "updated_channels": None,
+        }
+        config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+        t = time.perf_counter()
+        saved = saver.put(config, checkpoint, {"source": "loop", "step": 1}, {"messages": version})
+        t1 = time.perf_counter()
+        got = saver.get_tuple(saved)
+        t2 = time.perf_counter()
+        assert got is not None
+        times[f"put_{name}"].append(t1 - t)
+        times[f"get_{name}"].append(t2 - t1)
+
+    for i in range(calls):
+        pair = [(plain, "p", "plain"), (offloaded, "o", "offload")]
+        for saver, thread, name in pair if i % 2 else reversed(pair):
+            one(saver, thread, name)
+    backend.close()
+    return {k: statistics.median(v) * 1e6 for k, v in times.items()}
+
+
+def offload(quick: bool) -> list[dict[str, Any]]:
+    """The offload section's rows (module docstring, 4.) on SQLite and, when it can be had, PostgreSQL."""
+    turns = 60 if quick else 200
+    calls = 40 if quick else 200
+    images_once = sum(IMAGE_B64_CHARS for t in range(turns) if t % IMAGE_EVERY == 0)
+    pg_base, cluster = _pg_base()
+    kinds = ["sqlite"] + (["postgres"] if pg_base else [])
+    rows: list[dict[str, Any]] = []
+    name = f"offload, {turns} turns, a 500 kB base64 image every {IMAGE_EVERY}th user message"
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-offload-") as tmp:
+            for kind in kinds:
+                runs: dict[tuple[str, bool], dict[str, Any]] = {}
+                for variant, images in (("reducer", False), ("bare", True), ("reducer", True),
+                                        ("offload", True), ("keep_last", False), ("keep_last", True),
+                                        ("keep_last_offload", True)):
+                    r = offload_run(kind, variant, turns, images, Path(tmp), pg_base)
+                    print("  ".join(f"{k}={_fmt(v)}" for k, v in r.items()), file=sys.stderr, flush=True)
+                    runs[(variant, images)] = r
+                what = "file bytes after a WAL checkpoint" if kind == "sqlite" else "pg_total_relation_size"
+                for measure, key in ((what, "stored"), ("row bytes", "rows")):
+                    for base_variant, variants in (("reducer", ("bare", "reducer", "offload")),
+                                                   ("keep_last", ("keep_last", "keep_last_offload"))):
+                        baseline = runs[(base_variant, False)][key] + images_once
+                        for variant in variants:
+                            value = runs[(variant, True)][key]
+                            ratio = value / baseline
+                            aimed = variant.endswith("offload")
+                            rows.append({
+                                "benchmark": f"{name}, {kind}",
+                                "metric": f"{measure}: {variant} / ({base_variant} without images + images)",
+                                "bare": baseline, "wrapped": value, "ratio": ratio,
+                                "target": f"<= {OFFLOAD_TARGET:g}" if aimed else "",
+                                "met": ratio <= OFFLOAD_TARGET if aimed else None,
+                            })
+                lat = offload_latency(kind, calls, Path(tmp), pg_base)
+                for op in ("put", "get"):
+                    plain, off = lat[f"{op}_plain"], lat[f"{op}_offload"]
+                    rows.append({
+                        "benchmark": f"{'put' if op == 'put' else 'get_tuple'} of 40 messages, two images,"
+                                     f" {kind}, median of {calls}",
+                        "metric": "reducer + offload / reducer (latency)", "bare": plain, "wrapped": off,
+                        "ratio": off / plain, "target": "", "met": None,
+                    })
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    return rows
+
+
 def print_details(details: list[dict[str, Any]]) -> None:
     cols = ["kind", "variant", "turns", "checkpoint_rows", "archive_rows", "file_bytes", "turn_ms_51_100",
             "turn_ms_last_50", "rows_max_51_100", "rows_max_last_50", "transcript_turns"]
@@ -428,6 +622,8 @@ def print_details(details: list[dict[str, Any]]) -> None:
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "NO"
     if isinstance(value, float):
         return f"{value:,.3f}" if abs(value) < 100 else f"{value:,.0f}"
     if isinstance(value, int):
@@ -448,9 +644,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="100 turns and fewer puts")
     parser.add_argument("--retention", action="store_true", help="only the retention benchmark (3.)")
+    parser.add_argument("--offload", action="store_true", help="only the offload benchmark (4.)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; times in seconds (wall) and µs (put)")
-    if args.retention:
+    if args.offload:
+        print_table(offload(args.quick))
+    elif args.retention:
         table, details = retention(args.quick)
         print_table(table)
         print()
