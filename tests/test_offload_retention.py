@@ -1,0 +1,88 @@
+"""Blobs follow their references through retention: after every turn with ``keep_last``, after
+``prune`` and ``delete_thread``, the blobs stored are exactly those the stored checkpoints and
+writes name (read from the inner saver's raw rows), on every saver that keeps blobs itself."""
+
+from __future__ import annotations
+
+import base64
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import HumanMessage
+
+from agentstate_reducer import MessageReducer
+from checkpointers import BlobOffload, ReducingCheckpointSaver
+from checkpointers.offload.memory import memory_blobs
+from checkpointers.offload.ops import BlobUsage
+from checkpointers.offload.transform import references
+from checkpointers.retention import backend_for
+from tests.scenario_graph import build_graph, open_saver, thread_config
+
+KINDS = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+def _named(inner: Any) -> set[str]:
+    """The digests every stored checkpoint and pending write of ``inner`` names."""
+    found: set[str] = set()
+    for tup in inner.list(None):
+        found |= set(references(tup.checkpoint.get("channel_values")))
+        found |= set(references([w[2] for w in tup.pending_writes or ()]))
+    return found
+
+
+def _stored(inner: Any) -> set[str]:
+    blobs = memory_blobs(inner, create=False)
+    if blobs is not None:
+        return set(blobs.blobs)
+    conn = inner.conn
+    if hasattr(conn, "connection") and not hasattr(conn, "cursor"):  # a pool
+        with conn.connection() as c:
+            return {r[0] for r in c.execute("SELECT digest FROM agentstate_blobs").fetchall()}
+    rows = conn.execute("SELECT digest FROM agentstate_blobs").fetchall()
+    return {r[0] if isinstance(r, tuple) else r["digest"] for r in rows}
+
+
+def _usage(inner: Any) -> tuple[int, int]:
+    def flow() -> Any:
+        return (yield BlobUsage(None))
+
+    usage: tuple[int, int] = backend_for(inner).run(flow())
+    return usage
+
+
+def _image_turn(graph: Any, thread: str, turn: int, image: str) -> None:
+    block = {"type": "image", "base64": image, "mime_type": "image/png"}
+    message = HumanMessage(content=[{"type": "text", "text": f"h{turn}"}, block], id=f"{thread}-img{turn}")
+    graph.invoke({"messages": [message]}, thread_config(thread))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_blobs_are_exactly_those_named_through_retention(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    pg_url = request.getfixturevalue("pg_url") if kind == "postgres" else None
+    rng = random.Random(11)
+    images = [base64.b64encode(rng.randbytes(6_000)).decode() for _ in range(4)]
+    shared = images[0]
+    with open_saver(kind, path=tmp_path / "ckpt.db", pg_url=pg_url) as inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                        offload=BlobOffload(min_bytes=1024), keep_last=2, retention_every=1)
+        graph = build_graph(saver)
+        for turn in range(6):
+            for thread in ("a", "b"):
+                _image_turn(graph, thread, turn, shared if turn % 3 == 0 else images[1 + turn % 3])
+            assert _stored(inner) == _named(inner) != set()
+        state = graph.get_state(thread_config("a")).values["messages"]
+        newest: Any = [m for m in state if isinstance(m, HumanMessage)][-1]
+        assert newest.content[1]["base64"] == images[1 + 5 % 3]  # read back whole
+        count, size = _usage(inner)
+        assert count == len(_stored(inner)) and size == count * len(images[0])
+
+        saver.prune(["a"], strategy="keep_latest")
+        assert _stored(inner) == _named(inner)
+        saver.delete_thread("a")
+        assert _stored(inner) == _named(inner) != set()  # thread b still names its blobs
+        saver.delete_thread("b")
+        assert _stored(inner) == set() and _named(inner) == set()
