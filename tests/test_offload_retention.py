@@ -86,3 +86,51 @@ def test_blobs_are_exactly_those_named_through_retention(
         assert _stored(inner) == _named(inner) != set()  # thread b still names its blobs
         saver.delete_thread("b")
         assert _stored(inner) == set() and _named(inner) == set()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_writers_naming_a_blob_while_others_drop_it_lose_nothing(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two writers keep storing new references to one image (each with keep_last=1, so each also
+    runs retention) while a third stores it on a throwaway thread and deletes that thread, again
+    and again: every saver on its own connection. No checkpoint may end up naming a missing blob."""
+    import threading
+
+    pg_url = request.getfixturevalue("pg_url") if kind == "postgres" else None
+    image = base64.b64encode(random.Random(5).randbytes(4_000)).decode()
+    path = tmp_path / "shared.db"
+    with open_saver(kind, path=path, pg_url=pg_url):
+        pass  # the tables, set up once before the workers start
+    start = threading.Barrier(3)
+    errors: list[BaseException] = []
+
+    def work(role: str) -> None:
+        try:
+            with open_saver(kind, path=path, pg_url=pg_url) as inner:
+                saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                                offload=BlobOffload(min_bytes=1024), keep_last=1,
+                                                retention_every=1)
+                graph = build_graph(saver)
+                start.wait()
+                for turn in range(12):
+                    thread = f"{role}-{turn}" if role == "deleter" else role
+                    _image_turn(graph, thread, turn, image)
+                    if role == "deleter":
+                        saver.delete_thread(thread)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(r,)) for r in ("w1", "w2", "deleter")]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    with open_saver(kind, path=path, pg_url=pg_url) as inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                        offload=BlobOffload(min_bytes=1024))
+        for thread in ("w1", "w2"):
+            restored = list(saver.list(thread_config(thread)))  # raises on a missing blob
+            assert restored and any(image in str(t.checkpoint["channel_values"]) for t in restored)
+        assert _stored(inner) == _named(inner) != set()
