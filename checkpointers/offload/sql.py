@@ -9,7 +9,8 @@ reference row to a stored blob also bumps the blob's ``gen`` in its transaction,
 deletes a blob only if its ``gen`` is still the one read with the reference check. A writer that
 committed first is seen by the check; one still running holds the row, and once it commits the
 deletion re-reads the row, finds another ``gen`` and leaves the blob; one that starts after the
-deletion finds no blob to bump and stores the bytes again.
+deletion finds no blob to bump and stores the bytes again. Both lock blob rows one statement at a
+time in digest order, so two flows naming the same blobs never wait on each other crosswise.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ class BlobSql:
             digests = sorted(op.blobs)
             yield Sql(self.insert_refs, (o.thread_id, o.checkpoint_ns, o.checkpoint_id, o.task_id,
                                          self.ids(digests)))
-            present = {r[0] for r in (yield Sql(self.touch, (self.ids(digests),), True))}
+            present = set()
+            for digest in digests:  # one at a time, in digest order: no two flows lock crosswise
+                if (yield Sql(self.touch, (self.ids([digest]),), True)):
+                    present.add(digest)
             stored = 0
             for digest in digests:
                 if digest not in present:
@@ -82,8 +86,11 @@ class BlobSql:
         if isinstance(op, Collect):
             if not op.digests or not (yield Sql(self.has, (), True)):
                 return (0, 0)
-            rows = yield Sql(self.collect, (self.ids(sorted(set(op.digests))),), True)
-            return (len(rows), sum(int(r[0]) for r in rows))
+            count = size = 0
+            for digest in sorted(set(op.digests)):  # in digest order, as a writer locks them
+                rows = yield Sql(self.collect, (self.ids([digest]),), True)
+                count, size = count + len(rows), size + sum(int(r[0]) for r in rows)
+            return (count, size)
         if isinstance(op, BlobUsage):
             if not (yield Sql(self.has, (), True)):
                 return (0, 0)
