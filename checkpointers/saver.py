@@ -20,6 +20,10 @@
   the wrapper's reducer when it has none, passed through with the same one, refused with another.
 * ``keep_last`` runs retention after the inner put has stored the checkpoint; a failing run is
   logged, counted in ``retention_stats`` and retried, never failing the put.
+* with ``offload``, the checkpoint and writes handed to the inner saver hold references
+  (``checkpointers.offload``), their blobs and reference rows stored first; every read
+  (``get``, ``get_tuple``, ``list``, ``get_delta_channel_history`` and the async forms) returns
+  them restored, or raises ``BlobError`` naming the checkpoint and the blob.
 
 The user guide (in-run vs stored state, interrupts and forks, observability, retention) is
 docs/savers.md.
