@@ -134,3 +134,25 @@ def test_writers_naming_a_blob_while_others_drop_it_lose_nothing(
             restored = list(saver.list(thread_config(thread)))  # raises on a missing blob
             assert restored and any(image in str(t.checkpoint["channel_values"]) for t in restored)
         assert _stored(inner) == _named(inner) != set()
+
+
+@pytest.mark.parametrize("thread", ["a.b", "%2E", ""])
+def test_a_base_store_keeps_the_rows_of_any_thread_id(thread: str) -> None:
+    """A ``BaseStore`` refuses "." and empty namespace labels; a thread id may hold either."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore()
+    image = base64.b64encode(random.Random(2).randbytes(3_000)).decode()
+    saver = ReducingCheckpointSaver(InMemorySaver(), MessageReducer(min_messages=4, max_messages=8),
+                                    offload=BlobOffload(min_bytes=1024, store=store))
+    graph = build_graph(saver)
+    for other in (thread, "plain"):
+        _image_turn(graph, other, 0, image)
+    state: Any = graph.get_state(thread_config(thread)).values["messages"]
+    first: Any = next(m for m in state if isinstance(m, HumanMessage))
+    assert first.content[1]["base64"] == image
+    saver.delete_thread(thread)
+    assert len(store.search(("agentstate_blobs",))) == 1  # "plain" still names it
+    saver.delete_thread("plain")
+    assert store.search(("agentstate_blobs",)) == []

@@ -2,7 +2,7 @@
 ``BlobOffload(store=...)``.
 
 Items: each blob at ``("agentstate_blobs",)``, key its digest, value ``{"data": <base64>, "size":
-n}``; each reference row at ``("agentstate_blob_refs", thread_id)``, key
+n}``; each reference row at ``("agentstate_blob_refs", <thread_id, "%" and "." escaped>)``, key
 ``<ns>\\x1f<checkpoint_id>\\x1f<task_id>``, value ``{"digests": [...]}``; and, so that a collection
 asks one namespace, each use of a blob at ``("agentstate_blob_users", digest)``, key
 ``<thread_id>\\x1f<row key>``.
@@ -33,8 +33,13 @@ def _row_key(owner: Owner) -> str:
     return _SEP.join((owner.checkpoint_ns, owner.checkpoint_id, owner.task_id))
 
 
+def _label(text: str) -> str:
+    """``text`` as a namespace label a ``BaseStore`` accepts (no ".", never empty), one to one."""
+    return text.replace("%", "%25").replace(".", "%2E") or "%"
+
+
 def _rows_ns(thread_id: str) -> tuple[str, ...]:
-    return ("agentstate_blob_refs", thread_id)
+    return ("agentstate_blob_refs", _label(thread_id))
 
 
 def _users_ns(digest: str) -> tuple[str, ...]:
