@@ -119,7 +119,7 @@ def _walk(value: Any, leaf: Callable[[Any, bool], Any], tool: bool, depth: int) 
         if not changed:
             return value
         if type(value) is dict:
-            return {k: changed.get(k, v) if k in changed else v for k, v in value.items()}
+            return {k: changed.get(k, v) for k, v in value.items()}
         copy = value.copy()
         copy.update(changed)
         return copy
