@@ -53,6 +53,7 @@ from agentstate_reducer import MessageReducer
 
 from . import retention as _retention
 from .offload.checkpoint import (
+    BlobCache,
     restored_history_flow,
     restored_tuple_flow,
     stored_checkpoint_flow,
@@ -117,7 +118,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             write is stored once by its SHA-256 and read back in place (docs/savers.md, "Blob
             offload"); None (the default) stores checkpoints as they are. With it on, retention,
             ``prune`` and ``delete_thread`` delete a blob once nothing names it, and
-            ``copy_thread``/``delete_for_runs`` are not offered.
+            ``copy_thread``/``delete_for_runs`` are not offered. An inner saver with an
+            ``offload`` setting of its own (the Cosmos DB savers) is handed it and offloads
+            itself, after its reduction (``ValueError`` if it already has a different one).
 
     Raises:
         TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``;
@@ -185,7 +188,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
                 f"offload must be a checkpointers.BlobOffload or None, got {type(offload).__name__}"
             )
         self._offload = offload
-        self._blobs: BlobRunner | None = offload.bind(inner) if offload is not None else None
+        self._blobs: BlobRunner | None = None
+        if offload is not None and not _adopt_offload(inner, offload):
+            self._blobs = offload.bind(inner)
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -403,7 +408,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         # Read the page first: a SQLite saver holds its lock while it iterates.
         blobs = self._blobs
         assert blobs is not None
-        cache = _BlobCache()
+        cache = BlobCache()
         for tup in list(listed):
             yield blobs.run(restored_tuple_flow(tup, blobs.where, cache))
 
@@ -451,7 +456,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     async def _arestored(self, listed: AsyncIterator[CheckpointTuple]) -> AsyncIterator[CheckpointTuple]:
         blobs = self._blobs
         assert blobs is not None
-        cache = _BlobCache()
+        cache = BlobCache()
         for tup in [t async for t in listed]:
             yield await blobs.arun(restored_tuple_flow(tup, blobs.where, cache))
 
@@ -485,17 +490,6 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         if self._blobs is None:
             return history
         return await self._blobs.arun(restored_history_flow(history, config, self._blobs.where))
-
-
-class _BlobCache(dict[str, bytes]):
-    """Blobs read during one ``list``: a blob in many checkpoints is read once (up to 64 MB)."""
-
-    limit = 64 << 20
-
-    def add(self, blobs: Mapping[str, bytes]) -> None:
-        if sum(map(len, self.values())) + sum(map(len, blobs.values())) > self.limit:
-            self.clear()
-        self.update(blobs)
 
 
 def _drop_thread_flow(thread_id: str) -> Any:
@@ -630,6 +624,25 @@ def _saver_class(
     namespace.update((name, _DELEGATES[name]) for name in capabilities)
     namespace.update((name, _OWN[name]) for name in own)
     return type(qualname, (base,), namespace)
+
+
+def _adopt_offload(inner: Any, offload: BlobOffload) -> bool:
+    """The adoption rule for ``offload``: a saver with an ``offload`` setting of its own (the Cosmos
+    DB savers) is handed the wrapper's and does the offloading itself, after its reduction, so
+    nothing is offloaded twice; True means the wrapper leaves blobs to it."""
+    setting = getattr(type(inner), "offload", None)
+    if not isinstance(setting, property) or setting.fset is None:
+        return False
+    name = type(inner).__name__
+    current = inner.offload
+    if current is not None and current is not offload:
+        raise ValueError(
+            f"{name} already offloads with its own BlobOffload ({current!r}); wrapping it with a different "
+            f"one ({offload!r}) would offload every checkpoint twice. Pass the same BlobOffload object, or "
+            f"create the {name} with offload=None and let the wrapper hand it its offload."
+        )
+    inner.offload = offload
+    return True
 
 
 def _adopt(inner: Any, reducer: MessageReducer, messages_key: str, on_reduce: OnReduce | None) -> bool:

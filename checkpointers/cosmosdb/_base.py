@@ -21,6 +21,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from agentstate_reducer import MessageReducer
 
 from .. import retention as _retention
+from .._flow import Flow
+from ..offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow, stored_writes_flow
+from ..offload.config import BlobOffload, BlobRunner
 from ..reduction import (
     DEFAULT_MEMO,
     AbsentKeyCheck,
@@ -32,10 +35,10 @@ from ..reduction import (
     resolve_memo,
 )
 from ._mapping import (
+    ITEM_OPS,
     Missing,
     Op,
     PutPlan,
-    Read,
     Ttls,
     blob_item_id,
     check_account_key,
@@ -154,6 +157,7 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         keep_last: int | None = None,
         retention_every: int = 8,
         branch_grace: timedelta = _retention.BRANCH_GRACE,
+        offload: BlobOffload | None = None,
     ) -> None:
         self._require_sdk()
         super().__init__(serde=serde)
@@ -218,6 +222,9 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         self.summary_memo = resolve_memo(summary_memo)
         self._absent_key = AbsentKeyCheck()
         self._init_retention(keep_last, retention_every, branch_grace)
+        self._offload: BlobOffload | None = None
+        self._blobs: BlobRunner | None = None
+        self.offload = offload
 
     # -- subclass hooks ---------------------------------------------------------------------------
 
@@ -310,6 +317,50 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
             raise TypeError(f"summary_memo must be a SummaryMemo or None, got {type(value).__name__}")
         self._summary_memo = value
 
+    # -- blob offload (ReducingCheckpointSaver's offload= is handed to this setter: adoption) --------
+
+    @property
+    def offload(self) -> BlobOffload | None:
+        """The ``BlobOffload`` applied to every stored checkpoint and write, or None."""
+        return self._offload
+
+    @offload.setter
+    def offload(self, value: BlobOffload | None) -> None:
+        if value is not None and not isinstance(value, BlobOffload):
+            raise TypeError(
+                f"offload must be a checkpointers.BlobOffload or None, got {type(value).__name__}"
+            )
+        if value is not None and self._settings.ttls.ttl is not None:
+            raise ValueError(
+                "offload= cannot be combined with ttl=: a checkpoint that expires would leave its blobs "
+                "named (Cosmos DB deletes expired items without telling the saver), so they would be kept "
+                "forever; use keep_last= (or prune/sweep) to bound the store instead of ttl"
+            )
+        self._offload = value
+        self._blobs = None if value is None else value.bind(self)
+
+    def _blob_safe(self, method: str) -> None:
+        """Raise for a method that would copy or delete checkpoints without their blob references."""
+        if self._offload is not None:
+            raise NotImplementedError(
+                f"{type(self).__name__}.{method} is not available with offload=: it would copy or delete "
+                "checkpoints without the references that keep their blobs; use delete_thread or prune"
+            )
+
+    def _stored_checkpoint_flow(self, config: RunnableConfig, checkpoint: Checkpoint) -> Flow[Any, Any, Any]:
+        assert self._offload is not None
+        return stored_checkpoint_flow(self._offload.offloader, config, checkpoint, self._messages_key)
+
+    def _stored_writes_flow(
+        self, config: RunnableConfig, writes: Any, task_id: str
+    ) -> Flow[Any, Any, Any]:
+        assert self._offload is not None
+        return stored_writes_flow(self._offload.offloader, config, writes, task_id, self._messages_key)
+
+    def _restored_flow(self, tup: Any, cache: Any = None) -> Flow[Any, Any, Any]:
+        assert self._blobs is not None
+        return restored_tuple_flow(tup, self._blobs.where, cache)
+
     # -- retention ---------------------------------------------------------------------------------
 
     def _after_put(self, saved: RunnableConfig, metadata: CheckpointMetadata) -> None:
@@ -346,7 +397,7 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
             database=self._settings.database_name if conn.database is not None else None,
             container=str(getattr(conn.container, "id", None) or self._settings.container_name),
             sub_status=getattr(error, "sub_status", None),
-            item=isinstance(op, Read),
+            item=isinstance(op, ITEM_OPS),
         )
 
     def get_next_version(self, current: str | None, channel: None) -> str:

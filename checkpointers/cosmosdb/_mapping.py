@@ -77,9 +77,12 @@ from ._items import (
     value_items,
 )
 from ._ops import (
+    ITEM_OPS,
     Batch,
     ContainerNotFoundError,
     CosmosFlow,
+    Create,
+    DeleteIf,
     Exists,
     ListingFlow,
     Missing,
@@ -88,6 +91,7 @@ from ._ops import (
     Pages,
     Query,
     Read,
+    ReplaceIf,
     explain_missing_flow,
     explaining_missing,
 )
@@ -103,6 +107,7 @@ from ._queries import (
 __all__ = [
     "CHUNK_BYTES",
     "INDEXING_POLICY",
+    "ITEM_OPS",
     "MAX_BATCH_BYTES",
     "MAX_BATCH_OPS",
     "MAX_ITEM_BYTES",
@@ -116,6 +121,8 @@ __all__ = [
     "ContainerCheck",
     "ContainerNotFoundError",
     "CosmosFlow",
+    "Create",
+    "DeleteIf",
     "Exists",
     "ListingFlow",
     "Missing",
@@ -126,6 +133,7 @@ __all__ = [
     "Query",
     "Read",
     "Removal",
+    "ReplaceIf",
     "Ttls",
     "Value",
     "assemble",

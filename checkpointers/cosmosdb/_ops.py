@@ -22,7 +22,8 @@ from ._items import PARTITION_KEY_PATH
 
 class Op:
     """What a flow asks its saver's I/O half to do: ``Read``, ``Query``, ``Pages``, ``NextPage``,
-    ``Batch`` or ``Exists``; each says what its result is."""
+    ``Batch``, ``Exists``, or one of the single-item writes ``Create``, ``ReplaceIf`` and
+    ``DeleteIf``; each says what its result is."""
 
     __slots__ = ()
 
@@ -82,6 +83,37 @@ class Exists(Op):
 
     database: bool = False
 
+
+@dataclass(frozen=True, slots=True)
+class Create(Op):
+    """Create one item; result: True, or False when an item with its id exists (409)."""
+
+    pk: str
+    item: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplaceIf(Op):
+    """Replace one item only if its ``_etag`` is still ``etag`` (If-Match); result: True, False
+    when it changed since (412), or None when it does not exist."""
+
+    pk: str
+    item: dict[str, Any]
+    etag: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteIf(Op):
+    """Delete one item only if its ``_etag`` is still ``etag`` (If-Match); result: True, False
+    when it changed since (412), or None when it does not exist."""
+
+    pk: str
+    id: str
+    etag: str
+
+
+#: Ops whose 404 means "no such item" (their result is then None), as for a point read.
+ITEM_OPS = (Read, ReplaceIf, DeleteIf)
 
 R = TypeVar("R")
 #: A flow of Cosmos DB ops returning ``R``; each op's result is as its class says.

@@ -38,13 +38,22 @@ from langgraph.checkpoint.serde.types import INTERRUPT
 
 from .. import retention as r
 from .._flow import translating
+from ..offload.ops import BLOB_OPS, Collect
+from ._blobs import BlobWork
 from ._flows import delete_thread_flow, plan_removal
 from ._ids import blob_item_id, partition_key
 from ._items import plan_batches
 from ._ops import Batch, CosmosFlow, NextPage, Pages, Query
 from ._queries import IS_CHECKPOINT, PAGE_SIZE
 
-__all__ = ["AsyncCosmosBackend", "CosmosBackend", "documents_bytes", "retention_flow", "stored_bytes_flow"]
+__all__ = [
+    "AsyncCosmosBackend",
+    "CosmosBackend",
+    "delete_thread_retention_flow",
+    "documents_bytes",
+    "retention_flow",
+    "stored_bytes_flow",
+]
 
 _CHECKPOINTS_SQL = (
     "SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.blobs, c.updated_channels, "
@@ -84,6 +93,10 @@ class _Thread:
     values: list[str] = field(default_factory=list)
     #: value head ids the thread's checkpoints name, read again before the first value deletion
     named: set[str] | None = None
+
+    @property
+    def deletes(self) -> bool:
+        return bool(self.remove or self.writes or self.values)
 
 
 def _load(thread_id: str) -> Generator[Any, Any, tuple[r.ThreadState, _Thread]]:
@@ -144,11 +157,25 @@ def _flush(thread: _Thread) -> CosmosFlow[None]:
         yield Batch(thread.pk, tuple(batch), missing_ok=True)
     for batch in plan_batches(_delete_ops(thread.values)):
         yield Batch(thread.pk, tuple(batch), missing_ok=True)
+    # written: what a later deletion of the same flow plans starts from the kept checkpoints
+    thread.rows = [row for row in thread.rows if row["id"] not in thread.remove]
+    thread.checkpoint_ids = {k: v for k, v in thread.checkpoint_ids.items() if v not in thread.remove}
+    thread.remove, thread.writes, thread.values = set(), [], []
+
+
+def _flush_all(threads: Mapping[str, _Thread]) -> CosmosFlow[None]:
+    for thread in threads.values():
+        if thread.deletes:
+            yield from _flush(thread)
 
 
 def _perform(
-    op: r.Op, threads: dict[str, _Thread], serde: SerializerProtocol
+    op: r.Op, threads: dict[str, _Thread], serde: SerializerProtocol, blobs: BlobWork
 ) -> Generator[Any, Any, Any]:
+    if isinstance(op, BLOB_OPS):
+        if isinstance(op, Collect):  # the deletions first: a blob goes after what named it
+            yield from _flush_all(threads)
+        return (yield from blobs.perform(op))
     if isinstance(op, r.LoadThread):
         state, thread = yield from _load(op.thread_id)
         threads.setdefault(op.thread_id, thread)
@@ -187,6 +214,7 @@ def _perform(
         return 1
     if isinstance(op, r.DeleteThread):
         threads.pop(op.thread_id, None)
+        yield from blobs.load_refs(op.thread_id)  # for the DropRefs that follows: they go with it
         yield from delete_thread_flow(op.thread_id)
         return None
     if isinstance(op, r.ListThreads):
@@ -205,14 +233,22 @@ def _perform(
     raise TypeError(f"unknown retention operation {op!r}")
 
 
-def retention_flow(flow: r.Flow, serde: SerializerProtocol) -> CosmosFlow[Any]:
-    """``flow`` (a retention flow) as a Cosmos DB flow; what it deletes is written when it returns."""
+def retention_flow(flow: r.Flow, serde: SerializerProtocol, *, offload: bool = False) -> CosmosFlow[Any]:
+    """``flow`` (a retention flow, with blob offload's operations) as a Cosmos DB flow; what it
+    deletes is written at its first ``Collect`` or when it returns, the blob references it drops
+    after that (``_blobs.BlobWork``). ``offload``: the saver keeps blobs (``HasBlobs`` is True
+    without asking)."""
     threads: dict[str, _Thread] = {}
-    returned = yield from translating(flow, lambda op: _perform(op, threads, serde))
-    for thread in threads.values():
-        if thread.remove or thread.writes or thread.values:
-            yield from _flush(thread)
+    blobs = BlobWork(known=offload)
+    returned = yield from translating(flow, lambda op: _perform(op, threads, serde, blobs))
+    yield from _flush_all(threads)
+    yield from blobs.release_flow()
     return returned
+
+
+def delete_thread_retention_flow(thread_id: str) -> r.Flow:
+    """Delete one thread as a retention flow, so a backend's ``run`` has its blobs follow."""
+    yield r.DeleteThread(thread_id)
 
 
 def stored_bytes_flow() -> CosmosFlow[int]:
@@ -247,17 +283,27 @@ def documents_bytes(usage: str | None) -> int | None:
 # -- the backends: registered for the savers by ``sync`` and ``aio`` ------------------------------
 
 
+def _offloads(saver: Any) -> bool:
+    return getattr(saver, "offload", None) is not None
+
+
 class _CosmosVersions:
+    #: how blob errors name where the blobs are
+    blob_where = "the Cosmos DB container's blob items"
+
     def version_entry(self, ns: str, channel: str, version: Any) -> tuple[str, str]:
         return blob_item_id(ns, channel, version), ""  # versions are the value items' ids
 
 
 class CosmosBackend(_CosmosVersions, r.Backend):
     """``CosmosDBSaver``: the operations as Cosmos DB ops (``retention_flow``), in transactional
-    batches of at most 100 operations per thread; no transaction spans batches."""
+    batches of at most 100 operations per thread; no transaction spans batches. Blob offload's
+    operations are ``_blobs``'s flows, safe against concurrent writers without a transaction."""
+
+    stores_blobs = True
 
     def _run(self, flow: r.Flow) -> Any:
-        return self.saver._run(retention_flow(flow, self.saver.serde))
+        return self.saver._run(retention_flow(flow, self.saver.serde, offload=_offloads(self.saver)))
 
     def _size(self) -> int | None:
         reported = documents_bytes(self.saver._resource_usage())
@@ -272,9 +318,10 @@ class AsyncCosmosBackend(_CosmosVersions, r.Backend):
     on the saver's event loop from another thread."""
 
     is_async = True
+    stores_blobs = True
 
     def run(self, flow: r.Flow) -> Any:
-        return self.saver._sync(self._arun(flow))
+        return self.saver._sync(self.arun(flow))
 
     def size(self) -> int | None:
         return self.saver._sync(self._asize())
@@ -283,7 +330,7 @@ class AsyncCosmosBackend(_CosmosVersions, r.Backend):
         return None
 
     async def _arun(self, flow: r.Flow) -> Any:
-        return await self.saver._run(retention_flow(flow, self.saver.serde))
+        return await self.saver._run(retention_flow(flow, self.saver.serde, offload=_offloads(self.saver)))
 
     async def _asize(self) -> int | None:
         reported = documents_bytes(await self.saver._aresource_usage())

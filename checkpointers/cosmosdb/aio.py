@@ -14,9 +14,10 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from .. import retention as _retention
 from .._flow import adrive, aiterate
+from ..offload.checkpoint import BlobCache
 from . import _mapping as m
 from ._base import CosmosSaverBase
-from ._retention import AsyncCosmosBackend
+from ._retention import AsyncCosmosBackend, delete_thread_retention_flow
 
 __all__ = ["AsyncCosmosDBSaver"]
 
@@ -209,6 +210,22 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
             except StopAsyncIteration:
                 return None
             return [row async for row in page]
+        if isinstance(op, m.Create):
+            try:
+                await container.create_item(op.item)
+            except cosmos.exceptions.CosmosResourceExistsError:
+                return False
+            return True
+        if isinstance(op, (m.ReplaceIf, m.DeleteIf)):
+            condition = _if_match(op.etag)
+            try:
+                if isinstance(op, m.ReplaceIf):
+                    await container.replace_item(op.item["id"], op.item, **condition)
+                else:
+                    await container.delete_item(op.id, partition_key=op.pk, **condition)
+            except cosmos.exceptions.CosmosAccessConditionFailedError:
+                return False
+            return True
         if isinstance(op, m.Batch):
             try:
                 await container.execute_item_batch(builtins.list(op.operations), partition_key=op.pk)
@@ -232,7 +249,10 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
     # -- BaseCheckpointSaver, async ---------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._run(m.get_tuple_flow(config, self.serde))
+        tup = await self._run(m.get_tuple_flow(config, self.serde))
+        if self._blobs is None or tup is None:
+            return tup
+        return await self._blobs.arun(self._restored_flow(tup))
 
     async def alist(
         self,
@@ -243,8 +263,9 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         listing = m.explaining_missing(m.list_flow(config, filter, before, limit, self.serde))
+        blobs, cache = self._blobs, BlobCache()
         async for item in aiterate(listing, self._execute):
-            yield item
+            yield item if blobs is None else await blobs.arun(self._restored_flow(item, cache))
 
     async def aput(
         self,
@@ -254,6 +275,8 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         checkpoint = await self._areduce(config, checkpoint, new_versions)
+        if self._blobs is not None:  # after the reduction: only what is kept is offloaded
+            checkpoint = await self._blobs.arun(self._stored_checkpoint_flow(config, checkpoint))
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
         result = await self._run(m.put_flow(plan))
         self._written_by(plan, started)
@@ -267,17 +290,25 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        if self._blobs is not None:
+            writes = await self._blobs.arun(self._stored_writes_flow(config, writes, task_id))
         ttls = self._settings.ttls
         await self._run(m.put_writes_flow(config, writes, task_id, task_path, self.serde, ttls))
 
     async def adelete_thread(self, thread_id: str) -> None:
-        await self._run(m.delete_thread_flow(str(thread_id)))
+        """Delete every item of the thread; with ``offload``, then the blobs nothing names any more."""
+        if self._offload is not None:
+            await _retention.backend_for(self).arun(delete_thread_retention_flow(str(thread_id)))
+        else:
+            await self._run(m.delete_thread_flow(str(thread_id)))
         self._written.forget([m.partition_key(str(thread_id))])
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._blob_safe("delete_for_runs")
         await self._run(m.delete_for_runs_flow(run_ids))
 
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._blob_safe("copy_thread")
         await self._run(m.copy_thread_flow(source_thread_id, target_thread_id, self._settings.ttls))
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -379,3 +410,9 @@ _retention.register(AsyncCosmosDBSaver, AsyncCosmosBackend)
 def _scope(pk: str | None) -> dict[str, Any]:
     # azure.cosmos.aio queries are cross-partition unless a partition key is given
     return {} if pk is None else {"partition_key": pk}
+
+
+def _if_match(etag: str) -> dict[str, Any]:
+    from azure.core import MatchConditions  # azure-cosmos depends on azure-core: there when the SDK is
+
+    return {"etag": etag, "match_condition": MatchConditions.IfNotModified}

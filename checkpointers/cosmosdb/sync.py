@@ -14,9 +14,10 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from .. import retention as _retention
 from .._flow import drive, iterate
+from ..offload.checkpoint import BlobCache
 from . import _mapping as m
 from ._base import CosmosSaverBase
-from ._retention import CosmosBackend
+from ._retention import CosmosBackend, delete_thread_retention_flow
 
 __all__ = ["CosmosDBSaver"]
 
@@ -84,6 +85,12 @@ class CosmosDBSaver(CosmosSaverBase):
             counted in ``retention_stats``, retried at the thread's next put).
         retention_every, branch_grace: when retention runs, and how long a checkpoint another
             run may still extend is kept, as for ``ReducingCheckpointSaver``.
+        offload: a ``checkpointers.BlobOffload``: large and binary content is stored once by its
+            SHA-256, as for ``ReducingCheckpointSaver`` (after the reduction), in items of the
+            same container (``checkpointers.cosmosdb._blobs``: one partition per blob), or in its
+            ``store``; retention, ``prune`` and ``delete_thread`` delete a blob once nothing names
+            it. Not with ``ttl`` (``ValueError``); ``copy_thread``/``delete_for_runs`` then raise
+            ``NotImplementedError``.
 
     ``prune(thread_ids, strategy="keep_latest" | "delete")`` follows the same rules (``keep_latest``
     is ``keep_last=1``); ``checkpointers.retention.sweep``/``asweep`` work on this saver too.
@@ -243,6 +250,22 @@ class CosmosDBSaver(CosmosSaverBase):
         if isinstance(op, m.NextPage):
             page = next(op.pager, None)
             return None if page is None else builtins.list(page)
+        if isinstance(op, m.Create):
+            try:
+                container.create_item(op.item)
+            except cosmos.exceptions.CosmosResourceExistsError:
+                return False
+            return True
+        if isinstance(op, (m.ReplaceIf, m.DeleteIf)):
+            condition = _if_match(op.etag)
+            try:
+                if isinstance(op, m.ReplaceIf):
+                    container.replace_item(op.item["id"], op.item, **condition)
+                else:
+                    container.delete_item(op.id, partition_key=op.pk, **condition)
+            except cosmos.exceptions.CosmosAccessConditionFailedError:
+                return False
+            return True
         if isinstance(op, m.Batch):
             try:
                 container.execute_item_batch(builtins.list(op.operations), partition_key=op.pk)
@@ -266,7 +289,10 @@ class CosmosDBSaver(CosmosSaverBase):
     # -- BaseCheckpointSaver ----------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._run(m.get_tuple_flow(config, self.serde))
+        tup = self._run(m.get_tuple_flow(config, self.serde))
+        if self._blobs is None or tup is None:
+            return tup
+        return self._blobs.run(self._restored_flow(tup))
 
     def list(
         self,
@@ -277,7 +303,14 @@ class CosmosDBSaver(CosmosSaverBase):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         listing = m.explaining_missing(m.list_flow(config, filter, before, limit, self.serde))
-        return iterate(listing, self._execute)
+        listed = iterate(listing, self._execute)
+        return listed if self._blobs is None else self._restored(listed)
+
+    def _restored(self, listed: Iterator[CheckpointTuple]) -> Iterator[CheckpointTuple]:
+        blobs, cache = self._blobs, BlobCache()
+        assert blobs is not None
+        for tup in listed:
+            yield blobs.run(self._restored_flow(tup, cache))
 
     def put(
         self,
@@ -295,6 +328,8 @@ class CosmosDBSaver(CosmosSaverBase):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        if self._blobs is not None:  # after the reduction: only what is kept is offloaded
+            checkpoint = self._blobs.run(self._stored_checkpoint_flow(config, checkpoint))
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
         result = self._run(m.put_flow(plan))
         self._written_by(plan, started)
@@ -308,17 +343,25 @@ class CosmosDBSaver(CosmosSaverBase):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        if self._blobs is not None:
+            writes = self._blobs.run(self._stored_writes_flow(config, writes, task_id))
         ttls = self._settings.ttls
         self._run(m.put_writes_flow(config, writes, task_id, task_path, self.serde, ttls))
 
     def delete_thread(self, thread_id: str) -> None:
-        self._run(m.delete_thread_flow(str(thread_id)))
+        """Delete every item of the thread; with ``offload``, then the blobs nothing names any more."""
+        if self._offload is not None:
+            _retention.backend_for(self).run(delete_thread_retention_flow(str(thread_id)))
+        else:
+            self._run(m.delete_thread_flow(str(thread_id)))
         self._written.forget([m.partition_key(str(thread_id))])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._blob_safe("delete_for_runs")
         self._run(m.delete_for_runs_flow(run_ids))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        self._blob_safe("copy_thread")
         self._run(m.copy_thread_flow(source_thread_id, target_thread_id, self._settings.ttls))
 
     def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
@@ -390,3 +433,9 @@ _retention.register(CosmosDBSaver, CosmosBackend)
 
 def _scope(pk: str | None) -> dict[str, Any]:
     return {"enable_cross_partition_query": True} if pk is None else {"partition_key": pk}
+
+
+def _if_match(etag: str) -> dict[str, Any]:
+    from azure.core import MatchConditions  # azure-cosmos depends on azure-core: there when the SDK is
+
+    return {"etag": etag, "match_condition": MatchConditions.IfNotModified}

@@ -20,6 +20,7 @@ from .ops import LoadBlobs, Owner, SaveBlobs
 from .transform import Offloader, Reference, references, restore
 
 __all__ = [
+    "BlobCache",
     "BlobError",
     "CorruptBlobError",
     "MissingBlobError",
@@ -49,6 +50,17 @@ class MissingBlobError(BlobError):
 
 class CorruptBlobError(BlobError):
     """The blob's bytes do not hash to its digest (changed outside agentstate-reducer)."""
+
+
+class BlobCache(dict[str, bytes]):
+    """Blobs read during one ``list``: a blob in many checkpoints is read once (up to 64 MB)."""
+
+    limit = 64 << 20
+
+    def add(self, blobs: Mapping[str, bytes]) -> None:
+        if sum(map(len, self.values())) + sum(map(len, blobs.values())) > self.limit:
+            self.clear()
+        self.update(blobs)
 
 
 def owner_of(config: Mapping[str, Any], checkpoint_id: str | None = None, task_id: str = "") -> Owner:

@@ -60,7 +60,10 @@ class _BackendRunner(BlobRunner):
     def __init__(self, backend: Any, saver: Any) -> None:
         self.backend = backend
         name = type(saver).__name__
-        self.where = "the InMemorySaver's blobs" if "Memory" in name else f"the {name}'s blob table"
+        where = getattr(backend, "blob_where", None)
+        if where is None:
+            where = "the InMemorySaver's blobs" if "Memory" in name else f"the {name}'s blob table"
+        self.where = where
 
     def run(self, flow: Flow[Any, Any, Any]) -> Any:
         asks, value = _started(flow)

@@ -1,0 +1,311 @@
+"""Blob offload on the Cosmos DB savers, on the local Cosmos DB server (``tests/cosmos_service.py``):
+``CosmosDBSaver(offload=...)``/``AsyncCosmosDBSaver(offload=...)`` and a ``ReducingCheckpointSaver``
+with ``offload=`` around them round-trip images exactly, store each image once as items of the
+container, and retention, ``prune`` and ``delete_thread`` delete a blob exactly when nothing names it
+any more, also with concurrent writers."""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.conformance import checkpointer_test, validate
+
+from agentstate_reducer import MessageReducer
+from checkpointers import BlobOffload, MissingBlobError, ReducingCheckpointSaver
+from checkpointers.cosmosdb import AsyncCosmosDBSaver, CosmosDBSaver
+from checkpointers.offload.transform import references
+from tests.cosmos_service import CosmosServer
+
+pytestmark = [pytest.mark.cosmos, pytest.mark.slow]
+
+MIN = 256
+REDUCER = MessageReducer(min_messages=200, max_messages=400)
+
+
+def image(n: int, size: int = 2048) -> bytes:
+    """Distinct bytes per ``n``."""
+    return (n.to_bytes(4, "big") * (size // 4 + 1))[:size]
+
+
+def message(n: int, data: bytes) -> Any:
+    b64 = base64.b64encode(data).decode()
+    return HumanMessage(id=f"m{n}", content=[{"type": "image", "base64": b64, "mime_type": "image/png"}])
+
+
+def checkpoint(messages: list[Any], step: int = 0) -> Any:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": messages}
+    cp["channel_versions"] = {"messages": step + 1}
+    return cp
+
+
+def config(thread: str, checkpoint_id: str | None = None) -> Any:
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if checkpoint_id is not None:
+        conf["checkpoint_id"] = checkpoint_id
+    return {"configurable": conf}
+
+
+@contextmanager
+def sync_saver(server: CosmosServer, database: str, container: str = "c", **kwargs: Any) -> Iterator[Any]:
+    with server.client() as client:
+        saver = CosmosDBSaver(database, container, client=client, **kwargs)
+        saver.setup()
+        yield saver
+
+
+@asynccontextmanager
+async def async_saver(
+    server: CosmosServer, database: str, container: str = "c", **kwargs: Any
+) -> AsyncIterator[Any]:
+    async with server.async_client() as client:
+        saver = AsyncCosmosDBSaver(database, container, client=client, **kwargs)
+        await saver.asetup()
+        yield saver
+
+
+def query(server: CosmosServer, database: str, sql: str, container: str = "c") -> list[dict[str, Any]]:
+    """Rows of a cross-partition query, read with a client of its own."""
+    with server.client() as client:
+        proxy = client.get_database_client(database).get_container_client(container)
+        return list(proxy.query_items(sql, enable_cross_partition_query=True))
+
+
+def stored_blobs(server: CosmosServer, database: str, container: str = "c") -> dict[str, int]:
+    """digest -> size of every blob stored in the container."""
+    rows = query(server, database, "SELECT c.digest, c.size FROM c WHERE c.kind = 'offblob'", container)
+    return {r["digest"]: r["size"] for r in rows}
+
+
+def named_digests(server: CosmosServer, database: str, container: str = "c") -> set[str]:
+    """The digests the stored checkpoints and writes name, read without offload (raw)."""
+    with sync_saver(server, database, container) as raw:
+        tuples = list(raw.list(None))
+    return set(references([(t.checkpoint["channel_values"], t.pending_writes) for t in tuples]))
+
+
+def assert_blobs_follow(server: CosmosServer, database: str, container: str = "c") -> None:
+    """The blobs stored are exactly those the stored checkpoints and writes name."""
+    assert set(stored_blobs(server, database, container)) == named_digests(server, database, container)
+
+
+# -- round trips -----------------------------------------------------------------------------------
+
+
+def test_round_trip_stores_each_image_once(cosmos_server: CosmosServer, cosmos_database: str) -> None:
+    # a 500 kB image (as the issue's benchmark) and one over 1 MiB, which takes two chunk items
+    big, huge = image(1, 500_000), image(2, 1_500_000)
+    with sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as saver:
+        first = saver.put(config("t"), checkpoint([message(1, big)]), {"step": 0}, {"messages": 1})
+        messages = [message(1, big), message(2, huge), AIMessage("seen", id="a")]
+        second = saver.put(config("t"), checkpoint(messages, 1), {"step": 1}, {"messages": 2})
+        writes = [("messages", [message(1, big)]), ("other", huge)]
+        saver.put_writes(second, writes, "task-1")
+
+        tup = saver.get_tuple(second)
+        assert tup is not None
+        assert tup.checkpoint["channel_values"]["messages"] == messages
+        assert [(c, v) for _, c, v in tup.pending_writes] == writes
+        assert saver.get_tuple(config("t")).checkpoint["channel_values"]["messages"] == messages
+        listed = list(saver.list(config("t")))
+        assert [t.checkpoint["channel_values"]["messages"] for t in listed] == [messages, [message(1, big)]]
+        assert saver.get_tuple(first).checkpoint["channel_values"]["messages"] == [message(1, big)]
+
+    # each content once, whatever names it (base64 text is kept as the text, raw bytes as bytes);
+    # the checkpoint and write items hold references only
+    b64 = [len(base64.b64encode(big)), len(base64.b64encode(huge))]
+    assert sorted(stored_blobs(cosmos_server, cosmos_database).values()) == sorted([*b64, len(huge)])
+    raw_items = query(cosmos_server, cosmos_database,
+                      "SELECT * FROM c WHERE c.kind = 'checkpoint' OR c.kind = 'write' OR c.kind = 'blob'")
+    assert all(len(str(item)) < 20_000 for item in raw_items)
+    chunks = query(cosmos_server, cosmos_database, "SELECT c.id, c.data FROM c WHERE c.kind = 'offchunk'")
+    assert len(chunks) == 5  # 667 kB: one chunk; 1.5 MB and 2 MB: two of at most 1 MiB each
+    assert all(len(c["data"]) < 1_500_000 for c in chunks)
+    assert_blobs_follow(cosmos_server, cosmos_database)
+
+
+async def test_async_round_trip_and_delete_thread(cosmos_server: CosmosServer, cosmos_database: str) -> None:
+    shared, own = image(1), image(2)
+    async with async_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as saver:
+        a = await saver.aput(config("a"), checkpoint([message(1, shared), message(2, own)]), {"step": 0},
+                             {"messages": 1})
+        await saver.aput_writes(a, [("messages", [message(2, own)])], "task")
+        b = await saver.aput(config("b"), checkpoint([message(1, shared)]), {"step": 0}, {"messages": 1})
+        tup = await saver.aget_tuple(a)
+        assert tup is not None
+        assert tup.checkpoint["channel_values"]["messages"] == [message(1, shared), message(2, own)]
+        assert [v for _, _, v in tup.pending_writes] == [[message(2, own)]]
+        assert [t.checkpoint["channel_values"]["messages"] async for t in saver.alist(config("b"))] == [
+            [message(1, shared)]]
+        assert len(stored_blobs(cosmos_server, cosmos_database)) == 2
+
+        await saver.adelete_thread("a")  # the shared image stays for b
+        assert_blobs_follow(cosmos_server, cosmos_database)
+        assert len(stored_blobs(cosmos_server, cosmos_database)) == 1
+        assert (await saver.aget_tuple(b)).checkpoint["channel_values"]["messages"] == [message(1, shared)]
+        await saver.adelete_thread("b")
+        assert stored_blobs(cosmos_server, cosmos_database) == {}
+        assert query(cosmos_server, cosmos_database, "SELECT c.id FROM c WHERE c.kind = 'blobref'") == []
+
+
+# -- conformance -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+async def test_conformance_full_with_offload(
+    kind: str, cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    """At 1 byte the suite's short strings read as base64 and are offloaded: it runs over references."""
+    counter = iter(range(100))
+    stored_refs: list[int] = []
+
+    async def factory() -> AsyncIterator[Any]:
+        container = f"off-{next(counter)}"
+        offload = BlobOffload(min_bytes=1, tool_min_bytes=1)
+        reducer = MessageReducer(min_messages=2, max_messages=4)
+        if kind == "sync":
+            with sync_saver(cosmos_server, cosmos_database, container) as saver:
+                yield ReducingCheckpointSaver(saver, reducer, offload=offload)
+        else:
+            async with async_saver(cosmos_server, cosmos_database, container) as saver:
+                yield ReducingCheckpointSaver(saver, reducer, offload=offload)
+        with sync_saver(cosmos_server, cosmos_database, container) as raw:
+            tuples = list(raw.list(None))
+        stored = [(t.checkpoint["channel_values"], t.pending_writes) for t in tuples]
+        stored_refs.append(len(references(stored)))
+
+    report = await validate(checkpointer_test(name=f"offload {kind} cosmos")(factory))
+    failures = {cap: r.failures for cap, r in report.results.items() if r.failures}
+    assert report.conformance_level() == "FULL", failures
+    detected = {cap for cap, r in report.results.items() if r.detected}
+    assert detected == {"put", "put_writes", "get_tuple", "list", "delete_thread", "prune"}
+    assert sum(stored_refs) > 0
+
+
+# -- retention follows the blobs -------------------------------------------------------------------
+
+
+def test_keep_last_and_delete_thread_keep_exactly_the_named_blobs(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    with sync_saver(cosmos_server, cosmos_database) as inner:
+        saver = ReducingCheckpointSaver(inner, REDUCER, keep_last=1, retention_every=1,
+                                        offload=BlobOffload(MIN))
+        assert inner.offload is saver.offload  # adopted: the inner saver offloads, once
+        for thread in ("x", "y"):
+            saved = None
+            for step in range(4):
+                # each checkpoint names this step's image and the thread's first one
+                messages = [message(0, image(100 + (thread == "y"))), message(step, image(step))]
+                saved = saver.put(saved or config(thread), checkpoint(messages, step), {"step": step},
+                                  {"messages": step + 1})
+                saver.put_writes(saved, [("messages", [message(50 + step, image(50 + step))])], "t")
+                assert_blobs_follow(cosmos_server, cosmos_database)
+            tup = saver.get_tuple(config(thread))
+            assert tup.checkpoint["channel_values"]["messages"][1] == message(3, image(3))
+        # x and y share image(3); y's first image is its own
+        assert len(stored_blobs(cosmos_server, cosmos_database)) == 4
+        saver.delete_thread("x")
+        assert_blobs_follow(cosmos_server, cosmos_database)
+        assert len(stored_blobs(cosmos_server, cosmos_database)) == 3
+        saver.prune(["y"], strategy="delete")
+        assert stored_blobs(cosmos_server, cosmos_database) == {}
+
+
+def test_two_writers_and_a_deleter_sharing_an_image_lose_nothing(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    shared = image(7)
+    steps = 12
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(3)
+
+    def writer(thread: str) -> None:
+        try:
+            with sync_saver(cosmos_server, cosmos_database) as inner:
+                saver = ReducingCheckpointSaver(inner, REDUCER, keep_last=1, retention_every=1,
+                                                offload=BlobOffload(MIN))
+                barrier.wait()
+                saved = None
+                for step in range(steps):
+                    own = message(step, image(1000 * step + len(thread)))
+                    cp = checkpoint([message(0, shared), own], step)
+                    saved = saver.put(saved or config(thread), cp, {"step": step}, {"messages": step + 1})
+                    values = saver.get_tuple(saved).checkpoint["channel_values"]
+                    assert values["messages"] == [message(0, shared), own]
+        except BaseException as exc:
+            errors.append(exc)
+
+    def deleter() -> None:
+        try:
+            with sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as saver:
+                barrier.wait()
+                for step in range(steps):
+                    thread = f"gone-{step}"
+                    saver.put(config(thread), checkpoint([message(0, shared)]), {"step": 0}, {"messages": 1})
+                    saver.delete_thread(thread)
+        except BaseException as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=writer, args=("w1",)), threading.Thread(target=writer, args=("w2",)),
+               threading.Thread(target=deleter)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert errors == []
+    with sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as saver:
+        for thread in ("w1", "w2"):
+            (tup,) = list(saver.list(config(thread)))  # keep_last=1
+            assert tup.checkpoint["channel_values"]["messages"][0] == message(0, shared)
+        assert list(saver.list(config("gone-0"))) == []
+    assert_blobs_follow(cosmos_server, cosmos_database)
+
+
+# -- errors and arguments --------------------------------------------------------------------------
+
+
+def test_a_blob_deleted_by_hand_is_a_missing_blob_error(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    with sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as saver:
+        cp = checkpoint([message(1, image(1))])
+        saved = saver.put(config("thread-e"), cp, {"step": 0}, {"messages": 1})
+        (head,) = query(cosmos_server, cosmos_database, "SELECT * FROM c WHERE c.kind = 'offblob'")
+        with cosmos_server.client() as client:
+            proxy = client.get_database_client(cosmos_database).get_container_client("c")
+            proxy.delete_item(head["id"], partition_key=head["pk"])
+        with pytest.raises(MissingBlobError) as info:
+            saver.get_tuple(saved)
+        checkpoint_id = saved["configurable"]["checkpoint_id"]
+        message_text = str(info.value)
+        assert checkpoint_id in message_text and "thread-e" in message_text and head["digest"] in message_text
+        assert info.value.digest == head["digest"] and info.value.checkpoint_id == checkpoint_id
+        with pytest.raises(MissingBlobError):
+            list(saver.list(config("thread-e")))
+
+
+def test_offload_arguments_are_checked(cosmos_server: CosmosServer, cosmos_database: str) -> None:
+    with cosmos_server.client() as client:
+        with pytest.raises(TypeError, match="BlobOffload"):
+            CosmosDBSaver(cosmos_database, "c", client=client, offload="yes")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="ttl"):
+            CosmosDBSaver(cosmos_database, "c", client=client, ttl=60, offload=BlobOffload())
+        offload = BlobOffload(MIN)
+        saver = CosmosDBSaver(cosmos_database, "c", client=client, offload=offload)
+        with pytest.raises(ValueError, match="offload every checkpoint twice"):
+            ReducingCheckpointSaver(saver, REDUCER, offload=BlobOffload(MIN))
+        wrapped = ReducingCheckpointSaver(saver, REDUCER, offload=offload)  # the same object: fine
+        assert wrapped.offload is saver.offload is offload
+        with pytest.raises(NotImplementedError, match="offload"):
+            saver.copy_thread("a", "b")
+        with pytest.raises(NotImplementedError, match="offload"):
+            saver.delete_for_runs(["r"])
+        assert not hasattr(wrapped, "copy_thread") or "copy_thread" not in type(wrapped).__dict__
