@@ -46,6 +46,11 @@ def checkpoint(messages: list[Any], step: int = 0) -> Any:
     return cp
 
 
+def meta(step: int) -> Any:
+    """The metadata of a step of one run (retention's rules read ``source`` and ``step``)."""
+    return {"source": "loop", "step": step}
+
+
 def config(thread: str, checkpoint_id: str | None = None) -> Any:
     conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
     if checkpoint_id is not None:
@@ -204,11 +209,12 @@ def test_keep_last_and_delete_thread_keep_exactly_the_named_blobs(
             for step in range(4):
                 # each checkpoint names this step's image and the thread's first one
                 messages = [message(0, image(100 + (thread == "y"))), message(step, image(step))]
-                saved = saver.put(saved or config(thread), checkpoint(messages, step), {"step": step},
+                saved = saver.put(saved or config(thread), checkpoint(messages, step), meta(step),
                                   {"messages": step + 1})
                 saver.put_writes(saved, [("messages", [message(50 + step, image(50 + step))])], "t")
                 assert_blobs_follow(cosmos_server, cosmos_database)
             tup = saver.get_tuple(config(thread))
+            assert tup is not None
             assert tup.checkpoint["channel_values"]["messages"][1] == message(3, image(3))
         # x and y share image(3); y's first image is its own
         assert len(stored_blobs(cosmos_server, cosmos_database)) == 4
@@ -237,11 +243,13 @@ def test_two_writers_and_a_deleter_sharing_an_image_lose_nothing(
                 for step in range(steps):
                     own = message(step, image(1000 * step + len(thread)))
                     cp = checkpoint([message(0, shared), own], step)
-                    saved = saver.put(saved or config(thread), cp, {"step": step}, {"messages": step + 1})
-                    values = saver.get_tuple(saved).checkpoint["channel_values"]
-                    assert values["messages"] == [message(0, shared), own]
+                    saved = saver.put(saved or config(thread), cp, meta(step), {"messages": step + 1})
+                    tup = saver.get_tuple(saved)
+                    assert tup is not None
+                    assert tup.checkpoint["channel_values"]["messages"] == [message(0, shared), own]
         except BaseException as exc:
             errors.append(exc)
+            barrier.abort()  # the others stop waiting
 
     def deleter() -> None:
         try:
@@ -253,7 +261,10 @@ def test_two_writers_and_a_deleter_sharing_an_image_lose_nothing(
                     saver.delete_thread(thread)
         except BaseException as exc:
             errors.append(exc)
+            barrier.abort()  # the others stop waiting
 
+    with sync_saver(cosmos_server, cosmos_database):
+        pass  # the container, created once before the workers start
     workers = [threading.Thread(target=writer, args=("w1",)), threading.Thread(target=writer, args=("w2",)),
                threading.Thread(target=deleter)]
     for w in workers:
