@@ -7,6 +7,7 @@ any more, also with concurrent writers."""
 from __future__ import annotations
 
 import base64
+import hashlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -20,6 +21,9 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from agentstate_reducer import MessageReducer
 from checkpointers import BlobOffload, MissingBlobError, ReducingCheckpointSaver
 from checkpointers.cosmosdb import AsyncCosmosDBSaver, CosmosDBSaver
+from checkpointers.cosmosdb._blobs import BlobWork, owner_key
+from checkpointers.cosmosdb._ops import DeleteIf, Missing, Query, Read, explaining_missing
+from checkpointers.offload.ops import Collect, DropRefs, LoadBlobs, Owner, SaveBlobs
 from checkpointers.offload.transform import references
 from tests.cosmos_service import CosmosServer
 
@@ -278,6 +282,94 @@ def test_two_writers_and_a_deleter_sharing_an_image_lose_nothing(
             assert tup.checkpoint["channel_values"]["messages"][0] == message(0, shared)
         assert list(saver.list(config("gone-0"))) == []
     assert_blobs_follow(cosmos_server, cosmos_database)
+
+
+# The protocol at the two moments a collection and a writer can meet, interleaved by hand: the
+# operations of each are run one at a time on the real server (``_blobs`` flows, the saver's driver).
+
+
+def _run(saver: Any, flow: Any) -> Any:
+    return saver._run(flow)
+
+
+def _step(flow: Any, saver: Any, until: type) -> tuple[Any, Any]:
+    """Run a new ``flow``'s operations until one of type ``until`` has run; (its result, the flow
+    paused before it gets it)."""
+    result = None
+    while True:
+        op = flow.send(result)
+        result = saver._execute(op)
+        if isinstance(op, until):
+            return result, flow
+
+
+def _released_blob(saver: Any, data: bytes) -> str:
+    """A stored blob that nothing names any more (its last owner dropped, not yet collected)."""
+    digest = hashlib.sha256(data).hexdigest()
+    _run(saver, BlobWork().perform(SaveBlobs(Owner("old", "", "c0"), {digest: data})))
+    work = BlobWork()
+    assert _run(saver, work.perform(DropRefs("old"))) == (digest,)
+    _run(saver, work.release_flow())
+    (head,) = query_heads(saver)
+    assert head["owners"] == {}
+    return digest
+
+
+def query_heads(saver: Any) -> list[dict[str, Any]]:
+    return _run(saver, _rows_flow("SELECT * FROM c WHERE c.kind = 'offblob'"))
+
+
+def _rows_flow(sql: str) -> Any:
+    return (yield Query(sql, (), None))
+
+
+def test_a_writer_naming_a_blob_after_the_collection_read_it_keeps_it(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    data = image(9)
+    with sync_saver(cosmos_server, cosmos_database) as saver:
+        digest = _released_blob(saver, data)
+        collection = explaining_missing(BlobWork().perform(Collect((digest,))))
+        head, collection = _step(collection, saver, Read)  # the collection saw no owner
+        assert head["owners"] == {}
+        # meanwhile a writer names the blob
+        _run(saver, BlobWork().perform(SaveBlobs(Owner("new", "", "c1"), {digest: data})))
+        assert _finish(collection, saver, head) == (0, 0)  # its If-Match delete failed: kept
+        assert _run(saver, BlobWork().perform(LoadBlobs((digest,)))) == {digest: data}
+
+
+def test_a_writer_that_read_a_blob_the_collection_deletes_stores_it_again(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    data = image(10)
+    with sync_saver(cosmos_server, cosmos_database) as saver:
+        digest = _released_blob(saver, data)
+        writer = explaining_missing(BlobWork().perform(SaveBlobs(Owner("new", "", "c1"), {digest: data})))
+        head, writer = _step(writer, saver, Read)  # the writer saw the head...
+        assert head is not None
+        # ...whose head a collection deletes before the writer adds its name
+        collection = explaining_missing(BlobWork().perform(Collect((digest,))))
+        deleted, collection = _step(collection, saver, DeleteIf)
+        assert deleted is True
+        assert _finish(writer, saver, head) == len(data)  # stored again, as a new generation
+        assert _finish(collection, saver, deleted) == (1, len(data))  # its chunks only
+        assert _run(saver, BlobWork().perform(LoadBlobs((digest,)))) == {digest: data}
+        (head,) = query_heads(saver)
+        assert list(head["owners"]) == [owner_key(Owner("new", "", "c1"))]
+
+
+def _finish(flow: Any, saver: Any, result: Any) -> Any:
+    """Send ``result`` to a paused ``flow`` and run it to its end (a 404 goes back into it)."""
+    error: Exception | None = None
+    while True:
+        try:
+            op = flow.send(result) if error is None else flow.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        try:
+            result, error = saver._execute(op), None
+        except Missing as exc:
+            result, error = None, exc
 
 
 # -- errors and arguments --------------------------------------------------------------------------
