@@ -17,6 +17,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
+from langgraph.store.memory import InMemoryStore
 
 from agentstate_reducer import MessageReducer
 from checkpointers import BlobOffload, MissingBlobError, ReducingCheckpointSaver
@@ -162,6 +163,19 @@ async def test_async_round_trip_and_delete_thread(cosmos_server: CosmosServer, c
         await saver.adelete_thread("b")
         assert stored_blobs(cosmos_server, cosmos_database) == {}
         assert query(cosmos_server, cosmos_database, "SELECT c.id FROM c WHERE c.kind = 'blobref'") == []
+
+
+def test_blobs_in_a_store_given_to_the_saver(cosmos_server: CosmosServer, cosmos_database: str) -> None:
+    store = InMemoryStore()
+    with sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN, store=store)) as saver:
+        messages = [message(1, image(1))]
+        saved = saver.put(config("s"), checkpoint(messages), meta(0), {"messages": 1})
+        tup = saver.get_tuple(saved)
+        assert tup is not None and tup.checkpoint["channel_values"]["messages"] == messages
+        assert stored_blobs(cosmos_server, cosmos_database) == {}  # in the store, not the container
+        assert len(store.search(("agentstate_blobs",))) == 1
+        saver.delete_thread("s")
+        assert store.search(("agentstate_blobs",)) == []
 
 
 # -- conformance -----------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from .. import retention as _retention
 from .._flow import Flow
 from ..offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow, stored_writes_flow
 from ..offload.config import BlobOffload, BlobRunner
+from ..offload.ops import Collect, DropRefs
 from ..reduction import (
     DEFAULT_MEMO,
     AbsentKeyCheck,
@@ -357,6 +358,11 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         assert self._offload is not None
         return stored_writes_flow(self._offload.offloader, config, writes, task_id, self._messages_key)
 
+    @property
+    def _blobs_in_container(self) -> bool:
+        """Offload on, with the blobs as items of this container (not in a ``BaseStore``)."""
+        return self._offload is not None and self._offload.store is None
+
     def _restored_flow(self, tup: Any, cache: Any = None) -> Flow[Any, Any, Any]:
         assert self._blobs is not None
         return restored_tuple_flow(tup, self._blobs.where, cache)
@@ -457,3 +463,11 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
     def _written_by(self, plan: PutPlan, started: float) -> None:
         if self._settings.ttls.ttl is not None:
             self._written.mark(plan.pk, plan.blob_ids, started)
+
+
+def dropped_thread_flow(thread_id: str) -> Flow[Any, Any, Any]:
+    """A deleted thread's blob references dropped, and the blobs nothing names then collected
+    (for blobs in a ``BaseStore``; in the container, retention's ``follow_blobs`` does it)."""
+    digests = yield DropRefs(thread_id)
+    if digests:
+        yield Collect(tuple(digests))

@@ -16,7 +16,7 @@ from .. import retention as _retention
 from .._flow import adrive, aiterate
 from ..offload.checkpoint import BlobCache
 from . import _mapping as m
-from ._base import CosmosSaverBase
+from ._base import CosmosSaverBase, dropped_thread_flow
 from ._retention import AsyncCosmosBackend, delete_thread_retention_flow
 
 __all__ = ["AsyncCosmosDBSaver"]
@@ -297,10 +297,12 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Delete every item of the thread; with ``offload``, then the blobs nothing names any more."""
-        if self._offload is not None:
+        if self._blobs_in_container:
             await _retention.backend_for(self).arun(delete_thread_retention_flow(str(thread_id)))
         else:
             await self._run(m.delete_thread_flow(str(thread_id)))
+        if self._blobs is not None and not self._blobs_in_container:
+            await self._blobs.arun(dropped_thread_flow(str(thread_id)))
         self._written.forget([m.partition_key(str(thread_id))])
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:

@@ -16,7 +16,7 @@ from .. import retention as _retention
 from .._flow import drive, iterate
 from ..offload.checkpoint import BlobCache
 from . import _mapping as m
-from ._base import CosmosSaverBase
+from ._base import CosmosSaverBase, dropped_thread_flow
 from ._retention import CosmosBackend, delete_thread_retention_flow
 
 __all__ = ["CosmosDBSaver"]
@@ -350,10 +350,12 @@ class CosmosDBSaver(CosmosSaverBase):
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every item of the thread; with ``offload``, then the blobs nothing names any more."""
-        if self._offload is not None:
+        if self._blobs_in_container:
             _retention.backend_for(self).run(delete_thread_retention_flow(str(thread_id)))
         else:
             self._run(m.delete_thread_flow(str(thread_id)))
+        if self._blobs is not None and not self._blobs_in_container:
+            self._blobs.run(dropped_thread_flow(str(thread_id)))
         self._written.forget([m.partition_key(str(thread_id))])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
