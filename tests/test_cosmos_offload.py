@@ -243,6 +243,24 @@ def test_keep_last_and_delete_thread_keep_exactly_the_named_blobs(
         assert stored_blobs(cosmos_server, cosmos_database) == {}
 
 
+async def test_the_async_saver_own_keep_last_and_aprune_follow_the_blobs(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    async with async_saver(cosmos_server, cosmos_database, keep_last=1, retention_every=1,
+                           reducer=REDUCER, offload=BlobOffload(MIN)) as saver:
+        saved = None
+        for step in range(4):
+            messages = [message(0, image(100)), message(step, image(step))]
+            saved = await saver.aput(saved or config("z"), checkpoint(messages, step), meta(step),
+                                     {"messages": step + 1})
+            await saver.aput_writes(saved, [("messages", [message(50 + step, image(50 + step))])], "t")
+            assert_blobs_follow(cosmos_server, cosmos_database)
+        assert len([t async for t in saver.alist(config("z"))]) == 1
+        assert len(stored_blobs(cosmos_server, cosmos_database)) == 3  # image(100), image(3), image(53)
+        await saver.aprune(["z"], strategy="delete")
+        assert stored_blobs(cosmos_server, cosmos_database) == {}
+
+
 def test_two_writers_and_a_deleter_sharing_an_image_lose_nothing(
     cosmos_server: CosmosServer, cosmos_database: str
 ) -> None:
