@@ -19,6 +19,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.store.memory import InMemoryStore
 
+import checkpointers.cli.main as cli
 from agentstate_reducer import MessageReducer
 from checkpointers import BlobOffload, MissingBlobError, ReducingCheckpointSaver
 from checkpointers.cosmosdb import AsyncCosmosDBSaver, CosmosDBSaver
@@ -27,6 +28,8 @@ from checkpointers.cosmosdb._ops import DeleteIf, Missing, Query, Read, explaini
 from checkpointers.offload.ops import Collect, DropRefs, LoadBlobs, Owner, SaveBlobs
 from checkpointers.offload.transform import references
 from tests.cosmos_service import CosmosServer
+from tests.test_cli import cosmos_url
+from tests.test_cli_offload import seed
 
 pytestmark = [pytest.mark.cosmos, pytest.mark.slow]
 
@@ -444,3 +447,13 @@ def test_offload_arguments_are_checked(cosmos_server: CosmosServer, cosmos_datab
         with pytest.raises(NotImplementedError, match="offload"):
             saver.delete_for_runs(["r"])
         assert not hasattr(wrapped, "copy_thread") or "copy_thread" not in type(wrapped).__dict__
+
+
+def test_inspect_reports_the_blob_bytes_of_a_cosmos_store(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = cosmos_url(request, monkeypatch)
+    seed(url, offload=True)
+    report = cli.execute(["inspect", url])
+    assert {t.thread_id: t.blob_bytes for t in report.threads} == {"two": 2 * 6000, "three": 3 * 6000}
+    assert report.summary()["blob_bytes"] == 5 * 6000
