@@ -18,7 +18,11 @@ with their ``execute``. Invariants:
   stored since the load names (another run's put) stays;
   Cosmos DB has no transaction across batches: a process stopped between batches leaves the kept
   checkpoints whole (only deletable items may remain; the next run deletes them);
-* a retention flow that raises deletes nothing.
+* a retention flow that raises deletes nothing;
+* blob offload's operations (``checkpointers.offload.ops``) are ``_blobs``'s flows: the backends
+  store blobs, so retention runs through ``follow_blobs``; the references a deletion drops are
+  released only after its checkpoints are deleted (at ``Collect``, or when the flow returns), so
+  a kept checkpoint never names a collected blob.
 
 ``CosmosBackend``/``AsyncCosmosBackend`` are retention's backends for ``CosmosDBSaver``/
 ``AsyncCosmosDBSaver``: ``sync`` and ``aio`` register them (``checkpointers.retention.register``)
