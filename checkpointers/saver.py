@@ -117,13 +117,15 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             write is stored once by its SHA-256 and read back in place (docs/savers.md, "Blob
             offload"); None (the default) stores checkpoints as they are. With it on, retention,
             ``prune`` and ``delete_thread`` delete a blob once nothing names it, and
-            ``copy_thread``/``delete_for_runs`` are not offered.
+            ``copy_thread``/``delete_for_runs`` are not offered. Each ``StoreArchive`` among the
+            reducer's ``on_prune`` hooks then stores references to these blobs instead of the bytes.
 
     Raises:
         TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``;
             ``keep_last`` is not an int or None, or is set on an inner saver retention lacks.
         ValueError: ``inner`` already applies a different reducer (it would reduce twice);
-            ``keep_last`` or ``retention_every`` is below 1.
+            ``keep_last`` or ``retention_every`` is below 1; with ``offload``, a ``StoreArchive``
+            among the reducer's hooks already stores references to another saver's blobs.
     """
 
     def __new__(cls, inner: Any = None, *args: Any, **kwargs: Any) -> ReducingCheckpointSaver:
@@ -186,6 +188,13 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             )
         self._offload = offload
         self._blobs: BlobRunner | None = offload.bind(inner) if offload is not None else None
+        if self._blobs is not None and offload is not None:
+            # the archive stores references to this saver's blobs, not the bytes again
+            archives = self._archives()
+            for archive in archives:  # every one checked before any is bound
+                archive._check_blobs(self._blobs)
+            for archive in archives:
+                archive._bind_blobs(self._blobs, offload.offloader)
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -211,6 +220,11 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     @property
     def offload(self) -> BlobOffload | None:
         return self._offload
+
+    @property
+    def blob_runner(self) -> BlobRunner | None:
+        """With ``offload``, what performs blob operations on this saver's blob storage."""
+        return self._blobs
 
     @property
     def passthrough(self) -> bool:

@@ -17,9 +17,12 @@ __all__ = ["BlobOffload", "BlobRunner"]
 
 class BlobRunner:
     """Performs blob operations for one saver: ``run``/``arun`` drive a flow of them; ``where``
-    names the blob store in errors."""
+    names the blob store in errors; ``storage`` is the object holding the blobs (the saver's
+    connection or dictionary, or the ``BaseStore``): two runners with the same ``storage`` read and
+    write the same blobs."""
 
     where: str
+    storage: object
 
     def run(self, flow: Flow[Any, Any, Any]) -> Any:
         raise NotImplementedError
@@ -59,6 +62,8 @@ class _BackendRunner(BlobRunner):
 
     def __init__(self, backend: Any, saver: Any) -> None:
         self.backend = backend
+        conn = getattr(saver, "conn", None)
+        self.storage = conn if conn is not None else getattr(saver, "storage", saver)
         name = type(saver).__name__
         self.where = "the InMemorySaver's blobs" if "Memory" in name else f"the {name}'s blob table"
 
@@ -76,6 +81,7 @@ class _StoreRunner(BlobRunner):
         from .store import StoreBlobs
 
         self.blobs = StoreBlobs(store)
+        self.storage = store
         self.where = f"the {type(store).__name__} given as BlobOffload(store=...)"
 
     def run(self, flow: Flow[Any, Any, Any]) -> Any:
