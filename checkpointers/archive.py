@@ -623,8 +623,30 @@ class StoreArchive:
             finally:
                 self._queue.task_done()
 
+    def _not_on_blob_loop(self, what: str) -> None:
+        """Refuse to wait on the event loop the queued batches need (an async saver's blobs): the
+        worker would wait for the loop and the loop for the worker."""
+        blobs = self._blobs
+        if blobs is None or blobs.loop is None or not self._queue.unfinished_tasks:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if running is blobs.loop:
+            raise RuntimeError(
+                f"StoreArchive.{what}() called on the event loop of {blobs.where}, which the queued "
+                f"batches need to store their blob references: use 'await archive.a{what}()' there"
+            )
+
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued batch is written (or failed); False if ``timeout`` s passed first."""
+        """Wait until every queued batch is written (or failed); False if ``timeout`` s passed first.
+
+        Raises:
+            RuntimeError: called on the event loop of the async saver whose blobs the archive
+                references while batches are queued (``aflush`` is the form for that loop).
+        """
+        self._not_on_blob_loop("flush")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._queue.all_tasks_done:
             while self._queue.unfinished_tasks:
@@ -634,13 +656,26 @@ class StoreArchive:
                 self._queue.all_tasks_done.wait(remaining)
         return True
 
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """``flush`` from async code, off the event loop."""
+        return await asyncio.to_thread(self.flush, timeout)
+
     def close(self, timeout: float | None = None) -> None:
-        """Deliver what is queued and stop the worker. Later batches are written in the caller."""
+        """Deliver what is queued and stop the worker. Later batches are written in the caller.
+
+        Raises:
+            RuntimeError: as ``flush`` (``aclose`` is the form for that loop).
+        """
+        self._not_on_blob_loop("close")
         self._closed = True
         worker = self._worker
         if worker is not None and worker.is_alive():
             self._queue.put(None)
             worker.join(timeout)
+
+    async def aclose(self, timeout: float | None = None) -> None:
+        """``close`` from async code, off the event loop."""
+        await asyncio.to_thread(self.close, timeout)
 
     def __enter__(self) -> StoreArchive:
         return self
@@ -687,7 +722,7 @@ class StoreArchive:
 
     async def aforget(self, namespace: Any) -> int:
         if self.background:
-            await asyncio.to_thread(self.flush)
+            await self.aflush()
         io = self._io()
         return await adrive(_forget_flow(archive_namespace(namespace), io.blobs is not None), io.aperform)
 

@@ -124,12 +124,13 @@ def test_the_archive_names_the_blob_retention_keeps_it_delete_thread_collects_it
         assert _stored(inner) == set() == _named(inner) | archive_named(store)
 
 
-async def test_async_archive_on_async_sqlite(tmp_path: Path) -> None:
-    """``acall`` (the graph's ``aput``) writes references, ``aread_transcript`` and ``amessages``
-    restore them, ``adelete_thread`` (``aforget``) collects the blob."""
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+async def test_async_archive_on_async_sqlite(background: bool, tmp_path: Path) -> None:
+    """``acall`` (the graph's ``aput``) or the worker writes references, ``aread_transcript`` and
+    ``amessages`` restore them, ``adelete_thread`` (``aforget``) collects the blob."""
     path = tmp_path / "ckpt.db"
     store = InMemoryStore()
-    archive = StoreArchive(store)
+    archive = StoreArchive(store, background=background)
 
     def stored() -> set[str]:
         with sqlite3.connect(path) as conn:
@@ -140,6 +141,7 @@ async def test_async_archive_on_async_sqlite(tmp_path: Path) -> None:
         graph = build_graph(saver)
         await graph.ainvoke({"messages": [system_message(), image_message()]}, thread_config("a"))
         await arun_turns(graph, TURNS - 1, thread_id="a", start=1)
+        await archive.aflush()
         named = {d async for t in inner.alist(None)
                  for d in references([t.checkpoint["channel_values"], t.pending_writes])}
         assert DIGEST not in named and stored() == named | archive_named(store) != set()
@@ -151,6 +153,38 @@ async def test_async_archive_on_async_sqlite(tmp_path: Path) -> None:
         assert image_of(await archive.amessages(("memories", "a"))) == image_message()
         await saver.adelete_thread("a")
         assert archive_items(store, "a") == [] and stored() == set()
+        await archive.aclose()
+
+
+async def test_waiting_for_the_worker_on_the_loop_it_needs_is_refused(tmp_path: Path) -> None:
+    """A background archive bound to an async saver stores its references on the saver's event
+    loop: ``flush()`` there would wait for itself, so it raises and ``aflush()`` waits."""
+    store = InMemoryStore()
+    archive = StoreArchive(store, background=True)
+    async with aopen_saver("aiosqlite", path=tmp_path / "ckpt.db") as inner:
+        offloading_saver(inner, archive)
+        await archive.acall([image_message()], ("memories", "t"))  # queued: the worker needs the loop
+        with pytest.raises(RuntimeError, match=r"await archive\.aflush\(\)"):
+            archive.flush()
+        with pytest.raises(RuntimeError, match=r"await archive\.aclose\(\)"):
+            archive.close()
+        assert await archive.aflush() is True
+        assert image_of(await archive.amessages(("memories", "t"))) == image_message()
+        await archive.aclose()
+
+
+def test_a_blob_store_given_as_offload_store_holds_the_archives_references() -> None:
+    blob_store, store = InMemoryStore(), InMemoryStore()
+    archive = StoreArchive(store)
+    reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, on_prune=[archive]))
+    saver = ReducingCheckpointSaver(InMemorySaver(), reducer,
+                                    offload=BlobOffload(min_bytes=1024, store=blob_store))
+    run_image_thread(build_graph(saver), "a")
+    (raw,) = [i for i in archive_items(store, "a") if i.key == "h0"]
+    assert IMAGE[:64] not in json.dumps(raw.value)
+    assert image_of(read_transcript(store, saver, thread_config("a"))) == image_message()
+    saver.delete_thread("a")
+    assert archive_items(store, "a") == [] and blob_store.search(("agentstate_blobs",)) == []
 
 
 def test_each_message_is_archived_once_with_one_reference_row() -> None:
@@ -201,6 +235,19 @@ def test_references_need_the_saver_to_be_read() -> None:
         again.messages(("memories", "t"))
     offloading_saver(inner, again)
     assert again.messages(("memories", "t")) == [image_message()]
+
+
+def test_an_unbound_archive_forgetting_references_keeps_their_blobs(caplog: pytest.LogCaptureFixture) -> None:
+    store = InMemoryStore()
+    archive = StoreArchive(store)
+    inner = InMemorySaver()
+    offloading_saver(inner, archive)
+    archive([image_message()], ("memories", "t"))
+    with caplog.at_level("WARNING", logger="agentstate_reducer.checkpointers"):
+        assert StoreArchive(store).forget(("memories", "t")) == 1
+    assert "named offloaded blobs" in caplog.text
+    blobs = memory_blobs(inner, create=False)
+    assert blobs is not None and list(blobs.blobs) == [DIGEST]  # kept, never lost
 
 
 def test_an_archive_is_bound_to_one_blob_storage() -> None:

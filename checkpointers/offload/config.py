@@ -19,10 +19,12 @@ class BlobRunner:
     """Performs blob operations for one saver: ``run``/``arun`` drive a flow of them; ``where``
     names the blob store in errors; ``storage`` is the object holding the blobs (the saver's
     connection or dictionary, or the ``BaseStore``): two runners with the same ``storage`` read and
-    write the same blobs."""
+    write the same blobs; ``loop`` is the event loop its I/O runs on (an async saver's), None when
+    any thread can run it."""
 
     where: str
     storage: object
+    loop: Any = None
 
     def run(self, flow: Flow[Any, Any, Any]) -> Any:
         raise NotImplementedError
@@ -64,6 +66,7 @@ class _BackendRunner(BlobRunner):
         self.backend = backend
         conn = getattr(saver, "conn", None)
         self.storage = conn if conn is not None else getattr(saver, "storage", saver)
+        self.loop = getattr(saver, "loop", None) if backend.is_async else None
         name = type(saver).__name__
         self.where = "the InMemorySaver's blobs" if "Memory" in name else f"the {name}'s blob table"
 
