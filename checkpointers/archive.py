@@ -49,12 +49,31 @@ Guarantees and limits:
   (``delete_thread``, ``prune(..., strategy="delete")``, ``retention.sweep``). A custom
   ``memory_namespace`` is not derived from the thread id and is left alone.
 
+Blob references: a ``ReducingCheckpointSaver(..., offload=BlobOffload(...))`` binds each
+``StoreArchive`` among its reducer's ``on_prune`` hooks to its blob storage when it is built. A
+bound archive stores what the saver's checkpoints store: each large or binary value of a message
+(an image's base64, ...) as a reference to the blob kept once by its SHA-256, the item saying so
+with ``value["blobs"]`` (its digests). So that retention keeps a blob an archived message names
+after the last checkpoint naming it is gone, the archive records one reference row per item, under
+the thread id ``reference_thread(namespace)`` (``"\\x1farchive"`` + the namespace as JSON: no
+checkpoint's), before it writes the item: a crash between the two keeps a blob, never leaves a
+reference without one. ``messages``/``amessages`` and ``read_transcript(store, saver, config)``
+restore the references (a missing or corrupt blob raises ``MissingBlobError``/``CorruptBlobError``
+naming the item and the blob); an unbound archive, or ``read_transcript`` given a checkpointer
+without offload, raises ``ValueError`` for items holding references. ``forget`` deletes the items,
+then the namespace's rows and the blobs nothing names any more. An unbound archive stores messages
+whole. Limits: one archive references one saver's blob storage (binding it to another raises
+``ValueError``); items expired by ``ttl`` keep their blobs until ``forget``; two archives of one
+saver sharing a namespace share its rows (forgetting one drops the other's).
+
 Background delivery (``background=True``): batches go to a bounded queue (``max_pending`` batches)
 drained by one daemon thread, so a put never waits for the store. When the queue is full,
 ``when_full="inline"`` (the default) writes that batch in the caller's thread: nothing is dropped,
 the put is slowed by one store round trip; ``when_full="drop"`` drops it, counts the messages in
 ``dropped`` and logs a warning. Call ``flush()`` to wait for the queue, ``close()`` (or use the
-archive as a context manager) before the process exits.
+archive as a context manager) before the process exits; ``aflush()``/``aclose()`` from async code (on
+the event loop of an async saver the archive is bound to, ``flush``/``close`` would wait for the loop
+they block, and raise).
 """
 
 from __future__ import annotations
