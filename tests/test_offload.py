@@ -20,13 +20,14 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.memory import InMemoryStore
 
 from agentstate_reducer import MessageReducer
 from checkpointers import BlobOffload, CorruptBlobError, MissingBlobError, ReducingCheckpointSaver
 from checkpointers.offload.transform import PREFIX, Offloader, references, restore
-from tests.scenario_graph import aopen_saver
+from tests.scenario_graph import aopen_saver, build_graph, thread_config
 
 MIN = 256
 REDUCER = MessageReducer(min_messages=200, max_messages=400)
@@ -391,3 +392,20 @@ async def test_postgres_stores_a_top_level_string_reference(pg_url: str) -> None
                                   {"messages": 1, "image": 1})
         tup = await saver.aget_tuple(config)
         assert tup is not None and tup.checkpoint["channel_values"]["image"] == image
+
+
+def test_a_with_allowlist_clone_of_an_in_memory_saver_shares_its_blobs() -> None:
+    """Strict msgpack makes LangGraph compile the graph with ``with_allowlist``'s clone, which shares
+    the saver's dictionaries: what the clone stores, the wrapper the user holds reads back."""
+    inner = InMemorySaver()
+    inner.serde = JsonPlusSerializer(allowed_msgpack_modules=[("tests", "Custom")])
+    saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                    offload=BlobOffload(min_bytes=1024))
+    clone = saver.with_allowlist([("tests", "Other")])
+    assert clone.inner is not inner
+    image = base64.b64encode(bytes(range(256)) * 12).decode()
+    message = HumanMessage(content=[{"type": "text", "text": "h0"},
+                                    {"type": "image", "base64": image, "mime_type": "image/png"}], id="h0")
+    build_graph(clone).invoke({"messages": [message]}, thread_config("t"))
+    tup = saver.get_tuple(thread_config("t"))
+    assert tup is not None and tup.checkpoint["channel_values"]["messages"][0] == message
