@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.base import BaseStore
 from langgraph.store.memory import InMemoryStore
@@ -274,3 +274,18 @@ def test_without_offload_the_archive_stores_messages_whole() -> None:
     assert IMAGE in json.dumps(raw.value) and "blobs" not in raw.value
     assert archive.blob_runner is None
     assert image_of(read_transcript(store, saver, thread_config("a"))) == image_message()
+
+
+@pytest.mark.parametrize("shape", ["langchain", "dict"])
+def test_tool_results_follow_tool_min_bytes(shape: str) -> None:
+    store = InMemoryStore()
+    archive = StoreArchive(store)
+    reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, on_prune=[archive]))
+    ReducingCheckpointSaver(InMemorySaver(), reducer, offload=BlobOffload(tool_min_bytes=2_000))
+    output = "row " * 1_000
+    tool: Any = (ToolMessage(output, tool_call_id="c1", id="t1") if shape == "langchain"
+                 else {"role": "tool", "content": output, "tool_call_id": "c1", "id": "t1"})
+    archive([tool], ("memories", "t"))
+    raw = store.get(("memories", "t"), "t1")
+    assert raw is not None and output not in json.dumps(raw.value) and len(raw.value["blobs"]) == 1
+    assert archive.messages(("memories", "t")) == [tool]
