@@ -156,3 +156,68 @@ def test_a_base_store_keeps_the_rows_of_any_thread_id(thread: str) -> None:
     assert len(store.search(("agentstate_blobs",))) == 1  # "plain" still names it
     saver.delete_thread("plain")
     assert store.search(("agentstate_blobs",)) == []
+
+
+# -- async, sweep(older_than=...), prune(strategy="delete"): the same equality --------------------
+
+
+def _blob_store(kind: str, path: Path) -> Any:
+    """None (blobs in the saver's own database) or an open ``BaseStore`` on ``path``."""
+    if kind == "own":
+        return None
+    if kind == "memory":
+        from langgraph.store.memory import InMemoryStore
+
+        return InMemoryStore()
+    import sqlite3
+
+    from langgraph.store.sqlite import SqliteStore
+
+    store = SqliteStore(sqlite3.connect(str(path), check_same_thread=False, isolation_level=None))
+    store.setup()
+    return store
+
+
+def _store_digests(store: Any) -> set[str]:
+    return {item.key for item in store.search(("agentstate_blobs",), limit=10_000)}
+
+
+async def _astored(inner: Any, store: Any) -> set[str]:
+    if store is not None:
+        return _store_digests(store)
+    async with inner.conn.execute("SELECT digest FROM agentstate_blobs") as cursor:
+        return {row[0] for row in await cursor.fetchall()}
+
+
+async def _anamed(inner: Any) -> set[str]:
+    found: set[str] = set()
+    async for tup in inner.alist(None):
+        found |= set(references(tup.checkpoint.get("channel_values")))
+        found |= set(references([w[2] for w in tup.pending_writes or ()]))
+    return found
+
+
+@pytest.mark.parametrize("blobs", ["own", "memory", "sqlite"])
+async def test_async_retention_keeps_exactly_the_named_blobs(blobs: str, tmp_path: Path) -> None:
+    from tests.scenario_graph import aopen_saver
+
+    rng = random.Random(21)
+    images = [base64.b64encode(rng.randbytes(5_000)).decode() for _ in range(3)]
+    store = _blob_store(blobs, tmp_path / "blobs.db")
+    async with aopen_saver("aiosqlite", path=tmp_path / "a.db") as inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                        offload=BlobOffload(min_bytes=1024, store=store), keep_last=2,
+                                        retention_every=1)
+        graph = build_graph(saver)
+        for turn in range(5):
+            for thread in ("a", "b"):
+                block = {"type": "image", "base64": images[turn % 3], "mime_type": "image/png"}
+                message = HumanMessage(content=[{"type": "text", "text": f"h{turn}"}, block])
+                await graph.ainvoke({"messages": [message]}, thread_config(thread))
+            assert await _astored(inner, store) == await _anamed(inner) != set()
+        assert saver.retention_stats is not None and saver.retention_stats.failures == 0
+        assert images[0] not in str(await _anamed(inner)) and len(await _anamed(inner)) < 3
+        await saver.aprune(["a"], strategy="delete")
+        assert await _astored(inner, store) == await _anamed(inner) != set()
+        await saver.adelete_thread("b")
+        assert await _astored(inner, store) == set()
