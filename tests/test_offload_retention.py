@@ -221,3 +221,49 @@ async def test_async_retention_keeps_exactly_the_named_blobs(blobs: str, tmp_pat
         assert await _astored(inner, store) == await _anamed(inner) != set()
         await saver.adelete_thread("b")
         assert await _astored(inner, store) == set()
+
+
+def _stored_in(inner: Any, store: Any) -> set[str]:
+    return _stored(inner) if store is None else _store_digests(store)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("blobs", ["own", "memory", "sqlite"])
+def test_sweep_older_than_deletes_idle_threads_and_their_blobs_only(
+    kind: str, blobs: str, tmp_path: Path
+) -> None:
+    """A thread whose newest checkpoint is a year old goes with the blobs only it names; the
+    blob it shares with a live thread stays."""
+    from datetime import datetime, timedelta, timezone
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from checkpointers.retention import sweep
+
+    rng = random.Random(8)
+    shared, own = (base64.b64encode(rng.randbytes(5_000)).decode() for _ in range(2))
+    store = _blob_store(blobs, tmp_path / "blobs.db")
+    with open_saver(kind, path=tmp_path / "ckpt.db") as inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                        offload=BlobOffload(min_bytes=1024, store=store))
+        graph = build_graph(saver)
+        _image_turn(graph, "live", 0, shared)
+        old = empty_checkpoint()
+        old["ts"] = (datetime.now(timezone.utc) - timedelta(days=400)).isoformat()
+        old["channel_values"] = {"messages": [
+            HumanMessage(content=[{"type": "image", "base64": image, "mime_type": "image/png"}], id=f"m{i}")
+            for i, image in enumerate((shared, own))
+        ]}
+        old["channel_versions"] = {"messages": saver.get_next_version(None, None)}
+        idle: Any = {"configurable": {"thread_id": "idle", "checkpoint_ns": ""}}
+        saver.put(idle, old, {"step": 0, "source": "input"}, dict(old["channel_versions"]))
+        assert len(_stored_in(inner, store)) == 2
+
+        report = sweep(saver, older_than=timedelta(days=365))
+        assert report.threads_deleted == ["idle"]
+        assert _stored_in(inner, store) == _named(inner) != set()
+        assert len(_stored_in(inner, store)) == 1  # the shared image, named by "live"
+        assert saver.get_tuple(thread_config("idle")) is None
+        first: Any = next(m for m in graph.get_state(thread_config("live")).values["messages"]
+                          if isinstance(m, HumanMessage))
+        assert first.content[1]["base64"] == shared
