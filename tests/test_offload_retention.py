@@ -267,3 +267,25 @@ def test_sweep_older_than_deletes_idle_threads_and_their_blobs_only(
         first: Any = next(m for m in graph.get_state(thread_config("live")).values["messages"]
                           if isinstance(m, HumanMessage))
         assert first.content[1]["base64"] == shared
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("blobs", ["own", "memory", "sqlite"])
+def test_prune_delete_takes_the_blobs_only_that_thread_named(kind: str, blobs: str, tmp_path: Path) -> None:
+    rng = random.Random(9)
+    shared, a_only, b_only = (base64.b64encode(rng.randbytes(5_000)).decode() for _ in range(3))
+    store = _blob_store(blobs, tmp_path / "blobs.db")
+    with open_saver(kind, path=tmp_path / "ckpt.db") as inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                        offload=BlobOffload(min_bytes=1024, store=store))
+        graph = build_graph(saver)
+        for thread, image in (("a", a_only), ("b", b_only)):
+            _image_turn(graph, thread, 0, shared)
+            _image_turn(graph, thread, 1, image)
+        assert len(_stored_in(inner, store)) == 3
+        saver.prune(["a"], strategy="delete")
+        assert saver.get_tuple(thread_config("a")) is None
+        assert _stored_in(inner, store) == _named(inner) != set()
+        assert len(_stored_in(inner, store)) == 2  # shared and b's: b still names them
+        saver.prune(["b"], strategy="delete")
+        assert _stored_in(inner, store) == set() and _named(inner) == set()
