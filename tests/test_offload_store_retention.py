@@ -114,3 +114,27 @@ def test_store_blobs_follow_keep_last_prune_and_sweep(
             last: Any = [m for m in graph.get_state(thread_config(thread)).values["messages"]
                          if isinstance(m, HumanMessage)][-1]
             assert last.content[1]["base64"] == images[3]
+
+
+@pytest.mark.parametrize(("saver_kind", "store_kind"), [("memory", "memory"), ("sqlite", "sqlite")])
+def test_store_blobs_follow_compact_store_retention(
+    saver_kind: str, store_kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    from checkpointers.compact import compact_store
+
+    images = _images(5, seed=4)
+    with _stores(saver_kind, store_kind, tmp_path, request) as (inner, store):
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=40, max_messages=80),
+                                        offload=BlobOffload(min_bytes=1024, store=store))
+        graph = build_graph(saver)
+        for turn in range(5):
+            for thread in ("a", "b"):
+                _image_turn(graph, thread, turn, images[turn])
+        assert _in_store(store) == _named(inner) and len(_in_store(store)) == 5
+        report = compact_store(saver, MessageReducer(min_messages=2, max_messages=4), keep_last=1)
+        assert sorted(report.threads_trimmed) == ["a", "b"] and report.checkpoints_written == 2
+        assert _in_store(store) == _named(inner) != set()
+        assert len(_in_store(store)) < 5  # the compacted checkpoints no longer name the oldest images
+        last: Any = [m for m in graph.get_state(thread_config("a")).values["messages"]
+                     if isinstance(m, HumanMessage)][-1]
+        assert last.content[1]["base64"] == images[4]
