@@ -17,9 +17,12 @@ __all__ = ["BlobOffload", "BlobRunner"]
 
 class BlobRunner:
     """Performs blob operations for one saver: ``run``/``arun`` drive a flow of them; ``where``
-    names the blob store in errors."""
+    names the blob store in errors; ``separate``: the blobs live outside the saver's database, so
+    retention follows them after its transaction (``retention.backends.FollowingBackend``) rather
+    than in it."""
 
     where: str
+    separate: bool = False
 
     def run(self, flow: Flow[Any, Any, Any]) -> Any:
         raise NotImplementedError
@@ -72,6 +75,10 @@ class _BackendRunner(BlobRunner):
 
 
 class _StoreRunner(BlobRunner):
+    """In a ``BaseStore`` (``offload.store``), outside the saver's database."""
+
+    separate = True
+
     def __init__(self, store: Any) -> None:
         from .store import StoreBlobs
 
