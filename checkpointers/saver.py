@@ -59,7 +59,8 @@ from .offload.checkpoint import (
     stored_writes_flow,
 )
 from .offload.config import BlobOffload, BlobRunner
-from .offload.ops import Collect, DropRefs
+from .offload.follow import drop_refs_flow
+from .offload.ops import DropRefs
 from .reduction import (
     DEFAULT_MEMO,
     AbsentKeyCheck,
@@ -174,14 +175,11 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self._summary_memo = resolve_memo(summary_memo)
         self._absent_key = AbsentKeyCheck()
         self._init_retention(keep_last, retention_every, branch_grace)
-        self._backend: _retention.Backend | None = None
-        if self._keep_last is not None:
-            if not _retention.supports_retention(type(inner)):
-                raise TypeError(
-                    f"keep_last is supported on {', '.join(_retention.supported_savers())}; "
-                    f"{type(inner).__name__} has no retention backend: leave keep_last=None"
-                )
-            self._backend = _retention.backend_for(inner)
+        if self._keep_last is not None and not _retention.supports_retention(type(inner)):
+            raise TypeError(
+                f"keep_last is supported on {', '.join(_retention.supported_savers())}; "
+                f"{type(inner).__name__} has no retention backend: leave keep_last=None"
+            )
         if offload is not None and not isinstance(offload, BlobOffload):
             raise TypeError(
                 f"offload must be a checkpointers.BlobOffload or None, got {type(offload).__name__}"
@@ -195,6 +193,10 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
                 archive._check_blobs(self._blobs)
             for archive in archives:
                 archive._bind_blobs(self._blobs, offload.offloader)
+        # through the wrapper: with blobs in a BaseStore, retention follows them there
+        self._backend: _retention.Backend | None = (
+            _retention.backend_for(self) if self._keep_last is not None else None
+        )
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -223,7 +225,8 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
 
     @property
     def blob_runner(self) -> BlobRunner | None:
-        """With ``offload``, what performs blob operations on this saver's blob storage."""
+        """Performs the blob operations of ``offload`` (None without it); ``retention.backend_for``
+        reads it, so retention run on this wrapper follows blobs kept in a ``BaseStore``."""
         return self._blobs
 
     @property
@@ -426,7 +429,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         the blobs nothing names any more."""
         self._inner.delete_thread(thread_id)
         if self._blobs is not None:
-            self._blobs.run(_drop_thread_flow(thread_id))
+            self._blobs.run(drop_refs_flow([DropRefs(thread_id)]))
         self.forget_archived(thread_id)
 
     def get_delta_channel_history(
@@ -472,7 +475,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     async def adelete_thread(self, thread_id: str) -> None:
         await self._inner.adelete_thread(thread_id)
         if self._blobs is not None:
-            await self._blobs.arun(_drop_thread_flow(thread_id))
+            await self._blobs.arun(drop_refs_flow([DropRefs(thread_id)]))
         await self.aforget_archived(thread_id)
 
     # -- the archive follows the thread ---------------------------------------------------------
@@ -510,12 +513,6 @@ class _BlobCache(dict[str, bytes]):
         if sum(map(len, self.values())) + sum(map(len, blobs.values())) > self.limit:
             self.clear()
         self.update(blobs)
-
-
-def _drop_thread_flow(thread_id: str) -> Any:
-    digests = yield DropRefs(thread_id)
-    if digests:
-        yield Collect(tuple(digests))
 
 
 # -- optional capabilities: mirrored per class ------------------------------------------------
@@ -558,7 +555,7 @@ async def _aprune(
 def _own_prune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    _retention.prune(self.inner, thread_ids, strategy=strategy)
+    _retention.prune(self, thread_ids, strategy=strategy)
     if strategy == "delete":
         for thread_id in thread_ids:
             self.forget_archived(str(thread_id))
@@ -567,7 +564,7 @@ def _own_prune(
 async def _own_aprune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    await _retention.aprune(self.inner, thread_ids, strategy=strategy)
+    await _retention.aprune(self, thread_ids, strategy=strategy)
     if strategy == "delete":
         for thread_id in thread_ids:
             await self.aforget_archived(str(thread_id))

@@ -177,9 +177,12 @@ def test_a_blob_store_given_as_offload_store_holds_the_archives_references() -> 
     blob_store, store = InMemoryStore(), InMemoryStore()
     archive = StoreArchive(store)
     reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, on_prune=[archive]))
-    saver = ReducingCheckpointSaver(InMemorySaver(), reducer,
-                                    offload=BlobOffload(min_bytes=1024, store=blob_store))
+    inner = InMemorySaver()
+    saver = ReducingCheckpointSaver(inner, reducer, offload=BlobOffload(min_bytes=1024, store=blob_store),
+                                    keep_last=1, retention_every=1)
     run_image_thread(build_graph(saver), "a")
+    assert DIGEST not in _named(inner)  # retention deleted every checkpoint naming the image
+    assert [i.key for i in blob_store.search(("agentstate_blobs",))] == [DIGEST]  # the archive names it
     (raw,) = [i for i in archive_items(store, "a") if i.key == "h0"]
     assert IMAGE[:64] not in json.dumps(raw.value)
     assert image_of(read_transcript(store, saver, thread_config("a"))) == image_message()

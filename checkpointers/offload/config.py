@@ -17,12 +17,14 @@ __all__ = ["BlobOffload", "BlobRunner"]
 
 class BlobRunner:
     """Performs blob operations for one saver: ``run``/``arun`` drive a flow of them; ``where``
-    names the blob store in errors; ``storage`` is the object holding the blobs (the saver's
-    connection or dictionary, or the ``BaseStore``): two runners with the same ``storage`` read and
-    write the same blobs; ``loop`` is the event loop its I/O runs on (an async saver's), None when
-    any thread can run it."""
+    names the blob store in errors; ``separate``: the blobs live outside the saver's database, so
+    retention follows them after its transaction (``retention.backends.FollowingBackend``) rather
+    than in it; ``storage`` is the object holding the blobs (the saver's connection or dictionary,
+    or the ``BaseStore``): two runners with the same ``storage`` read and write the same blobs;
+    ``loop`` is the event loop its I/O runs on (an async saver's), None when any thread can run it."""
 
     where: str
+    separate: bool = False
     storage: object
     loop: Any = None
 
@@ -80,6 +82,10 @@ class _BackendRunner(BlobRunner):
 
 
 class _StoreRunner(BlobRunner):
+    """In a ``BaseStore`` (``offload.store``), outside the saver's database."""
+
+    separate = True
+
     def __init__(self, store: Any) -> None:
         from .store import StoreBlobs
 

@@ -11,8 +11,21 @@ A ``BaseStore`` has no transactions and no conditional delete, so a collection r
 deletes: it reads the blob, deletes it, and puts it back when a writer named it meanwhile; a writer
 records its use before it looks for the blob and stores the blob when it finds none. The blob is
 then never lost, but a read of the writer's checkpoint in the moment between the two may find it
-missing. Retention run by the wrapper (``keep_last``, ``prune``, ``delete_thread``) follows the
-rows here after its own transaction commits.
+missing.
+
+Retention follows the rows here although they live outside the saver's database: every entry point
+that deletes checkpoints of a wrapper with ``BlobOffload(store=...)`` (its ``keep_last`` after a
+put, ``prune``, ``delete_thread``, ``checkpointers.retention.sweep``, ``compact_store``) finds its
+backend through ``retention.backend_for``, which gives it a ``FollowingBackend``: the flow runs in
+the saver's transaction and records what it deleted (``follow.recording``), and only after that
+transaction commits are those checkpoints' rows dropped and their blobs collected here
+(``follow.drop_refs_flow``), sync and async alike. The order is what makes a crash safe:
+checkpoints first, then their rows, then the blobs. Stopped between two steps, the store keeps what
+nothing needs and loses nothing: rows of deleted checkpoints (dropped with their thread by
+``delete_thread`` or a ``sweep``'s ``older_than``) or blobs no row names (collected when a later
+deletion drops a row naming them); no stored checkpoint ever names a missing blob. A flow whose
+transaction rolls back drops nothing. Retention run on the bare inner saver (not the wrapper)
+cannot see this store and leaves its rows and blobs in place.
 """
 
 from __future__ import annotations
