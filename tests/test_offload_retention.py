@@ -289,3 +289,30 @@ def test_prune_delete_takes_the_blobs_only_that_thread_named(kind: str, blobs: s
         assert len(_stored_in(inner, store)) == 2  # shared and b's: b still names them
         saver.prune(["b"], strategy="delete")
         assert _stored_in(inner, store) == set() and _named(inner) == set()
+
+
+@pytest.mark.parametrize("ns", ["", "sub\x1fgraph", "sub%1Fgraph", "%"])
+def test_a_base_store_keeps_the_rows_of_any_namespace(ns: str) -> None:
+    """Reference rows in a ``BaseStore`` are keyed by namespace, checkpoint and task: a namespace
+    holding the key's separator or its escape is followed through retention like any other."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore()
+    saver = ReducingCheckpointSaver(InMemorySaver(), MessageReducer(min_messages=4, max_messages=8),
+                                    offload=BlobOffload(min_bytes=1024, store=store), keep_last=1,
+                                    retention_every=1)
+    rng = random.Random(4)
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ns}}
+    images = [base64.b64encode(rng.randbytes(2_000)).decode() for _ in range(3)]
+    for step, image in enumerate(images):
+        checkpoint: Any = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": [], "img": image}
+        checkpoint["channel_versions"] = {"img": str(step + 1)}
+        config = saver.put(config, checkpoint, {"source": "loop", "step": step}, {"img": str(step + 1)})
+    tup = saver.get_tuple(config)
+    assert tup is not None and tup.checkpoint["channel_values"]["img"] == images[-1]
+    assert len(store.search(("agentstate_blobs",))) == 1  # the pruned checkpoints' images went
+    saver.delete_thread("t")
+    assert store.search(("agentstate_blobs",)) == []

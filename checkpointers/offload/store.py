@@ -3,9 +3,9 @@
 
 Items: each blob at ``("agentstate_blobs",)``, key its digest, value ``{"data": <base64>, "size":
 n}``; each reference row at ``("agentstate_blob_refs", <thread_id, "%" and "." escaped>)``, key
-``<ns>\\x1f<checkpoint_id>\\x1f<task_id>``, value ``{"digests": [...]}``; and, so that a collection
-asks one namespace, each use of a blob at ``("agentstate_blob_users", digest)``, key
-``<thread_id>\\x1f<row key>``.
+``<ns>\\x1f<checkpoint_id>\\x1f<task_id>`` (each with "%" and "\\x1f" escaped), value
+``{"digests": [...]}``; and, so that a collection asks one namespace, each use of a blob at
+``("agentstate_blob_users", digest)``, key ``<thread_id>\\x1f<row key>``.
 
 A ``BaseStore`` has no transactions and no conditional delete, so a collection re-checks after it
 deletes: it reads the blob, deletes it, and puts it back when a writer named it meanwhile; a writer
@@ -42,8 +42,17 @@ _SEP = "\x1f"
 _PAGE = 500
 
 
+def _part(text: str) -> str:
+    """``text`` without the separator, one to one (``"%"`` and ``"\x1f"`` escaped)."""
+    return text.replace("%", "%25").replace(_SEP, "%1F")
+
+
+def _unpart(text: str) -> str:
+    return text.replace("%1F", _SEP).replace("%25", "%")
+
+
 def _row_key(owner: Owner) -> str:
-    return _SEP.join((owner.checkpoint_ns, owner.checkpoint_id, owner.task_id))
+    return _SEP.join(_part(p) for p in (owner.checkpoint_ns, owner.checkpoint_id, owner.task_id))
 
 
 def _label(text: str) -> str:
@@ -60,7 +69,7 @@ def _users_ns(digest: str) -> tuple[str, ...]:
 
 
 def _wanted(op: DropRefs, key: str) -> bool:
-    ns, checkpoint_id, task_id = key.split(_SEP)
+    ns, checkpoint_id, task_id = (_unpart(p) for p in key.split(_SEP))
     if op.ids is not None and (ns != (op.ns or "") or checkpoint_id not in op.ids):
         return False
     return not (op.writes_only and not task_id)
