@@ -561,8 +561,10 @@ def offload_latency(kind: str, calls: int, workdir: Path, pg_base: str | None) -
     return {k: statistics.median(v) * 1e6 for k, v in times.items()}
 
 
-def offload(quick: bool) -> list[dict[str, Any]]:
-    """The offload section's rows (module docstring, 4.) on SQLite and, when it can be had, PostgreSQL."""
+def offload(quick: bool, repeats: int = 1) -> list[dict[str, Any]]:
+    """The offload section's rows (module docstring, 4.) on SQLite and, when it can be had, PostgreSQL;
+    the latency rows are the median of ``repeats`` runs of ``offload_latency`` (each ratio taken
+    within its run), with the lowest and highest ratio."""
     turns = 60 if quick else 200
     calls = 40 if quick else 200
     images_once = sum(IMAGE_B64_CHARS for t in range(turns) if t % IMAGE_EVERY == 0)
@@ -596,14 +598,17 @@ def offload(quick: bool) -> list[dict[str, Any]]:
                                 "target": f"<= {OFFLOAD_TARGET:g}" if aimed else "",
                                 "met": ratio <= OFFLOAD_TARGET if aimed else None,
                             })
-                lat = offload_latency(kind, calls, Path(tmp), pg_base)
+                lats = [offload_latency(kind, calls, Path(tmp), pg_base) for _ in range(repeats)]
                 for op in ("put", "get"):
-                    plain, off = lat[f"{op}_plain"], lat[f"{op}_offload"]
+                    ratios = [lat[f"{op}_offload"] / lat[f"{op}_plain"] for lat in lats]
                     rows.append({
                         "benchmark": f"{'put' if op == 'put' else 'get_tuple'} of 40 messages, two images,"
-                                     f" {kind}, median of {calls}",
-                        "metric": "reducer + offload / reducer (latency)", "bare": plain, "wrapped": off,
-                        "ratio": off / plain, "target": "", "met": None,
+                                     f" {kind}, median of {calls} calls, median of {repeats} runs",
+                        "metric": "reducer + offload / reducer (latency)",
+                        "bare": statistics.median(lat[f"{op}_plain"] for lat in lats),
+                        "wrapped": statistics.median(lat[f"{op}_offload"] for lat in lats),
+                        "ratio": statistics.median(ratios),
+                        "ratio_range": f"{min(ratios):.2f}-{max(ratios):.2f}", "target": "", "met": None,
                     })
     finally:
         if cluster is not None:
@@ -633,7 +638,9 @@ def _fmt(value: Any) -> str:
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     cols = ["benchmark", "metric", "bare", "wrapped", "ratio", "target", "met"]
-    cells = [[_fmt(r[c]) for c in cols] for r in rows]
+    if any("ratio_range" in r for r in rows):
+        cols.insert(5, "ratio_range")
+    cells = [[_fmt(r.get(c)) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
     for row in cells:
@@ -645,10 +652,11 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="100 turns and fewer puts")
     parser.add_argument("--retention", action="store_true", help="only the retention benchmark (3.)")
     parser.add_argument("--offload", action="store_true", help="only the offload benchmark (4.)")
+    parser.add_argument("--runs", type=int, default=1, help="runs of the offload latency rows (median)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; times in seconds (wall) and µs (put)")
     if args.offload:
-        print_table(offload(args.quick))
+        print_table(offload(args.quick, args.runs))
     elif args.retention:
         table, details = retention(args.quick)
         print_table(table)

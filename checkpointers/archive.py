@@ -49,12 +49,31 @@ Guarantees and limits:
   (``delete_thread``, ``prune(..., strategy="delete")``, ``retention.sweep``). A custom
   ``memory_namespace`` is not derived from the thread id and is left alone.
 
+Blob references: a ``ReducingCheckpointSaver(..., offload=BlobOffload(...))`` binds each
+``StoreArchive`` among its reducer's ``on_prune`` hooks to its blob storage when it is built. A
+bound archive stores what the saver's checkpoints store: each large or binary value of a message
+(an image's base64, ...) as a reference to the blob kept once by its SHA-256, the item saying so
+with ``value["blobs"]`` (its digests). So that retention keeps a blob an archived message names
+after the last checkpoint naming it is gone, the archive records one reference row per item, under
+the thread id ``reference_thread(namespace)`` (``"\\x1farchive"`` + the namespace as JSON: no
+checkpoint's), before it writes the item: a crash between the two keeps a blob, never leaves a
+reference without one. ``messages``/``amessages`` and ``read_transcript(store, saver, config)``
+restore the references (a missing or corrupt blob raises ``MissingBlobError``/``CorruptBlobError``
+naming the item and the blob); an unbound archive, or ``read_transcript`` given a checkpointer
+without offload, raises ``ValueError`` for items holding references. ``forget`` deletes the items,
+then the namespace's rows and the blobs nothing names any more. An unbound archive stores messages
+whole. Limits: one archive references one saver's blob storage (binding it to another raises
+``ValueError``); items expired by ``ttl`` keep their blobs until ``forget``; two archives of one
+saver sharing a namespace share its rows (forgetting one drops the other's).
+
 Background delivery (``background=True``): batches go to a bounded queue (``max_pending`` batches)
 drained by one daemon thread, so a put never waits for the store. When the queue is full,
 ``when_full="inline"`` (the default) writes that batch in the caller's thread: nothing is dropped,
 the put is slowed by one store round trip; ``when_full="drop"`` drops it, counts the messages in
 ``dropped`` and logs a warning. Call ``flush()`` to wait for the queue, ``close()`` (or use the
-archive as a context manager) before the process exits.
+archive as a context manager) before the process exits; ``aflush()``/``aclose()`` from async code (on
+the event loop of an async saver the archive is bound to, ``flush``/``close`` would wait for the loop
+they block, and raise).
 """
 
 from __future__ import annotations
@@ -67,7 +86,7 @@ import queue
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Final, Literal, TypeAlias, TypeVar
 
@@ -77,6 +96,10 @@ from agentstate_reducer.messages import read_message
 from agentstate_reducer.summary import insert_position, is_summary_message
 
 from ._flow import Flow, adrive, drive
+from .offload.checkpoint import CorruptBlobError, MissingBlobError
+from .offload.config import BlobRunner
+from .offload.ops import Collect, DropRefs, LoadBlobs, Owner, SaveBlobs
+from .offload.transform import Offloader, Reference, references, restore
 from .reduction import _namespace
 
 __all__ = ["ArchiveStats", "StoreArchive", "archive_namespace", "aread_transcript", "read_transcript"]
@@ -88,8 +111,18 @@ ITEM_KIND: Final = "agentstate.message"
 _PAGE: Final = 10_000
 
 R = TypeVar("R")
-#: A flow of store batches (driven by ``_flow.drive``/``adrive`` with the store's ``batch``/``abatch``).
-StoreFlow: TypeAlias = Flow[list[Op], list[Result], R]
+
+
+@dataclass(frozen=True, slots=True)
+class BlobStep:
+    """A step of an archive flow performed by the blob runner the archive is bound to: ``flow``,
+    a flow of blob operations (``checkpointers.offload.ops``), run in one transaction."""
+
+    flow: Flow[Any, Any, Any]
+
+
+#: A flow of store batches and blob steps, driven by ``_flow.drive``/``adrive`` with ``_Io``.
+StoreFlow: TypeAlias = Flow[list[Op] | BlobStep, Any, R]
 
 
 # -- pure parts: namespaces, items, ordering -----------------------------------------------------
@@ -150,6 +183,8 @@ def _deserialize(value: Mapping[str, Any]) -> Any:
 class _Entry:
     key: str
     value: dict[str, Any]
+    #: the blobs ``value`` references (digest -> bytes), stored before the item
+    blobs: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def _entries(pruned: Sequence[Any], stamp: int) -> list[_Entry]:
@@ -168,23 +203,137 @@ def _entries(pruned: Sequence[Any], stamp: int) -> list[_Entry]:
     return list(out.values())
 
 
+# -- blob references ------------------------------------------------------------------------------
+
+
+def reference_thread(ns: tuple[str, ...]) -> str:
+    """The thread id of the reference rows of the archive namespace ``ns`` (a store namespace):
+    it begins with the control character ``"\\x1f"``, which no thread id LangGraph makes holds
+    (PostgreSQL refuses NUL), so retention, which deletes rows by the thread ids of checkpoints,
+    never names it."""
+    return "\x1farchive" + json.dumps(list(ns), separators=(",", ":"))
+
+
+def _owner(ns: tuple[str, ...], key: str) -> Owner:
+    """The owner of one archived item's reference row: checkpoint id = the item's key."""
+    return Owner(reference_thread(ns), "", key)
+
+
+def _offloaded(entries: list[_Entry], offloader: Offloader) -> list[_Entry]:
+    """The entries with their messages' large and binary values replaced by references; an item
+    holding references says so with ``value["blobs"]`` (its digests), so reads restore exactly the
+    items a bound archive wrote."""
+    out = []
+    for e in entries:
+        body = e.value["message"]
+        # a LangChain message is {"type", "data"}: the tool rule reads the data (the message's fields)
+        lc = e.value["format"] == "langchain" and isinstance(body.get("data"), dict)
+        stored, blobs = offloader.offload(body["data"] if lc else body, messages=True)
+        if not blobs:
+            out.append(e)
+            continue
+        message = {**body, "data": stored} if lc else stored
+        out.append(_Entry(e.key, {**e.value, "message": message, "blobs": sorted(blobs)}, blobs))
+    return out
+
+
+def _blob_ops(*ops: Any) -> Flow[Any, Any, list[Any]]:
+    results = []
+    for op in ops:
+        results.append((yield op))
+    return results
+
+
+def _drop_refs(ns: tuple[str, ...]) -> Flow[Any, Any, int]:
+    """Delete the reference rows of ``ns``, then the blobs no row names any more (blobs deleted)."""
+    digests = yield DropRefs(reference_thread(ns))
+    if not digests:
+        return 0
+    count, _size = yield Collect(tuple(digests))
+    return int(count)
+
+
+def _restored(item: Item, ns: tuple[str, ...], blobs: Mapping[str, bytes], where: str) -> Mapping[str, Any]:
+    """``item.value`` with its references restored; a blob missing or corrupt raises ``BlobError``
+    naming the item."""
+    value = item.value
+    if not value.get("blobs"):
+        return value
+    refs = references(value["message"])
+    named = f"archived message {item.key!r} in store namespace {ns!r}"
+    fields = {"thread_id": reference_thread(ns), "checkpoint_ns": "", "checkpoint_id": item.key}
+    for digest, ref in sorted(refs.items()):
+        data = blobs.get(digest)
+        if data is not None and hashlib.sha256(data).hexdigest() != digest:
+            raise CorruptBlobError(
+                f"{named} names blob sha256:{digest} ({ref.size} bytes), whose stored bytes in {where} do "
+                "not hash to it: the blob was changed outside agentstate-reducer. Restore it from a "
+                "backup, or forget the namespace", digest=digest, **fields)
+
+    def missing(ref: Reference) -> Any:
+        raise MissingBlobError(
+            f"{named} names blob sha256:{ref.digest} ({ref.size} bytes), which is not in {where}: it was "
+            "deleted outside agentstate-reducer. Restore it from a backup, or forget the namespace",
+            digest=ref.digest, **fields)
+
+    return {**value, "message": restore(value["message"], blobs, missing)}
+
+
+class _Io:
+    """Performs an archive flow's steps: store batches on ``store``, blob steps with ``blobs`` (the
+    runner of the saver the archive is bound to; None: a blob step is an error naming the cure)."""
+
+    def __init__(self, store: BaseStore, blobs: BlobRunner | None) -> None:
+        self.store = store
+        self.blobs = blobs
+        self.where = blobs.where if blobs is not None else "the saver's blob storage"
+        self._abatch = _abatch_of(store)
+
+    def _runner(self, step: BlobStep) -> BlobRunner:
+        if self.blobs is None:
+            step.flow.close()
+            raise ValueError(
+                "these archived messages hold blob references (written by a StoreArchive of a "
+                "ReducingCheckpointSaver with offload on): read them through that saver, by "
+                "read_transcript(store, saver, config), or by the archive once such a saver was built "
+                "with it among its reducer's on_prune hooks"
+            )
+        return self.blobs
+
+    def perform(self, step: list[Op] | BlobStep) -> Any:
+        if isinstance(step, BlobStep):
+            return self._runner(step).run(step.flow)
+        return self.store.batch(step)
+
+    async def aperform(self, step: list[Op] | BlobStep) -> Any:
+        if isinstance(step, BlobStep):
+            return await self._runner(step).arun(step.flow)
+        return await self._abatch(step)
+
+
 def _write_flow(ns: tuple[str, ...], entries: list[_Entry], ttl: float | None) -> StoreFlow[tuple[int, int]]:
-    """Write the entries whose keys are not in the store yet. Returns ``(written, existing)``."""
+    """Write the entries whose keys are not in the store yet, the reference rows of their blobs
+    first (a crash between the two leaves a kept blob, never a dangling reference). Returns
+    ``(written, existing)``."""
     found = yield [GetOp(ns, e.key, refresh_ttl=False) for e in entries]
     missing = [e for e, item in zip(entries, found, strict=True) if item is None]
+    saves = [SaveBlobs(_owner(ns, e.key), e.blobs) for e in missing if e.blobs]
+    if saves:
+        yield BlobStep(_blob_ops(*saves))
     if missing:
         yield [PutOp(ns, e.key, e.value, index=False, ttl=ttl) for e in missing]
     return len(missing), len(entries) - len(missing)
 
 
-def _messages_flow(ns: tuple[str, ...]) -> StoreFlow[list[Any]]:
-    """The messages archived in ``ns`` (exactly that namespace), in order."""
+def _messages_flow(ns: tuple[str, ...], where: str) -> StoreFlow[list[Any]]:
+    """The messages archived in ``ns`` (exactly that namespace), in order, references restored
+    (``where`` names the blob storage in errors)."""
     items: dict[str, Item] = {}
     offset = 0
     while True:
         results = yield [SearchOp(ns, filter={"kind": ITEM_KIND}, limit=_PAGE, offset=offset,
                                   refresh_ttl=False)]
-        page: list[Item] = results[0]  # type: ignore[assignment]  # a SearchOp's result is list[SearchItem]
+        page: list[Item] = results[0]  # a SearchOp's result is list[SearchItem]
         for item in page:
             if tuple(item.namespace) == ns:
                 items.setdefault(item.key, item)
@@ -192,23 +341,43 @@ def _messages_flow(ns: tuple[str, ...]) -> StoreFlow[list[Any]]:
             break
         offset += _PAGE
     ordered = sorted(items.values(), key=lambda it: (*it.value["order"], it.key))
-    return [_deserialize(it.value) for it in ordered]
+    refs: set[str] = set()
+    for it in ordered:
+        if it.value.get("blobs"):
+            refs.update(references(it.value["message"]))
+    blobs: Mapping[str, bytes] = {}
+    if refs:
+        blobs = (yield BlobStep(_blob_ops(LoadBlobs(tuple(sorted(refs))))))[0]
+    return [_deserialize(_restored(it, ns, blobs, where)) for it in ordered]
 
 
-def _forget_flow(ns: tuple[str, ...]) -> StoreFlow[int]:
-    """Delete every archived item of ``ns`` (exactly that namespace). Returns how many."""
+def _forget_flow(ns: tuple[str, ...], bound: bool) -> StoreFlow[int]:
+    """Delete every archived item of ``ns`` (exactly that namespace), then, when ``bound``, the
+    namespace's reference rows and the blobs nothing names any more (in this order: a crash between
+    leaves kept blobs, never a dangling reference). Returns how many items."""
     keys: set[str] = set()
+    named = 0
     offset = 0
     while True:
         results = yield [SearchOp(ns, filter={"kind": ITEM_KIND}, limit=_PAGE, offset=offset,
                                   refresh_ttl=False)]
-        page: list[Item] = results[0]  # type: ignore[assignment]  # a SearchOp's result is list[SearchItem]
-        keys.update(item.key for item in page if tuple(item.namespace) == ns)
+        page: list[Item] = results[0]  # a SearchOp's result is list[SearchItem]
+        mine = [item for item in page if tuple(item.namespace) == ns]
+        keys.update(item.key for item in mine)
+        named += sum(bool(item.value.get("blobs")) for item in mine)
         if len(page) < _PAGE:
             break
         offset += _PAGE
     if keys:
         yield [PutOp(ns, key, None) for key in sorted(keys)]
+    if bound:
+        yield BlobStep(_drop_refs(ns))
+    elif named:
+        logger.warning(
+            "forgot %d archived messages in %r that named offloaded blobs; this StoreArchive is not "
+            "bound to a saver with offload, so their reference rows and blobs stay (kept, not lost)",
+            named, ns,
+        )
     return len(keys)
 
 
@@ -324,10 +493,46 @@ class StoreArchive:
         self._queue: queue.Queue[tuple[tuple[str, ...], list[_Entry]] | None] = queue.Queue(max_pending)
         self._worker: threading.Thread | None = None
         self._closed = False
+        self._blobs: BlobRunner | None = None
+        self._offloader: Offloader | None = None
 
     def __repr__(self) -> str:
         mode = "background" if self.background else "inline"
         return f"StoreArchive({type(self.store).__name__}, {mode})"
+
+    # -- blob references --------------------------------------------------------------------------
+
+    def _bind_blobs(self, runner: BlobRunner, offloader: Offloader) -> None:
+        """Store references to ``runner``'s blobs from now on (called by a ``ReducingCheckpointSaver``
+        with offload that has this archive among its reducer's ``on_prune`` hooks). Binding again to
+        the same blob storage keeps the first binding.
+
+        Raises:
+            ValueError: the archive is bound to another blob storage already.
+        """
+        with self._lock:
+            self._check_blobs(runner)
+            if self._blobs is None:
+                self._blobs, self._offloader = runner, offloader
+
+    def _check_blobs(self, runner: BlobRunner) -> None:
+        """Raise the ``ValueError`` of ``_bind_blobs`` without binding."""
+        bound = self._blobs
+        if bound is None or bound is runner or bound.storage is runner.storage:
+            return
+        raise ValueError(
+            f"this StoreArchive already stores references to {bound.where}; a saver keeping its blobs in "
+            f"{runner.where} (another database, connection or store) cannot share it: give each "
+            "ReducingCheckpointSaver with offload its own StoreArchive"
+        )
+
+    @property
+    def blob_runner(self) -> BlobRunner | None:
+        """The blob storage this archive's references name (None: it stores messages whole)."""
+        return self._blobs
+
+    def _io(self) -> _Io:
+        return _Io(self.store, self._blobs)
 
     # -- the hook ---------------------------------------------------------------------------------
 
@@ -361,10 +566,15 @@ class StoreArchive:
             for name, n in deltas.items():
                 self._counts[name] += n
 
+    def _prepared(self, entries: list[_Entry]) -> list[_Entry]:
+        # offloaded at delivery, so a background archive's hashing is off the put's thread
+        return entries if self._offloader is None else _offloaded(entries, self._offloader)
+
     def _deliver(self, ns: tuple[str, ...], entries: list[_Entry]) -> None:
+        io = self._io()
         for attempt in range(self.retries + 1):
             try:
-                written, existing = drive(_write_flow(ns, entries, self.ttl), self.store.batch)
+                written, existing = drive(_write_flow(ns, self._prepared(entries), self.ttl), io.perform)
             except Exception:
                 if attempt < self.retries:
                     time.sleep(0.05 * 2**attempt)
@@ -375,10 +585,11 @@ class StoreArchive:
             return
 
     async def _adeliver(self, ns: tuple[str, ...], entries: list[_Entry]) -> None:
-        abatch = _abatch_of(self.store)
+        io = self._io()
         for attempt in range(self.retries + 1):
             try:
-                written, existing = await adrive(_write_flow(ns, entries, self.ttl), abatch)
+                written, existing = await adrive(_write_flow(ns, self._prepared(entries), self.ttl),
+                                                 io.aperform)
             except Exception:
                 if attempt < self.retries:
                     await asyncio.sleep(0.05 * 2**attempt)
@@ -431,8 +642,30 @@ class StoreArchive:
             finally:
                 self._queue.task_done()
 
+    def _not_on_blob_loop(self, what: str) -> None:
+        """Refuse to wait on the event loop the queued batches need (an async saver's blobs): the
+        worker would wait for the loop and the loop for the worker."""
+        blobs = self._blobs
+        if blobs is None or blobs.loop is None or not self._queue.unfinished_tasks:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if running is blobs.loop:
+            raise RuntimeError(
+                f"StoreArchive.{what}() called on the event loop of {blobs.where}, which the queued "
+                f"batches need to store their blob references: use 'await archive.a{what}()' there"
+            )
+
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every queued batch is written (or failed); False if ``timeout`` s passed first."""
+        """Wait until every queued batch is written (or failed); False if ``timeout`` s passed first.
+
+        Raises:
+            RuntimeError: called on the event loop of the async saver whose blobs the archive
+                references while batches are queued (``aflush`` is the form for that loop).
+        """
+        self._not_on_blob_loop("flush")
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._queue.all_tasks_done:
             while self._queue.unfinished_tasks:
@@ -442,13 +675,26 @@ class StoreArchive:
                 self._queue.all_tasks_done.wait(remaining)
         return True
 
+    async def aflush(self, timeout: float | None = None) -> bool:
+        """``flush`` from async code, off the event loop."""
+        return await asyncio.to_thread(self.flush, timeout)
+
     def close(self, timeout: float | None = None) -> None:
-        """Deliver what is queued and stop the worker. Later batches are written in the caller."""
+        """Deliver what is queued and stop the worker. Later batches are written in the caller.
+
+        Raises:
+            RuntimeError: as ``flush`` (``aclose`` is the form for that loop).
+        """
+        self._not_on_blob_loop("close")
         self._closed = True
         worker = self._worker
         if worker is not None and worker.is_alive():
             self._queue.put(None)
             worker.join(timeout)
+
+    async def aclose(self, timeout: float | None = None) -> None:
+        """``close`` from async code, off the event loop."""
+        await asyncio.to_thread(self.close, timeout)
 
     def __enter__(self) -> StoreArchive:
         return self
@@ -468,25 +714,36 @@ class StoreArchive:
     # -- reading ----------------------------------------------------------------------------------
 
     def messages(self, namespace: Any) -> list[Any]:
-        """The archived messages of ``namespace`` (a hook namespace, as given to the hook), in order."""
-        return drive(_messages_flow(archive_namespace(namespace)), self.store.batch)
+        """The archived messages of ``namespace`` (a hook namespace, as given to the hook), in order,
+        blob references restored.
+
+        Raises:
+            MissingBlobError, CorruptBlobError: a blob an item names cannot be read back.
+            ValueError: items hold references but the archive is bound to no saver's blobs.
+        """
+        io = self._io()
+        return drive(_messages_flow(archive_namespace(namespace), io.where), io.perform)
 
     async def amessages(self, namespace: Any) -> list[Any]:
-        return await adrive(_messages_flow(archive_namespace(namespace)), _abatch_of(self.store))
+        io = self._io()
+        return await adrive(_messages_flow(archive_namespace(namespace), io.where), io.aperform)
 
     # -- forgetting -------------------------------------------------------------------------------
 
     def forget(self, namespace: Any) -> int:
         """Delete the archived messages of ``namespace`` (after delivering queued batches, so none
-        lands afterwards). Returns how many were deleted."""
+        lands afterwards) and, when bound to a saver's blobs, the namespace's reference rows and the
+        blobs nothing names any more. Returns how many messages were deleted."""
         if self.background:
             self.flush()
-        return drive(_forget_flow(archive_namespace(namespace)), self.store.batch)
+        io = self._io()
+        return drive(_forget_flow(archive_namespace(namespace), io.blobs is not None), io.perform)
 
     async def aforget(self, namespace: Any) -> int:
         if self.background:
-            await asyncio.to_thread(self.flush)
-        return await adrive(_forget_flow(archive_namespace(namespace)), _abatch_of(self.store))
+            await self.aflush()
+        io = self._io()
+        return await adrive(_forget_flow(archive_namespace(namespace), io.blobs is not None), io.aperform)
 
 
 def read_transcript(
@@ -505,7 +762,8 @@ def read_transcript(
     says whether index 0 of the live list stays in front of the archive). The injected summary
     message is left out unless ``include_summary``.
     """
-    archived = drive(_messages_flow(archive_namespace(_namespace(config))), store.batch)
+    io = _Io(store, _blob_runner_of(checkpointer))
+    archived = drive(_messages_flow(archive_namespace(_namespace(config)), io.where), io.perform)
     live = _live_messages(checkpointer.get_tuple(config), messages_key)
     return merge_transcript(archived, live, preserve_first=preserve_first, include_summary=include_summary)
 
@@ -520,6 +778,13 @@ async def aread_transcript(
     include_summary: bool = False,
 ) -> list[Any]:
     """``read_transcript`` with the store's and the checkpointer's async APIs."""
-    archived = await adrive(_messages_flow(archive_namespace(_namespace(config))), _abatch_of(store))
+    io = _Io(store, _blob_runner_of(checkpointer))
+    archived = await adrive(_messages_flow(archive_namespace(_namespace(config)), io.where), io.aperform)
     live = _live_messages(await checkpointer.aget_tuple(config), messages_key)
     return merge_transcript(archived, live, preserve_first=preserve_first, include_summary=include_summary)
+
+
+def _blob_runner_of(checkpointer: Any) -> BlobRunner | None:
+    """The blob storage of a ``ReducingCheckpointSaver`` with offload (its ``blob_runner``)."""
+    runner = getattr(checkpointer, "blob_runner", None)
+    return runner if isinstance(runner, BlobRunner) else None

@@ -60,7 +60,8 @@ from .offload.checkpoint import (
     stored_writes_flow,
 )
 from .offload.config import BlobOffload, BlobRunner
-from .offload.ops import Collect, DropRefs
+from .offload.follow import drop_refs_flow
+from .offload.ops import DropRefs
 from .reduction import (
     DEFAULT_MEMO,
     AbsentKeyCheck,
@@ -118,15 +119,18 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             write is stored once by its SHA-256 and read back in place (docs/savers.md, "Blob
             offload"); None (the default) stores checkpoints as they are. With it on, retention,
             ``prune`` and ``delete_thread`` delete a blob once nothing names it, and
-            ``copy_thread``/``delete_for_runs`` are not offered. An inner saver with an
-            ``offload`` setting of its own (the Cosmos DB savers) is handed it and offloads
-            itself, after its reduction (``ValueError`` if it already has a different one).
+            ``copy_thread``/``delete_for_runs`` are not offered. Each ``StoreArchive`` among the
+            reducer's ``on_prune`` hooks then stores references to these blobs instead of the bytes.
+            An inner saver with an ``offload`` setting of its own (the Cosmos DB savers) is handed
+            it and offloads itself, after its reduction (``ValueError`` if it already has a
+            different one).
 
     Raises:
         TypeError: ``inner`` is not a ``BaseCheckpointSaver`` or ``reducer`` not a ``MessageReducer``;
             ``keep_last`` is not an int or None, or is set on an inner saver retention lacks.
         ValueError: ``inner`` already applies a different reducer (it would reduce twice);
-            ``keep_last`` or ``retention_every`` is below 1.
+            ``keep_last`` or ``retention_every`` is below 1; with ``offload``, a ``StoreArchive``
+            among the reducer's hooks already stores references to another saver's blobs.
     """
 
     def __new__(cls, inner: Any = None, *args: Any, **kwargs: Any) -> ReducingCheckpointSaver:
@@ -175,14 +179,11 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self._summary_memo = resolve_memo(summary_memo)
         self._absent_key = AbsentKeyCheck()
         self._init_retention(keep_last, retention_every, branch_grace)
-        self._backend: _retention.Backend | None = None
-        if self._keep_last is not None:
-            if not _retention.supports_retention(type(inner)):
-                raise TypeError(
-                    f"keep_last is supported on {', '.join(_retention.supported_savers())}; "
-                    f"{type(inner).__name__} has no retention backend: leave keep_last=None"
-                )
-            self._backend = _retention.backend_for(inner)
+        if self._keep_last is not None and not _retention.supports_retention(type(inner)):
+            raise TypeError(
+                f"keep_last is supported on {', '.join(_retention.supported_savers())}; "
+                f"{type(inner).__name__} has no retention backend: leave keep_last=None"
+            )
         if offload is not None and not isinstance(offload, BlobOffload):
             raise TypeError(
                 f"offload must be a checkpointers.BlobOffload or None, got {type(offload).__name__}"
@@ -191,6 +192,19 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self._blobs: BlobRunner | None = None
         if offload is not None and not _adopt_offload(inner, offload):
             self._blobs = offload.bind(inner)
+        # the saver's runner where the inner saver adopted the offload
+        runner = self._blobs if self._blobs is not None else getattr(inner, "blob_runner", None)
+        if runner is not None and offload is not None:
+            # the archive stores references to this saver's blobs, not the bytes again
+            archives = self._archives()
+            for archive in archives:  # every one checked before any is bound
+                archive._check_blobs(runner)
+            for archive in archives:
+                archive._bind_blobs(runner, offload.offloader)
+        # through the wrapper: with blobs in a BaseStore, retention follows them there
+        self._backend: _retention.Backend | None = (
+            _retention.backend_for(self) if self._keep_last is not None else None
+        )
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -216,6 +230,12 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     @property
     def offload(self) -> BlobOffload | None:
         return self._offload
+
+    @property
+    def blob_runner(self) -> BlobRunner | None:
+        """Performs the blob operations of ``offload`` (None without it); ``retention.backend_for``
+        reads it, so retention run on this wrapper follows blobs kept in a ``BaseStore``."""
+        return self._blobs
 
     @property
     def passthrough(self) -> bool:
@@ -417,7 +437,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         the blobs nothing names any more."""
         self._inner.delete_thread(thread_id)
         if self._blobs is not None:
-            self._blobs.run(_drop_thread_flow(thread_id))
+            self._blobs.run(drop_refs_flow([DropRefs(thread_id)]))
         self.forget_archived(thread_id)
 
     def get_delta_channel_history(
@@ -463,7 +483,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     async def adelete_thread(self, thread_id: str) -> None:
         await self._inner.adelete_thread(thread_id)
         if self._blobs is not None:
-            await self._blobs.arun(_drop_thread_flow(thread_id))
+            await self._blobs.arun(drop_refs_flow([DropRefs(thread_id)]))
         await self.aforget_archived(thread_id)
 
     # -- the archive follows the thread ---------------------------------------------------------
@@ -492,10 +512,6 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         return await self._blobs.arun(restored_history_flow(history, config, self._blobs.where))
 
 
-def _drop_thread_flow(thread_id: str) -> Any:
-    digests = yield DropRefs(thread_id)
-    if digests:
-        yield Collect(tuple(digests))
 
 
 # -- optional capabilities: mirrored per class ------------------------------------------------
@@ -538,7 +554,7 @@ async def _aprune(
 def _own_prune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    _retention.prune(self.inner, thread_ids, strategy=strategy)
+    _retention.prune(self, thread_ids, strategy=strategy)
     if strategy == "delete":
         for thread_id in thread_ids:
             self.forget_archived(str(thread_id))
@@ -547,7 +563,7 @@ def _own_prune(
 async def _own_aprune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    await _retention.aprune(self.inner, thread_ids, strategy=strategy)
+    await _retention.aprune(self, thread_ids, strategy=strategy)
     if strategy == "delete":
         for thread_id in thread_ids:
             await self.aforget_archived(str(thread_id))

@@ -20,13 +20,14 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.store.memory import InMemoryStore
 
 from agentstate_reducer import MessageReducer
 from checkpointers import BlobOffload, CorruptBlobError, MissingBlobError, ReducingCheckpointSaver
 from checkpointers.offload.transform import PREFIX, Offloader, references, restore
-from tests.scenario_graph import aopen_saver
+from tests.scenario_graph import aopen_saver, build_graph, thread_config
 
 MIN = 256
 REDUCER = MessageReducer(min_messages=200, max_messages=400)
@@ -391,3 +392,76 @@ async def test_postgres_stores_a_top_level_string_reference(pg_url: str) -> None
                                   {"messages": 1, "image": 1})
         tup = await saver.aget_tuple(config)
         assert tup is not None and tup.checkpoint["channel_values"]["image"] == image
+
+
+# -- a failing put ------------------------------------------------------------------------------
+
+
+class _FailingSqliteSaver(SqliteSaver):
+    """A real SqliteSaver whose ``put`` raises while ``failing`` (a disk full, a lost connection),
+    after the wrapper has stored the checkpoint's blobs."""
+
+    failing = False
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if self.failing:
+            raise sqlite3.OperationalError("database or disk is full")
+        return super().put(config, checkpoint, metadata, new_versions)
+
+
+@pytest.mark.parametrize("blobs", ["own", "store"])
+def test_a_failed_put_leaves_no_checkpoint_naming_a_missing_blob(blobs: str, tmp_path: Path) -> None:
+    store = InMemoryStore() if blobs == "store" else None
+    conn = sqlite3.connect(str(tmp_path / "fail.db"), check_same_thread=False)
+    try:
+        inner = _FailingSqliteSaver(conn)
+        inner.setup()
+        saver = ReducingCheckpointSaver(inner, REDUCER, offload=BlobOffload(MIN, store=store))
+        graph = _image_graph(saver)
+        config: Any = {"configurable": {"thread_id": "f"}}
+
+        def turn(n: int) -> None:
+            graph.invoke({"messages": [HumanMessage(id=f"h-{n}", content=[
+                {"type": "text", "text": f"turn {n}"},
+                {"type": "image", "base64": _b64(bytes([n]) * 2048), "mime_type": "image/png"}])]}, config)
+
+        turn(0)
+        inner.failing = True
+        with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+            turn(1)
+        inner.failing = False
+        named = {d for t in inner.list(None) for d in references(t.checkpoint["channel_values"])}
+        assert len(named) == 1
+        restored = list(saver.list(config))  # every stored checkpoint reads back (raises on a missing blob)
+        latest = restored[0].checkpoint["channel_values"]["messages"]
+        assert [m.id for m in latest] == ["h-0", "ai-1"]  # turn 1 stored nothing the graph reads
+
+        turn(2)
+        messages = graph.get_state(config).values["messages"]
+        humans: list[Any] = [m for m in messages if isinstance(m, HumanMessage)]
+        images = [m.content[1]["base64"] for m in humans]
+        assert images == [_b64(bytes([0]) * 2048), _b64(bytes([2]) * 2048)]
+        saver.delete_thread("f")  # the failed put's rows go with the thread: no blob is kept for good
+        if store is None:
+            assert conn.execute("SELECT COUNT(*) FROM agentstate_blobs").fetchone()[0] == 0
+        else:
+            assert store.search(("agentstate_blobs",)) == []
+    finally:
+        conn.close()
+
+
+def test_a_with_allowlist_clone_of_an_in_memory_saver_shares_its_blobs() -> None:
+    """Strict msgpack makes LangGraph compile the graph with ``with_allowlist``'s clone, which shares
+    the saver's dictionaries: what the clone stores, the wrapper the user holds reads back."""
+    inner = InMemorySaver()
+    inner.serde = JsonPlusSerializer(allowed_msgpack_modules=[("tests", "Custom")])
+    saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                    offload=BlobOffload(min_bytes=1024))
+    clone = saver.with_allowlist([("tests", "Other")])
+    assert clone.inner is not inner
+    image = base64.b64encode(bytes(range(256)) * 12).decode()
+    message = HumanMessage(content=[{"type": "text", "text": "h0"},
+                                    {"type": "image", "base64": image, "mime_type": "image/png"}], id="h0")
+    build_graph(clone).invoke({"messages": [message]}, thread_config("t"))
+    tup = saver.get_tuple(thread_config("t"))
+    assert tup is not None and tup.checkpoint["channel_values"]["messages"][0] == message

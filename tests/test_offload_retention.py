@@ -156,3 +156,163 @@ def test_a_base_store_keeps_the_rows_of_any_thread_id(thread: str) -> None:
     assert len(store.search(("agentstate_blobs",))) == 1  # "plain" still names it
     saver.delete_thread("plain")
     assert store.search(("agentstate_blobs",)) == []
+
+
+# -- async, sweep(older_than=...), prune(strategy="delete"): the same equality --------------------
+
+
+def _blob_store(kind: str, path: Path) -> Any:
+    """None (blobs in the saver's own database) or an open ``BaseStore`` on ``path``."""
+    if kind == "own":
+        return None
+    if kind == "memory":
+        from langgraph.store.memory import InMemoryStore
+
+        return InMemoryStore()
+    import sqlite3
+
+    from langgraph.store.sqlite import SqliteStore
+
+    store = SqliteStore(sqlite3.connect(str(path), check_same_thread=False, isolation_level=None))
+    store.setup()
+    return store
+
+
+def _store_digests(store: Any) -> set[str]:
+    return {item.key for item in store.search(("agentstate_blobs",), limit=10_000)}
+
+
+async def _astored(inner: Any, store: Any) -> set[str]:
+    if store is not None:
+        return _store_digests(store)
+    async with inner.conn.execute("SELECT digest FROM agentstate_blobs") as cursor:
+        return {row[0] for row in await cursor.fetchall()}
+
+
+async def _anamed(inner: Any) -> set[str]:
+    found: set[str] = set()
+    async for tup in inner.alist(None):
+        found |= set(references(tup.checkpoint.get("channel_values")))
+        found |= set(references([w[2] for w in tup.pending_writes or ()]))
+    return found
+
+
+@pytest.mark.parametrize("blobs", ["own", "memory", "sqlite"])
+async def test_async_retention_keeps_exactly_the_named_blobs(blobs: str, tmp_path: Path) -> None:
+    from tests.scenario_graph import aopen_saver
+
+    rng = random.Random(21)
+    images = [base64.b64encode(rng.randbytes(5_000)).decode() for _ in range(3)]
+    store = _blob_store(blobs, tmp_path / "blobs.db")
+    async with aopen_saver("aiosqlite", path=tmp_path / "a.db") as inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                        offload=BlobOffload(min_bytes=1024, store=store), keep_last=2,
+                                        retention_every=1)
+        graph = build_graph(saver)
+        for turn in range(5):
+            for thread in ("a", "b"):
+                block = {"type": "image", "base64": images[turn % 3], "mime_type": "image/png"}
+                message = HumanMessage(content=[{"type": "text", "text": f"h{turn}"}, block])
+                await graph.ainvoke({"messages": [message]}, thread_config(thread))
+            assert await _astored(inner, store) == await _anamed(inner) != set()
+        assert saver.retention_stats is not None and saver.retention_stats.failures == 0
+        assert images[0] not in str(await _anamed(inner)) and len(await _anamed(inner)) < 3
+        await saver.aprune(["a"], strategy="delete")
+        assert await _astored(inner, store) == await _anamed(inner) != set()
+        await saver.adelete_thread("b")
+        assert await _astored(inner, store) == set()
+
+
+def _stored_in(inner: Any, store: Any) -> set[str]:
+    return _stored(inner) if store is None else _store_digests(store)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("blobs", ["own", "memory", "sqlite"])
+def test_sweep_older_than_deletes_idle_threads_and_their_blobs_only(
+    kind: str, blobs: str, tmp_path: Path
+) -> None:
+    """A thread whose newest checkpoint is a year old goes with the blobs only it names; the
+    blob it shares with a live thread stays."""
+    from datetime import datetime, timedelta, timezone
+
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from checkpointers.retention import sweep
+
+    rng = random.Random(8)
+    shared, own = (base64.b64encode(rng.randbytes(5_000)).decode() for _ in range(2))
+    store = _blob_store(blobs, tmp_path / "blobs.db")
+    with open_saver(kind, path=tmp_path / "ckpt.db") as inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                        offload=BlobOffload(min_bytes=1024, store=store))
+        graph = build_graph(saver)
+        _image_turn(graph, "live", 0, shared)
+        old = empty_checkpoint()
+        old["ts"] = (datetime.now(timezone.utc) - timedelta(days=400)).isoformat()
+        old["channel_values"] = {"messages": [
+            HumanMessage(content=[{"type": "image", "base64": image, "mime_type": "image/png"}], id=f"m{i}")
+            for i, image in enumerate((shared, own))
+        ]}
+        old["channel_versions"] = {"messages": saver.get_next_version(None, None)}
+        idle: Any = {"configurable": {"thread_id": "idle", "checkpoint_ns": ""}}
+        saver.put(idle, old, {"step": 0, "source": "input"}, dict(old["channel_versions"]))
+        assert len(_stored_in(inner, store)) == 2
+
+        report = sweep(saver, older_than=timedelta(days=365))
+        assert report.threads_deleted == ["idle"]
+        assert _stored_in(inner, store) == _named(inner) != set()
+        assert len(_stored_in(inner, store)) == 1  # the shared image, named by "live"
+        assert saver.get_tuple(thread_config("idle")) is None
+        first: Any = next(m for m in graph.get_state(thread_config("live")).values["messages"]
+                          if isinstance(m, HumanMessage))
+        assert first.content[1]["base64"] == shared
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+@pytest.mark.parametrize("blobs", ["own", "memory", "sqlite"])
+def test_prune_delete_takes_the_blobs_only_that_thread_named(kind: str, blobs: str, tmp_path: Path) -> None:
+    rng = random.Random(9)
+    shared, a_only, b_only = (base64.b64encode(rng.randbytes(5_000)).decode() for _ in range(3))
+    store = _blob_store(blobs, tmp_path / "blobs.db")
+    with open_saver(kind, path=tmp_path / "ckpt.db") as inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8),
+                                        offload=BlobOffload(min_bytes=1024, store=store))
+        graph = build_graph(saver)
+        for thread, image in (("a", a_only), ("b", b_only)):
+            _image_turn(graph, thread, 0, shared)
+            _image_turn(graph, thread, 1, image)
+        assert len(_stored_in(inner, store)) == 3
+        saver.prune(["a"], strategy="delete")
+        assert saver.get_tuple(thread_config("a")) is None
+        assert _stored_in(inner, store) == _named(inner) != set()
+        assert len(_stored_in(inner, store)) == 2  # shared and b's: b still names them
+        saver.prune(["b"], strategy="delete")
+        assert _stored_in(inner, store) == set() and _named(inner) == set()
+
+
+@pytest.mark.parametrize("ns", ["", "sub\x1fgraph", "sub%1Fgraph", "%"])
+def test_a_base_store_keeps_the_rows_of_any_namespace(ns: str) -> None:
+    """Reference rows in a ``BaseStore`` are keyed by namespace, checkpoint and task: a namespace
+    holding the key's separator or its escape is followed through retention like any other."""
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore()
+    saver = ReducingCheckpointSaver(InMemorySaver(), MessageReducer(min_messages=4, max_messages=8),
+                                    offload=BlobOffload(min_bytes=1024, store=store), keep_last=1,
+                                    retention_every=1)
+    rng = random.Random(4)
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ns}}
+    images = [base64.b64encode(rng.randbytes(2_000)).decode() for _ in range(3)]
+    for step, image in enumerate(images):
+        checkpoint: Any = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": [], "img": image}
+        checkpoint["channel_versions"] = {"img": str(step + 1)}
+        config = saver.put(config, checkpoint, {"source": "loop", "step": step}, {"img": str(step + 1)})
+    tup = saver.get_tuple(config)
+    assert tup is not None and tup.checkpoint["channel_values"]["img"] == images[-1]
+    assert len(store.search(("agentstate_blobs",))) == 1  # the pruned checkpoints' images went
+    saver.delete_thread("t")
+    assert store.search(("agentstate_blobs",)) == []

@@ -24,7 +24,8 @@ from .. import retention as _retention
 from .._flow import Flow
 from ..offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow, stored_writes_flow
 from ..offload.config import BlobOffload, BlobRunner
-from ..offload.ops import Collect, DropRefs
+from ..offload.follow import drop_refs_flow
+from ..offload.ops import DropRefs
 from ..reduction import (
     DEFAULT_MEMO,
     AbsentKeyCheck,
@@ -359,6 +360,16 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         return stored_writes_flow(self._offload.offloader, config, writes, task_id, self._messages_key)
 
     @property
+    def blob_runner(self) -> BlobRunner | None:
+        """The runner of this saver's blob operations (None without ``offload``)."""
+        return self._blobs
+
+    def _dropped_thread_flow(self, thread_id: str) -> Flow[Any, Any, Any]:
+        """A deleted thread's blob references dropped, then the blobs nothing names collected (for
+        blobs in a ``BaseStore``; in the container retention's ``follow_blobs`` does it)."""
+        return drop_refs_flow([DropRefs(thread_id)])
+
+    @property
     def _blobs_in_container(self) -> bool:
         """Offload on, with the blobs as items of this container (not in a ``BaseStore``)."""
         return self._offload is not None and self._offload.store is None
@@ -464,10 +475,3 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         if self._settings.ttls.ttl is not None:
             self._written.mark(plan.pk, plan.blob_ids, started)
 
-
-def dropped_thread_flow(thread_id: str) -> Flow[Any, Any, Any]:
-    """A deleted thread's blob references dropped, and the blobs nothing names then collected
-    (for blobs in a ``BaseStore``; in the container, retention's ``follow_blobs`` does it)."""
-    digests = yield DropRefs(thread_id)
-    if digests:
-        yield Collect(tuple(digests))

@@ -16,7 +16,7 @@ from .. import retention as _retention
 from .._flow import adrive, aiterate
 from ..offload.checkpoint import BlobCache
 from . import _mapping as m
-from ._base import CosmosSaverBase, dropped_thread_flow
+from ._base import CosmosSaverBase
 from ._retention import AsyncCosmosBackend, delete_thread_retention_flow
 
 __all__ = ["AsyncCosmosDBSaver"]
@@ -302,7 +302,7 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         else:
             await self._run(m.delete_thread_flow(str(thread_id)))
         if self._blobs is not None and not self._blobs_in_container:
-            await self._blobs.arun(dropped_thread_flow(str(thread_id)))
+            await self._blobs.arun(self._dropped_thread_flow(str(thread_id)))
         self._written.forget([m.partition_key(str(thread_id))])
 
     async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:

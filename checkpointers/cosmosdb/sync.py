@@ -16,7 +16,7 @@ from .. import retention as _retention
 from .._flow import drive, iterate
 from ..offload.checkpoint import BlobCache
 from . import _mapping as m
-from ._base import CosmosSaverBase, dropped_thread_flow
+from ._base import CosmosSaverBase
 from ._retention import CosmosBackend, delete_thread_retention_flow
 
 __all__ = ["CosmosDBSaver"]
@@ -355,7 +355,7 @@ class CosmosDBSaver(CosmosSaverBase):
         else:
             self._run(m.delete_thread_flow(str(thread_id)))
         if self._blobs is not None and not self._blobs_in_container:
-            self._blobs.run(dropped_thread_flow(str(thread_id)))
+            self._blobs.run(self._dropped_thread_flow(str(thread_id)))
         self._written.forget([m.partition_key(str(thread_id))])
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:

@@ -17,9 +17,16 @@ __all__ = ["BlobOffload", "BlobRunner"]
 
 class BlobRunner:
     """Performs blob operations for one saver: ``run``/``arun`` drive a flow of them; ``where``
-    names the blob store in errors."""
+    names the blob store in errors; ``separate``: the blobs live outside the saver's database, so
+    retention follows them after its transaction (``retention.backends.FollowingBackend``) rather
+    than in it; ``storage`` is the object holding the blobs (the saver's connection or dictionary,
+    or the ``BaseStore``): two runners with the same ``storage`` read and write the same blobs;
+    ``loop`` is the event loop its I/O runs on (an async saver's), None when any thread can run it."""
 
     where: str
+    separate: bool = False
+    storage: object
+    loop: Any = None
 
     def run(self, flow: Flow[Any, Any, Any]) -> Any:
         raise NotImplementedError
@@ -59,6 +66,9 @@ class _BackendRunner(BlobRunner):
 
     def __init__(self, backend: Any, saver: Any) -> None:
         self.backend = backend
+        conn = getattr(saver, "conn", None)
+        self.storage = conn if conn is not None else getattr(saver, "storage", saver)
+        self.loop = getattr(saver, "loop", None) if backend.is_async else None
         name = type(saver).__name__
         where = getattr(backend, "blob_where", None)
         if where is None:
@@ -75,10 +85,15 @@ class _BackendRunner(BlobRunner):
 
 
 class _StoreRunner(BlobRunner):
+    """In a ``BaseStore`` (``offload.store``), outside the saver's database."""
+
+    separate = True
+
     def __init__(self, store: Any) -> None:
         from .store import StoreBlobs
 
         self.blobs = StoreBlobs(store)
+        self.storage = store
         self.where = f"the {type(store).__name__} given as BlobOffload(store=...)"
 
     def run(self, flow: Flow[Any, Any, Any]) -> Any:

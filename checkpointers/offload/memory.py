@@ -69,9 +69,15 @@ _of_lock = threading.Lock()
 
 
 def memory_blobs(saver: Any, *, create: bool = True) -> MemoryBlobs | None:
-    """The blobs kept beside ``saver`` (made on first use when ``create``)."""
+    """The blobs kept beside ``saver`` (made on first use when ``create``). A shallow copy of a
+    saver (``with_allowlist``'s clone) shares its checkpoint dictionaries, so it shares its blobs."""
     with _of_lock:
         found = _of.get(saver)
-        if found is None and create:
-            found = _of[saver] = MemoryBlobs()
+        if found is None:
+            storage = getattr(saver, "storage", None)
+            found = next((b for s, b in _of.items() if storage is not None and s.storage is storage), None)
+            if found is None and create:
+                found = MemoryBlobs()
+            if found is not None:
+                _of[saver] = found
         return found

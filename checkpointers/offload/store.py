@@ -3,16 +3,29 @@
 
 Items: each blob at ``("agentstate_blobs",)``, key its digest, value ``{"data": <base64>, "size":
 n}``; each reference row at ``("agentstate_blob_refs", <thread_id, "%" and "." escaped>)``, key
-``<ns>\\x1f<checkpoint_id>\\x1f<task_id>``, value ``{"digests": [...]}``; and, so that a collection
-asks one namespace, each use of a blob at ``("agentstate_blob_users", digest)``, key
-``<thread_id>\\x1f<row key>``.
+``<ns>\\x1f<checkpoint_id>\\x1f<task_id>`` (each with "%" and "\\x1f" escaped), value
+``{"digests": [...]}``; and, so that a collection asks one namespace, each use of a blob at
+``("agentstate_blob_users", digest)``, key ``<thread_id>\\x1f<row key>``.
 
 A ``BaseStore`` has no transactions and no conditional delete, so a collection re-checks after it
 deletes: it reads the blob, deletes it, and puts it back when a writer named it meanwhile; a writer
 records its use before it looks for the blob and stores the blob when it finds none. The blob is
 then never lost, but a read of the writer's checkpoint in the moment between the two may find it
-missing. Retention run by the wrapper (``keep_last``, ``prune``, ``delete_thread``) follows the
-rows here after its own transaction commits.
+missing.
+
+Retention follows the rows here although they live outside the saver's database: every entry point
+that deletes checkpoints of a wrapper with ``BlobOffload(store=...)`` (its ``keep_last`` after a
+put, ``prune``, ``delete_thread``, ``checkpointers.retention.sweep``, ``compact_store``) finds its
+backend through ``retention.backend_for``, which gives it a ``FollowingBackend``: the flow runs in
+the saver's transaction and records what it deleted (``follow.recording``), and only after that
+transaction commits are those checkpoints' rows dropped and their blobs collected here
+(``follow.drop_refs_flow``), sync and async alike. The order is what makes a crash safe:
+checkpoints first, then their rows, then the blobs. Stopped between two steps, the store keeps what
+nothing needs and loses nothing: rows of deleted checkpoints (dropped with their thread by
+``delete_thread`` or a ``sweep``'s ``older_than``) or blobs no row names (collected when a later
+deletion drops a row naming them); no stored checkpoint ever names a missing blob. A flow whose
+transaction rolls back drops nothing. Retention run on the bare inner saver (not the wrapper)
+cannot see this store and leaves its rows and blobs in place.
 """
 
 from __future__ import annotations
@@ -29,8 +42,17 @@ _SEP = "\x1f"
 _PAGE = 500
 
 
+def _part(text: str) -> str:
+    """``text`` without the separator, one to one (``"%"`` and ``"\x1f"`` escaped)."""
+    return text.replace("%", "%25").replace(_SEP, "%1F")
+
+
+def _unpart(text: str) -> str:
+    return text.replace("%1F", _SEP).replace("%25", "%")
+
+
 def _row_key(owner: Owner) -> str:
-    return _SEP.join((owner.checkpoint_ns, owner.checkpoint_id, owner.task_id))
+    return _SEP.join(_part(p) for p in (owner.checkpoint_ns, owner.checkpoint_id, owner.task_id))
 
 
 def _label(text: str) -> str:
@@ -47,7 +69,7 @@ def _users_ns(digest: str) -> tuple[str, ...]:
 
 
 def _wanted(op: DropRefs, key: str) -> bool:
-    ns, checkpoint_id, task_id = key.split(_SEP)
+    ns, checkpoint_id, task_id = (_unpart(p) for p in key.split(_SEP))
     if op.ids is not None and (ns != (op.ns or "") or checkpoint_id not in op.ids):
         return False
     return not (op.writes_only and not task_id)

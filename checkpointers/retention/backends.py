@@ -29,7 +29,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import INTERRUPT
 
 from .._flow import adrive, drive, translating
-from ..offload.follow import follow_blobs
+from ..offload.follow import drop_refs_flow, follow_blobs, recording
 from ..offload.memory import memory_blobs
 from ..offload.ops import BLOB_OPS, BlobUsage, Collect, DropRefs, HasBlobs, LoadBlobs, SaveBlobs
 from ..offload.sql import BlobSql, PostgresBlobSql, SqliteBlobSql
@@ -51,6 +51,7 @@ __all__ = [
     "AsyncPostgresBackend",
     "AsyncSqliteBackend",
     "Backend",
+    "FollowingBackend",
     "MemoryBackend",
     "PostgresBackend",
     "SqliteBackend",
@@ -124,6 +125,52 @@ class Backend:
 
     async def _avacuum(self) -> None:
         raise NotImplementedError
+
+
+class FollowingBackend(Backend):
+    """``backend``, with the blobs of what its flows delete followed in a blob store outside the
+    saver's database (``blobs``, a ``checkpointers.offload.config.BlobRunner``, such as a
+    ``BaseStore``'s): each flow runs in ``backend``'s transaction recording its deletions
+    (``offload.follow.recording``); after that transaction commits, their reference rows are
+    dropped and their blobs collected by ``blobs`` (``offload.follow.drop_refs_flow``). A flow that
+    raises (its transaction rolled back) drops nothing. Sizes, vacuum and versions are
+    ``backend``'s."""
+
+    def __init__(self, backend: Backend, blobs: Any) -> None:
+        super().__init__(backend.saver)
+        self.backend = backend
+        self.blobs = blobs
+        self.is_async = backend.is_async
+        self.stores_blobs = backend.stores_blobs
+
+    def run(self, flow: Flow) -> Any:
+        drops: list[DropRefs] = []
+        result = self.backend.run(recording(flow, drops))
+        if drops:
+            self.blobs.run(drop_refs_flow(drops))
+        return result
+
+    async def arun(self, flow: Flow) -> Any:
+        drops: list[DropRefs] = []
+        result = await self.backend.arun(recording(flow, drops))
+        if drops:
+            await self.blobs.arun(drop_refs_flow(drops))
+        return result
+
+    def size(self) -> int | None:
+        return self.backend.size()
+
+    async def asize(self) -> int | None:
+        return await self.backend.asize()
+
+    def vacuum(self) -> None:
+        self.backend.vacuum()
+
+    async def avacuum(self) -> None:
+        await self.backend.avacuum()
+
+    def version_entry(self, ns: str, channel: str, version: Any) -> tuple[str, str]:
+        return self.backend.version_entry(ns, channel, version)
 
 
 def _on_saver_loop(saver: Any, coro: Any) -> Any:
@@ -531,16 +578,28 @@ def supports_retention(saver_class: type) -> bool:
 
 def backend_for(saver: Any) -> Backend:
     """The retention backend of ``saver`` (a wrapper with an ``inner`` saver property, such as
-    ``ReducingCheckpointSaver``, is looked through to its inner saver)."""
+    ``ReducingCheckpointSaver``, is looked through to its inner saver). A wrapper whose
+    ``blob_runner`` property is a runner with ``separate`` (blobs in a ``BaseStore``) gets a
+    ``FollowingBackend``: every retention entry point that finds its backend here (per-put
+    ``keep_last``, ``prune``, ``sweep``, ``compact_store``) then drops the deleted checkpoints'
+    reference rows there after its transaction commits."""
     inner = saver
+    stores: list[Any] = []  # blob runners of wrappers keeping blobs outside the saver, outermost first
     while isinstance(getattr(type(inner), "inner", None), property) and isinstance(
         inner.inner, BaseCheckpointSaver
     ):
+        if isinstance(getattr(type(inner), "blob_runner", None), property):
+            runner = inner.blob_runner
+            if runner is not None and runner.separate:
+                stores.append(runner)
         inner = inner.inner
-    backend = _backend_class(type(inner))
-    if backend is None:
+    backend_class = _backend_class(type(inner))
+    if backend_class is None:
         raise TypeError(
             f"retention supports {', '.join(supported_savers())} (bare or wrapped in a "
             f"ReducingCheckpointSaver), got {type(inner).__name__}"
         )
-    return backend(inner)
+    backend = backend_class(inner)
+    for runner in reversed(stores):
+        backend = FollowingBackend(backend, runner)
+    return backend
