@@ -192,8 +192,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self._blobs: BlobRunner | None = None
         if offload is not None and not _adopt_offload(inner, offload):
             self._blobs = offload.bind(inner)
-        # the saver's runner where the inner saver adopted the offload
+        # the inner saver's runner where it adopted the offload
         runner = self._blobs if self._blobs is not None else getattr(inner, "blob_runner", None)
+        self._blob_runner: BlobRunner | None = runner if offload is not None else None
         if runner is not None and offload is not None:
             # the archive stores references to this saver's blobs, not the bytes again
             archives = self._archives()
@@ -233,9 +234,10 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
 
     @property
     def blob_runner(self) -> BlobRunner | None:
-        """Performs the blob operations of ``offload`` (None without it); ``retention.backend_for``
-        reads it, so retention run on this wrapper follows blobs kept in a ``BaseStore``."""
-        return self._blobs
+        """Performs the blob operations of ``offload`` (None without it): the wrapper's, or those of
+        the inner saver that adopted it; ``retention.backend_for`` reads it, so retention run on
+        this wrapper follows blobs kept in a ``BaseStore``."""
+        return self._blob_runner
 
     @property
     def passthrough(self) -> bool:

@@ -21,15 +21,32 @@ from langgraph.store.memory import InMemoryStore
 
 import checkpointers.cli.main as cli
 from agentstate_reducer import MessageReducer
-from checkpointers import BlobOffload, MissingBlobError, ReducingCheckpointSaver
+from checkpointers import (
+    BlobOffload,
+    MissingBlobError,
+    ReducingCheckpointSaver,
+    StoreArchive,
+    read_transcript,
+)
 from checkpointers.cosmosdb import AsyncCosmosDBSaver, CosmosDBSaver
 from checkpointers.cosmosdb._blobs import BlobWork, owner_key
 from checkpointers.cosmosdb._ops import DeleteIf, Missing, Query, Read, explaining_missing
 from checkpointers.offload.ops import Collect, DropRefs, LoadBlobs, Owner, SaveBlobs
 from checkpointers.offload.transform import references
 from tests.cosmos_service import CosmosServer
+from tests.scenario_graph import build_graph, thread_config
 from tests.test_cli import cosmos_url
 from tests.test_cli_offload import seed
+from tests.test_offload_archive import (
+    DIGEST,
+    archive_items,
+    archive_named,
+    expected_ids,
+    image_message,
+    image_of,
+    offloading_saver,
+    run_image_thread,
+)
 
 pytestmark = [pytest.mark.cosmos, pytest.mark.slow]
 
@@ -457,3 +474,47 @@ def test_inspect_reports_the_blob_bytes_of_a_cosmos_store(
     report = cli.execute(["inspect", url])
     assert {t.thread_id: t.blob_bytes for t in report.threads} == {"two": 2 * 6000, "three": 3 * 6000}
     assert report.summary()["blob_bytes"] == 5 * 6000
+
+
+def test_the_archive_names_blobs_on_cosmos_and_delete_thread_collects_them(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    store = InMemoryStore()
+    with StoreArchive(store) as archive, sync_saver(cosmos_server, cosmos_database) as inner:
+        saver = offloading_saver(inner, archive, keep_last=1, retention_every=1)
+        assert inner.offload is saver.offload
+        graph = build_graph(saver)
+        for thread_id in ("a", "b"):
+            run_image_thread(graph, thread_id)
+        archive.flush()
+        named = named_digests(cosmos_server, cosmos_database)
+        assert DIGEST not in named  # no checkpoint or write names the image any more
+        assert set(stored_blobs(cosmos_server, cosmos_database)) == named | archive_named(store) >= {DIGEST}
+        transcript = read_transcript(store, saver, thread_config("a"))
+        assert [m.id for m in transcript] == expected_ids()
+        assert image_of(transcript) == image_message()
+        saver.delete_thread("a")
+        assert archive_items(store, "a") == []
+        assert DIGEST in stored_blobs(cosmos_server, cosmos_database)  # thread b's archive names it
+        saver.delete_thread("b")
+        assert stored_blobs(cosmos_server, cosmos_database) == {}
+
+
+def test_retention_through_the_wrapper_follows_blobs_in_a_store(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    blob_store = InMemoryStore()
+    with sync_saver(cosmos_server, cosmos_database) as inner:
+        saver = ReducingCheckpointSaver(inner, REDUCER, keep_last=1, retention_every=1,
+                                        offload=BlobOffload(MIN, store=blob_store))
+        saved = None
+        for step in range(3):
+            messages = [message(step, image(step))]
+            saved = saver.put(saved or config("s"), checkpoint(messages, step), meta(step),
+                              {"messages": step + 1})
+            in_store = {i.key for i in blob_store.search(("agentstate_blobs",))}
+            assert in_store == named_digests(cosmos_server, cosmos_database)
+            assert len(in_store) == 1  # the older checkpoints and their images went
+        assert stored_blobs(cosmos_server, cosmos_database) == {}
+        saver.delete_thread("s")
+        assert blob_store.search(("agentstate_blobs",)) == []
