@@ -31,7 +31,7 @@ chunks of that head's generation. A writer that added its key after the read mak
 blob is deleted only when no owner names it.
 
 Cost and limit: a put naming a blob its checkpoint does not yet own costs one point read and one
-replace of the small head (plus one batch of reference items per put); a blob already stored is
+replace of the small head (plus one batch of reference items per put); the bytes of a blob already stored are
 never written again. ``owners`` has one key (about 60 bytes) per checkpoint or task's writes naming
 the blob, so one head holds some 30,000 of them within Cosmos DB's 2 MB item limit; past that a put
 fails with the service's error (413), never silently. The reducer's window and ``keep_last`` bound
