@@ -518,3 +518,23 @@ def test_retention_through_the_wrapper_follows_blobs_in_a_store(
         assert stored_blobs(cosmos_server, cosmos_database) == {}
         saver.delete_thread("s")
         assert blob_store.search(("agentstate_blobs",)) == []
+
+
+async def test_a_background_archive_of_the_async_saver_waits_on_its_loop(
+    cosmos_server: CosmosServer, cosmos_database: str
+) -> None:
+    """The worker stores its references on the async saver's event loop: ``flush()`` there would
+    wait for itself, so it raises and ``aflush()`` waits; ``adelete_thread`` then collects."""
+    store = InMemoryStore()
+    archive = StoreArchive(store, background=True)
+    async with async_saver(cosmos_server, cosmos_database) as inner:
+        saver = offloading_saver(inner, archive)
+        await archive.acall([image_message()], ("memories", "t"))  # queued: the worker needs the loop
+        with pytest.raises(RuntimeError, match=r"await archive\.aflush\(\)"):
+            archive.flush()
+        assert await archive.aflush() is True
+        assert image_of(await archive.amessages(("memories", "t"))) == image_message()
+        assert DIGEST in stored_blobs(cosmos_server, cosmos_database)
+        await saver.adelete_thread("t")
+        assert stored_blobs(cosmos_server, cosmos_database) == {}
+        await archive.aclose()

@@ -326,6 +326,12 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
 
     # -- sync: the async methods on the saver's loop, from another thread --------------------------
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the saver's I/O runs on (its sync methods hand their calls to it); None
+        until the saver was created or first called inside a running loop."""
+        return self._connection.loop
+
     def _sync(self, coro: Coroutine[Any, Any, R]) -> R:
         loop = self._connection.loop
         try:

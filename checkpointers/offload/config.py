@@ -68,12 +68,16 @@ class _BackendRunner(BlobRunner):
         self.backend = backend
         conn = getattr(saver, "conn", None)
         self.storage = conn if conn is not None else getattr(saver, "storage", saver)
-        self.loop = getattr(saver, "loop", None) if backend.is_async else None
         name = type(saver).__name__
         where = getattr(backend, "blob_where", None)
         if where is None:
             where = "the InMemorySaver's blobs" if "Memory" in name else f"the {name}'s blob table"
         self.where = where
+
+    @property
+    def loop(self) -> Any:
+        # read when asked: an async saver may learn its loop only at its first call
+        return getattr(self.backend.saver, "loop", None) if self.backend.is_async else None
 
     def run(self, flow: Flow[Any, Any, Any]) -> Any:
         asks, value = _started(flow)
