@@ -222,6 +222,28 @@ def test_retention_after_compact_offload_keeps_exactly_the_blobs_named(url: str)
         assert _stored(inner) == _named(inner) != set()
 
 
+def test_a_reference_to_a_missing_blob_stops_the_run_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import sqlite3
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    seed(url)
+    cli.execute(["compact", url, "--offload", "--min-bytes", "1024"])
+    digest = hashlib.sha256(PHOTO["cover"]["base64"].encode()).hexdigest()
+    conn = sqlite3.connect(tmp_path / "store.sqlite")
+    with conn:
+        conn.execute("DELETE FROM agentstate_blobs WHERE digest = ?", (digest,))
+    conn.close()
+    rows = dump_rows(url)
+    assert cli.main(["compact", url, "--offload", "--min-bytes", "1024"]) == 1
+    line = only_line(capsys.readouterr().err)
+    assert line.startswith(ERROR + "compact --offload stopped: checkpoint ")
+    assert f"of thread 'a' (namespace '') names blob sha256:{digest}" in line
+    assert line.endswith("nothing of this one was written")
+    assert dump_rows(url) == rows
+
+
 def test_bad_offload_options_are_refused_before_anything_is_written(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

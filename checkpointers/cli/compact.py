@@ -262,13 +262,19 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
 
         offloaded = None
         if offload is not None:
+            from checkpointers.offload import BlobError
             from checkpointers.offload.inplace import offload_store
 
-            with Progress(len(wanted), "offload") as bar:
-                offloaded = offload_store(
-                    saver, offload, thread_ids=wanted, dry_run=args.dry_run,
-                    messages_key=args.messages_key, on_thread=lambda _: bar.update(),
-                )
+            try:
+                with Progress(len(wanted), "offload") as bar:
+                    offloaded = offload_store(
+                        saver, offload, thread_ids=wanted, dry_run=args.dry_run,
+                        messages_key=args.messages_key, on_thread=lambda _: bar.update(),
+                    )
+            except BlobError as exc:
+                written = ("nothing was written" if args.dry_run else "the checkpoints before it are "
+                           "offloaded (each in its own transaction), nothing of this one was written")
+                raise CliError(f"compact --offload stopped: {exc}; {written}", exit_code=1) from exc
 
         def run(dry_run: bool) -> StoreCompaction:
             with Progress(len(wanted), "compact") as bar:

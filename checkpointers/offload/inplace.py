@@ -113,8 +113,10 @@ class _Layout:
     blob_sql: BlobSql
     list_checkpoints: str
 
-    def __init__(self, serde: Any) -> None:
+    def __init__(self, serde: Any, *, lock: bool = False) -> None:
         self.serde = serde
+        #: PostgreSQL: lock the rows read until the transaction ends (a real run rewrites them)
+        self.lock = lock
 
     def values_flow(self, thread_id: str, ns: str, checkpoint_id: str) -> Flow[Any, Any, list[_Value]]:
         raise NotImplementedError
@@ -203,8 +205,8 @@ class _PostgresLayout(_Layout):
         # named columns: the saver's connection returns rows as dicts
         rows = yield Sql("SELECT checkpoint -> 'channel_versions' AS versions, "
                          "checkpoint -> 'channel_values' AS inline FROM checkpoints "
-                         "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
-                         (thread_id, ns, checkpoint_id), True)
+                         "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+                         + (" FOR UPDATE" if self.lock else ""), (thread_id, ns, checkpoint_id), True)
         if not rows:
             return []
         versions = {str(k): str(v) for k, v in (rows[0][0] or {}).items()}
@@ -216,7 +218,7 @@ class _PostgresLayout(_Layout):
                 "SELECT b.channel, b.version, b.type, b.blob FROM checkpoint_blobs b "
                 "JOIN unnest(%s::text[], %s::text[]) AS v(channel, version) "
                 "ON b.channel = v.channel AND b.version = v.version "
-                "WHERE b.thread_id = %s AND b.checkpoint_ns = %s",
+                "WHERE b.thread_id = %s AND b.checkpoint_ns = %s" + (" FOR UPDATE OF b" if self.lock else ""),
                 (channels, [versions[c] for c in channels], thread_id, ns), True)
             for channel, version, type_, data in blobs:
                 if type_ == "empty" or data is None:
@@ -229,7 +231,7 @@ class _PostgresLayout(_Layout):
     def writes_flow(self, thread_id: str, ns: str, checkpoint_id: str) -> Flow[Any, Any, list[_Write]]:
         rows = yield Sql("SELECT task_id, idx, channel, type, blob FROM checkpoint_writes "
                          "WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s "
-                         "ORDER BY task_id, idx",
+                         "ORDER BY task_id, idx" + (" FOR UPDATE" if self.lock else ""),
                          (thread_id, ns, checkpoint_id), True)
         return [_Write(r[0], int(r[1]), r[2], self.serde.loads_typed((r[3], bytes(r[4] or b""))),
                        len(r[4] or b"")) for r in rows if r[3] is not None]
@@ -258,12 +260,12 @@ class _PostgresLayout(_Layout):
         return (rows, before, after)
 
 
-def _layout(backend: Backend) -> _Layout:
+def _layout(backend: Backend, dry_run: bool) -> _Layout:
     dialect = getattr(backend, "dialect", None)
-    if isinstance(dialect, SqliteDialect):
+    if isinstance(dialect, SqliteDialect):  # BEGIN IMMEDIATE: no other writer meanwhile
         return _SqliteLayout(backend.saver.serde)
     if isinstance(dialect, PostgresDialect):
-        return _PostgresLayout(backend.saver.serde)
+        return _PostgresLayout(backend.saver.serde, lock=not dry_run)
     raise TypeError(
         f"offloading a store in place works on SqliteSaver and PostgresSaver stores, got "
         f"{type(backend.saver).__name__}"
@@ -437,7 +439,7 @@ def offload_store(
         raise TypeError("offloading a store in place keeps the blobs in the saver's own database: pass "
                         "BlobOffload(store=None)")
     backend = backend_for(saver)
-    layout = _layout(backend)
+    layout = _layout(backend, dry_run)
     where = f"the {type(backend.saver).__name__}'s blob table"
     run = _Run(layout, offload.offloader, where, messages_key, dry_run)
     report = run.report = StoreOffload(dry_run, offload.min_bytes, offload.tool_min_bytes)
