@@ -222,6 +222,32 @@ def test_retention_after_compact_offload_keeps_exactly_the_blobs_named(url: str)
         assert _stored(inner) == _named(inner) != set()
 
 
+def test_tool_min_bytes_offloads_long_tool_results_too(tmp_path: Path) -> None:
+    from langchain_core.messages import ToolMessage
+
+    url = f"sqlite:///{tmp_path / 'store.sqlite'}"
+    result = "rows: " + ", ".join(str(i) for i in range(800))  # plain text, not base64
+    with open_saver(url) as saver:
+        saver.setup()
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"messages": [
+            AIMessage("", id="call", tool_calls=[{"id": "c1", "name": "query", "args": {}}]),
+            ToolMessage(result, tool_call_id="c1", id="result")]}
+        checkpoint["channel_versions"] = {"messages": saver.get_next_version(None, None)}
+        saver.put({"configurable": {"thread_id": "t", "checkpoint_ns": ""}}, checkpoint, {"step": 0},
+                  checkpoint["channel_versions"])
+    plain = cli.execute(["compact", url, "--offload", "--dry-run"])
+    assert plain.offload is not None and plain.offload.rows == 0  # binary content only, by default
+    done = cli.execute(["compact", url, "--offload", "--tool-min-bytes", "2000"])
+    assert done.offload is not None
+    assert (done.offload.blobs_stored, done.offload.blob_bytes_stored) == (1, len(result))
+    assert result[:64].encode() not in raw_values(url)
+    with open_saver(url) as inner:
+        saver = ReducingCheckpointSaver(inner, reducer(), offload=BlobOffload(tool_min_bytes=2000))
+        tup = saver.get_tuple({"configurable": {"thread_id": "t", "checkpoint_ns": ""}})
+        assert tup is not None and tup.checkpoint["channel_values"] == checkpoint["channel_values"]
+
+
 def test_a_reference_to_a_missing_blob_stops_the_run_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
