@@ -125,20 +125,20 @@ class _Layout:
         raise NotImplementedError
 
     def rewrite_flow(self, thread_id: str, ns: str, checkpoint_id: str, old: Sequence[_Value],
-                     new: Mapping[str, Any]) -> Flow[Any, Any, tuple[int, int, int]]:
-        """Rewrite the values of ``old`` whose channel ``new`` holds; (rows, bytes before, after)."""
+                     new: Mapping[str, Any], write: bool) -> Flow[Any, Any, tuple[int, int, int]]:
+        """Rewrite the values of ``old`` whose channel ``new`` holds (only when ``write``: else
+        the same numbers, nothing written); (rows, bytes before, bytes after)."""
         raise NotImplementedError
 
     write_update: str
 
     def rewrite_write_flow(self, thread_id: str, ns: str, checkpoint_id: str, old: _Write,
-                           value: Any) -> Flow[Any, Any, int]:
+                           value: Any, write: bool) -> Flow[Any, Any, int]:
+        """Rewrite one write row (only when ``write``); its bytes after."""
         type_, data = self.serde.dumps_typed(value)
-        yield Sql(self.write_update, (type_, data, thread_id, ns, checkpoint_id, old.task_id, old.idx))
+        if write:
+            yield Sql(self.write_update, (type_, data, thread_id, ns, checkpoint_id, old.task_id, old.idx))
         return len(data)
-
-    def dumped_size(self, value: Any) -> int:
-        return len(self.serde.dumps_typed(value)[1])
 
 
 class _SqliteLayout(_Layout):
@@ -174,15 +174,17 @@ class _SqliteLayout(_Layout):
                        len(r[4] or b"")) for r in rows if r[3] is not None]
 
     def rewrite_flow(self, thread_id: str, ns: str, checkpoint_id: str, old: Sequence[_Value],
-                     new: Mapping[str, Any]) -> Flow[Any, Any, tuple[int, int, int]]:
+                     new: Mapping[str, Any], write: bool) -> Flow[Any, Any, tuple[int, int, int]]:
         if not new or not old:
             return (0, 0, 0)
         checkpoint = old[0].key[1]
         values = checkpoint.get("channel_values") or {}
         rewritten = {**checkpoint, "channel_values": {k: new.get(k, v) for k, v in values.items()}}
         type_, data = self.serde.dumps_typed(rewritten)
-        yield Sql("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? AND checkpoint_ns = ? "
-                  "AND checkpoint_id = ?", (type_, data, thread_id, ns, checkpoint_id))
+        if write:
+            yield Sql("UPDATE checkpoints SET type = ?, checkpoint = ? WHERE thread_id = ? "
+                      "AND checkpoint_ns = ? AND checkpoint_id = ?",
+                      (type_, data, thread_id, ns, checkpoint_id))
         return (1, sum(v.size for v in old), len(data))
 
 
@@ -237,7 +239,7 @@ class _PostgresLayout(_Layout):
                        len(r[4] or b"")) for r in rows if r[3] is not None]
 
     def rewrite_flow(self, thread_id: str, ns: str, checkpoint_id: str, old: Sequence[_Value],
-                     new: Mapping[str, Any]) -> Flow[Any, Any, tuple[int, int, int]]:
+                     new: Mapping[str, Any], write: bool) -> Flow[Any, Any, tuple[int, int, int]]:
         rows = before = after = 0
         for stored in old:
             if stored.channel not in new:
@@ -245,16 +247,18 @@ class _PostgresLayout(_Layout):
             value = new[stored.channel]
             if stored.key[0] == "blob":
                 type_, data = self.serde.dumps_typed(value)
-                yield Sql("UPDATE checkpoint_blobs SET type = %s, blob = %s WHERE thread_id = %s "
-                          "AND checkpoint_ns = %s AND channel = %s AND version = %s",
-                          (type_, data, thread_id, ns, stored.channel, stored.key[1]))
+                if write:
+                    yield Sql("UPDATE checkpoint_blobs SET type = %s, blob = %s WHERE thread_id = %s "
+                              "AND checkpoint_ns = %s AND channel = %s AND version = %s",
+                              (type_, data, thread_id, ns, stored.channel, stored.key[1]))
                 size = len(data)
             else:
                 text = json.dumps(value)
-                yield Sql("UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, "
-                          "ARRAY['channel_values', %s::text], %s::jsonb) WHERE thread_id = %s "
-                          "AND checkpoint_ns = %s AND checkpoint_id = %s",
-                          (stored.channel, text, thread_id, ns, checkpoint_id))
+                if write:
+                    yield Sql("UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, "
+                              "ARRAY['channel_values', %s::text], %s::jsonb) WHERE thread_id = %s "
+                              "AND checkpoint_ns = %s AND checkpoint_id = %s",
+                              (stored.channel, text, thread_id, ns, checkpoint_id))
                 size = len(text.encode())
             rows, before, after = rows + 1, before + stored.size, after + size
         return (rows, before, after)
@@ -390,25 +394,12 @@ def _checkpoint_flow(run: _Run, thread: _Thread, ns: str, checkpoint_id: str) ->
     for v in values:
         if v.key[0] == "blob" and v.channel in new_values:
             thread.rewritten[(ns, v.channel, v.key[1])] = new_values[v.channel]
-    if run.dry_run:
-        changed = [v for v in values if v.channel in new_values]
-        if isinstance(layout, _SqliteLayout):
-            rows = 1 if changed else 0
-            before = sum(v.size for v in values) if changed else 0
-            after = layout.dumped_size({**values[0].key[1], "channel_values": {
-                v.channel: new_values.get(v.channel, v.value) for v in values}}) if changed else 0
-        else:
-            rows = len(changed)
-            before = sum(v.size for v in changed)
-            after = sum(layout.dumped_size(new_values[v.channel]) if v.key[0] == "blob"
-                        else len(json.dumps(new_values[v.channel]).encode()) for v in changed)
-        for write, value in new_writes:
-            before, after = before + write.size, after + layout.dumped_size(value)
-    else:
-        rows, before, after = yield from layout.rewrite_flow(thread_id, ns, checkpoint_id, values, new_values)
-        for write, value in new_writes:
-            before += write.size
-            after += yield from layout.rewrite_write_flow(thread_id, ns, checkpoint_id, write, value)
+    rows, before, after = yield from layout.rewrite_flow(
+        thread_id, ns, checkpoint_id, values, new_values, not run.dry_run)
+    for write, value in new_writes:
+        before += write.size
+        after += yield from layout.rewrite_write_flow(
+            thread_id, ns, checkpoint_id, write, value, not run.dry_run)
     report.rows += rows + len(new_writes)
     report.writes += len(new_writes)
     report.bytes_before += before
