@@ -100,17 +100,20 @@ def compact_thread(
     messages_key: str = "messages",
     dry_run: bool = False,
     count_tokens: Callable[[Any], int] | None = None,
+    offload: BlobOffload | None = None,
 ) -> ThreadCompaction:
     """Reduce the latest checkpoint of ``thread_id``'s root namespace and write the result as a new
     checkpoint on top of it (see the module docstring); ``dry_run``: write nothing, report what
     would change. The new checkpoint is read back through the saver: if it is not the latest (a run
     wrote meanwhile, or this machine's clock is behind the writer's), the result is "failed" and the
-    thread reads as before. ``count_tokens`` (one message -> tokens) fills the token fields."""
+    thread reads as before. ``count_tokens`` (one message -> tokens) fills the token fields;
+    ``offload``: the thresholds the new checkpoint is offloaded by on a store holding offloaded
+    blobs (default ``BlobOffload()``)."""
 
     def tokens(messages: list[Any]) -> int | None:
         return None if count_tokens is None else sum(count_tokens(m) for m in messages)
 
-    blobs = _blob_io(saver)
+    blobs = _blob_io(saver, offload)
     latest = saver.get_tuple(_root_config(thread_id))
     if blobs is not None:  # read what a graph reads, so the new checkpoint names its blobs itself
         latest = blobs[0].run(restored_tuple_flow(latest, blobs[0].where))
@@ -175,7 +178,9 @@ def compact_thread(
     return replace(planned, action="compacted", checkpoint_id=reduced["id"])
 
 
-def _blob_io(saver: BaseCheckpointSaver[Any]) -> tuple[BlobRunner, BlobOffload] | None:
+def _blob_io(
+    saver: BaseCheckpointSaver[Any], offload: BlobOffload | None = None
+) -> tuple[BlobRunner, BlobOffload] | None:
     """For a saver that does not offload by itself but whose store holds offloaded blobs: the runner
     of its blob operations and the offload to apply to a checkpoint ``compact_thread`` writes."""
     if getattr(saver, "offload", None) is not None:
@@ -186,7 +191,7 @@ def _blob_io(saver: BaseCheckpointSaver[Any]) -> tuple[BlobRunner, BlobOffload] 
         return None
     if not backend.stores_blobs or not backend.run(_has_blobs_flow()):
         return None
-    offload = BlobOffload()
+    offload = offload if offload is not None and offload.store is None else BlobOffload()
     return offload.bind(backend.saver), offload
 
 
@@ -247,6 +252,7 @@ def compact_store(
     messages_key: str = "messages",
     count_tokens: Callable[[Any], int] | None = None,
     on_thread: Callable[[str], None] | None = None,
+    offload: BlobOffload | None = None,
 ) -> StoreCompaction:
     """Per thread of ``saver`` (``thread_ids``, or every thread), in this order:
 
@@ -261,6 +267,8 @@ def compact_store(
     ``dry_run`` writes and deletes nothing, and reports exactly what the run would do: the trim is
     planned on the thread as it would be after the compaction (with its new checkpoint). Works on
     the savers ``checkpointers.retention`` supports (needed for ``keep_last``/``older_than``).
+    ``offload``: the thresholds of the checkpoints compaction writes on a store holding offloaded
+    blobs (``compact_thread``).
     """
 
     report = StoreCompaction(dry_run=dry_run)
@@ -287,7 +295,7 @@ def compact_store(
                 if reducer is not None:
                     report.threads.append(compact_thread(
                         saver, thread_id, reducer, messages_key=messages_key, dry_run=True,
-                        count_tokens=count_tokens,
+                        count_tokens=count_tokens, offload=offload,
                     ))
                 continue
             if r.is_idle(ts, older_than, now):
@@ -300,7 +308,7 @@ def compact_store(
         if reducer is not None:
             compacted = compact_thread(
                 saver, thread_id, reducer, messages_key=messages_key, dry_run=dry_run,
-                count_tokens=count_tokens,
+                count_tokens=count_tokens, offload=offload,
             )
             report.threads.append(compacted)
             if compacted.action in ("compacted", "would compact"):

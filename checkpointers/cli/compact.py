@@ -19,6 +19,11 @@ Invariants:
   the file; PostgreSQL: ``pg_database_size``), and promises no space back;
 * ``--older-than`` is a positive age and ``--keep-last`` at least 1; anything else is refused
   before the store is opened, saying the allowed form and why;
+* ``--offload`` first rewrites every stored checkpoint and pending write of the threads in place
+  with their large and binary content stored once as blobs (``checkpointers.offload.inplace``), by
+  ``--min-bytes``/``--tool-min-bytes`` (``BlobOffload``'s); then the run goes on as without it. A
+  real run that rewrote something vacuums SQLite as a deleting run does. SQLite and PostgreSQL
+  only: a Cosmos DB store is refused before it is opened;
 * a second run with the same options changes nothing.
 """
 
@@ -36,10 +41,11 @@ from .errors import PROG, CliError, require
 from .options import reducer_from
 from .render import Progress, human_bytes, human_duration, plural, table
 from .stores import CheckpointDb, open_checkpoint_db
-from .urls import in_text
+from .urls import in_text, parse_store_url
 
 if TYPE_CHECKING:
     from checkpointers.compact import StoreCompaction, ThreadCompaction
+    from checkpointers.offload.inplace import StoreOffload
 
 _DURATION = re.compile(r"\s*(-?)\s*(\d+)\s*([smhdw])\s*\Z")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -85,7 +91,19 @@ def keep_last_count(text: str) -> int:
 #: The options whose value may start with "-" ("--older-than -5d"): joined to them as
 #: "--older-than=-5d" before parsing, so the value's own check says what is wrong with it (argparse
 #: would take "-5d" for an option and answer "expected one argument").
-VALUE_OPTIONS = ("--older-than", "--keep-last")
+VALUE_OPTIONS = ("--older-than", "--keep-last", "--min-bytes", "--tool-min-bytes")
+
+
+def byte_count(text: str) -> int:
+    """``--min-bytes N``/``--tool-min-bytes N``: a whole number >= 1; else ``ArgumentTypeError``."""
+    why = "a size in bytes, a whole number >= 1 (content of at least that many bytes is offloaded)"
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number: use {why}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is too small: use {why}")
+    return value
 
 
 def add_compact_options(parser: argparse.ArgumentParser) -> None:
@@ -112,6 +130,20 @@ def add_compact_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--force", action="store_true",
         help="also trim threads with pending writes or an open interrupt (they are never compacted)",
+    )
+    parser.add_argument(
+        "--offload", action="store_true",
+        help="first store each image, file and other large binary content of every stored checkpoint "
+        "and pending write once, as a blob, and keep a reference in their place (SQLite, PostgreSQL); "
+        "open the store with ReducingCheckpointSaver(..., offload=BlobOffload(...)) afterwards",
+    )
+    parser.add_argument(
+        "--min-bytes", type=byte_count, metavar="N",
+        help="with --offload: offload binary content of at least N bytes (default 4096)",
+    )
+    parser.add_argument(
+        "--tool-min-bytes", type=byte_count, metavar="N",
+        help="with --offload: also offload any text of at least N bytes inside a tool result",
     )
     parser.add_argument("--json", action="store_true", help="machine-readable report")
 
@@ -148,6 +180,8 @@ class CompactReport:
     vacuum_bytes_before: int | None = None
     vacuum_bytes_after: int | None = None
     store_kind: str = ""  # "sqlite", "postgres" or "cosmosdb"
+    #: what --offload did (or would do); None without it
+    offload: StoreOffload | None = None
 
     def count(self, action: str) -> int:
         return sum(1 for thread in self.threads if thread.action == action)
@@ -209,6 +243,7 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
             exit_code=2,
         )
     reducer, counter, _ = reducer_from(args)
+    offload = _offload_from(args)
     with open_checkpoint_db(args.store, create=False, read_only=args.dry_run, feature=feature) as db:
         saver = db.saver
         if (deletes or args.vacuum) and not supports_retention(type(saver)):
@@ -225,12 +260,28 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
         bytes_before = _store_bytes(db)
         whole_before = None if db.kind == "cosmosdb" else db.whole_database_bytes()
 
+        offloaded = None
+        if offload is not None:
+            from checkpointers.offload import BlobError
+            from checkpointers.offload.inplace import offload_store
+
+            try:
+                with Progress(len(wanted), "offload") as bar:
+                    offloaded = offload_store(
+                        saver, offload, thread_ids=wanted, dry_run=args.dry_run,
+                        messages_key=args.messages_key, on_thread=lambda _: bar.update(),
+                    )
+            except BlobError as exc:
+                written = ("nothing was written" if args.dry_run else "the checkpoints before it are "
+                           "offloaded (each in its own transaction), nothing of this one was written")
+                raise CliError(f"compact --offload stopped: {exc}; {written}", exit_code=1) from exc
+
         def run(dry_run: bool) -> StoreCompaction:
             with Progress(len(wanted), "compact") as bar:
                 return compact_store(
                     saver, reducer, thread_ids=wanted, keep_last=keep_last, older_than=args.older_than,
                     dry_run=dry_run, force=args.force, messages_key=args.messages_key, count_tokens=counter,
-                    on_thread=lambda _: bar.update(),
+                    on_thread=lambda _: bar.update(), offload=offload,
                 )
 
         if deletes and not args.dry_run and not args.yes:
@@ -241,6 +292,7 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
         deleted_any = bool(done.checkpoints_deleted or done.blobs_deleted or done.threads_deleted)
         vacuumed = False
         whole_after = None
+        deleted_any = deleted_any or bool(offloaded is not None and offloaded.rows)
         vacuum = (db.kind == "sqlite" and deleted_any) or (args.vacuum and db.kind != "cosmosdb")
         if vacuum and not args.dry_run:
             from checkpointers.retention import backend_for
@@ -286,10 +338,15 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
             writes_deleted=done.writes_deleted, blobs_deleted=done.blobs_deleted,
             kept_whole=done.kept_whole, vacuumed=vacuumed, bytes_meaning=_BYTES_MEANING.get(db.kind, ""),
             vacuum_bytes_before=whole_before if vacuumed else None, vacuum_bytes_after=whole_after,
-            store_kind=db.kind,
+            store_kind=db.kind, offload=offloaded,
         )
     if args.json:
-        print(json.dumps({**asdict(report), "threads": [asdict(t) for t in report.threads]}, indent=2))
+        as_json = {**asdict(report), "threads": [asdict(t) for t in report.threads]}
+        if offloaded is not None:
+            as_json["offload"] = {**asdict(offloaded), "rows": offloaded.rows,
+                                  "bytes_before": offloaded.bytes_before,
+                                  "bytes_after": offloaded.bytes_after}
+        print(json.dumps(as_json, indent=2))
     else:
         _print_compact(report)
     return report
@@ -324,6 +381,9 @@ def _print_compact(report: CompactReport) -> None:
            f"; {'checkpoint tables' if report.store_kind == 'postgres' else 'database'} "
            f"{human_bytes(report.database_bytes_before)}{after}")
     )
+    if report.offload is not None:
+        for line in offload_lines(report):
+            print(line)
     if report.prune:
         print(f"prune: {report.prune}")
     for thread_id, why in sorted(report.kept_whole.items()):
@@ -352,3 +412,68 @@ def vacuum_outcome(report: CompactReport) -> str:
             "next (VACUUM FULL would return them, locking the tables while it rewrites them)"
         )
     return f"{change}: nothing returned"
+
+
+def _offload_from(args: argparse.Namespace) -> Any:
+    """The ``BlobOffload`` of ``--offload`` (None without it); ``CliError`` for a size option without
+    ``--offload`` or a store it cannot offload, before the store is opened."""
+    if not args.offload:
+        given = [o for o, v in (("--min-bytes", args.min_bytes), ("--tool-min-bytes", args.tool_min_bytes))
+                 if v is not None]
+        if given:
+            raise CliError(f"{' and '.join(given)} only apply with --offload; nothing was changed",
+                           exit_code=2)
+        return None
+    if parse_store_url(args.store).kind == "cosmosdb":
+        raise CliError(
+            "compact --offload rewrites SQLite and PostgreSQL stores in place; a Cosmos DB store keeps a "
+            "checkpoint in chunked items that it cannot rewrite yet. Nothing was changed: new "
+            "checkpoints are offloaded with CosmosDBSaver(..., offload=BlobOffload(...))",
+            exit_code=2,
+        )
+    from checkpointers import BlobOffload
+
+    try:
+        return BlobOffload(4096 if args.min_bytes is None else args.min_bytes,
+                           tool_min_bytes=args.tool_min_bytes)
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"bad offload options: {exc}", exit_code=2) from exc
+
+
+def offload_lines(report: CompactReport) -> list[str]:
+    """What ``--offload`` did, in words: rows rewritten, blobs stored, and the space it frees."""
+    done = report.offload
+    assert done is not None
+    threads = [t for t in done.threads if t.rows]
+    verb = "would rewrite" if report.dry_run else "rewrote"
+    lines = [
+        f"offload: {verb} {plural(done.rows, 'stored row')} of "
+        f"{plural(sum(t.checkpoints for t in threads), 'checkpoint')} "
+        f"({plural(sum(t.writes for t in threads), 'pending write')}) in {plural(len(threads), 'thread')}, "
+        f"{human_bytes(done.bytes_before)} -> {human_bytes(done.bytes_after)}; "
+        f"{plural(done.blobs_stored, 'new blob')} ({human_bytes(done.blob_bytes_stored)}) "
+        f"{'would be ' if report.dry_run else ''}stored once "
+        f"(min bytes {done.min_bytes}"
+        + ("" if done.tool_min_bytes is None else f", tool min bytes {done.tool_min_bytes}") + ")"
+    ]
+    for t in threads:
+        lines.append(
+            f"offload: {t.thread_id}: {plural(t.rows, 'row')}, {human_bytes(t.bytes_before)} -> "
+            f"{human_bytes(t.bytes_after)}, {plural(t.blobs, 'blob')} ({human_bytes(t.blob_bytes)})"
+        )
+    if not done.rows:
+        return lines
+    if report.store_kind == "sqlite":
+        lines.append(
+            "offload: the real run vacuums the file to return the space (VACUUM needs free disk up to "
+            "the file's size)" if report.dry_run else "offload: the file was vacuumed (below)"
+        )
+    elif not report.vacuumed:
+        lines.append("offload: the freed space is reused by PostgreSQL after autovacuum; --vacuum runs "
+                     "VACUUM (ANALYZE) now")
+    lines.append(
+        "offload: read the store through ReducingCheckpointSaver(saver, reducer, offload=BlobOffload("
+        f"min_bytes={done.min_bytes})) from now on: a saver without offload reads the references, "
+        "not the content"
+    )
+    return lines

@@ -4,6 +4,7 @@
     agentstate-reducer inspect STORE [--json]
     agentstate-reducer compact STORE [--thread T] [--keep-last N] [--older-than 30d] [--vacuum]
                                      [--dry-run] [--yes] [--force] [--max-messages 40 --min-messages 20]
+                                     [--offload [--min-bytes 4096] [--tool-min-bytes N]]
 
 STORE is ``sqlite:///path`` (or a plain file path), ``postgresql://...`` (or libpq's keyword
 form, ``host=... dbname=...``) or ``cosmosdb://...`` (see ``urls``). The CLI imports nothing

@@ -25,6 +25,7 @@ __all__ = [
     "CorruptBlobError",
     "MissingBlobError",
     "owner_of",
+    "referenced_blobs_flow",
     "restored_history_flow",
     "restored_tuple_flow",
     "stored_checkpoint_flow",
@@ -70,13 +71,16 @@ def owner_of(config: Mapping[str, Any], checkpoint_id: str | None = None, task_i
 
 
 def stored_checkpoint_flow(
-    offloader: Offloader, config: Mapping[str, Any], checkpoint: Mapping[str, Any], messages_key: str
+    offloader: Offloader, config: Mapping[str, Any], checkpoint: Mapping[str, Any], messages_key: str,
+    keep: Mapping[str, bytes] | None = None,
 ) -> Flow[Any, Any, Any]:
+    """``checkpoint`` itself when nothing in it is offloaded, else a copy whose changed channel
+    values are new objects (the others the same); ``keep``: see ``Offloader.offload``."""
     values = checkpoint.get("channel_values") or {}
     blobs: dict[str, bytes] = {}
     changed: dict[str, Any] = {}
     for channel, value in values.items():
-        stored, found = offloader.offload(value, messages=channel == messages_key)
+        stored, found = offloader.offload(value, messages=channel == messages_key, keep=keep)
         if stored is not value:
             changed[channel] = stored
         blobs.update(found)
@@ -89,12 +93,14 @@ def stored_checkpoint_flow(
 
 def stored_writes_flow(
     offloader: Offloader, config: Mapping[str, Any], writes: Sequence[tuple[str, Any]], task_id: str,
-    messages_key: str,
+    messages_key: str, keep: Mapping[str, bytes] | None = None,
 ) -> Flow[Any, Any, Any]:
+    """``writes`` itself when they name no blob, else a list whose changed values are new
+    objects (the others the same); ``keep``: see ``Offloader.offload``."""
     blobs: dict[str, bytes] = {}
     out = []
     for channel, value in writes:
-        stored, found = offloader.offload(value, messages=channel == messages_key)
+        stored, found = offloader.offload(value, messages=channel == messages_key, keep=keep)
         out.append((channel, stored))
         blobs.update(found)
     if not blobs:
@@ -155,6 +161,21 @@ def _raiser(config: Mapping[str, Any], where: str, blobs: Mapping[str, bytes],
             thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, digest=ref.digest)
 
     return missing
+
+
+def referenced_blobs_flow(
+    refs: Mapping[str, Reference], config: Mapping[str, Any], where: str, known: Mapping[str, bytes]
+) -> Flow[Any, Any, dict[str, bytes]]:
+    """The bytes of every blob in ``refs`` (digest -> bytes), from ``known`` or loaded, each loaded
+    one checked against its digest; a blob missing or corrupt raises ``BlobError`` naming the
+    checkpoint of ``config``."""
+    wanted = tuple(sorted(d for d in refs if d not in known))
+    loaded = (yield LoadBlobs(wanted)) if wanted else {}
+    missing = _raiser(config, where, loaded, {d: refs[d] for d in wanted})
+    for digest in wanted:
+        if digest not in loaded:
+            missing(refs[digest])
+    return {**{d: known[d] for d in refs if d in known}, **loaded}
 
 
 def restored_tuple_flow(tup: Any, where: str, cache: Any = None) -> Flow[Any, Any, Any]:

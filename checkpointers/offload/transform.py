@@ -237,12 +237,22 @@ class Offloader:
             return size >= self.min_bytes and _binary_text(value)
         return len(value) >= self.min_bytes
 
-    def offload(self, value: Any, *, messages: bool = False) -> tuple[Any, dict[str, bytes]]:
+    def offload(
+        self, value: Any, *, messages: bool = False, keep: Mapping[str, bytes] | None = None
+    ) -> tuple[Any, dict[str, bytes]]:
         """(``value``'s stored copy, the blobs it references by SHA-256). ``messages``: ``value``
-        is a message or a list of messages, each read by the core's adapter for the tool rule."""
+        is a message or a list of messages, each read by the core's adapter for the tool rule.
+        ``keep`` (digest -> bytes): ``value`` is already a stored form, and each reference in it to
+        one of these blobs stays as it is (and is among the blobs returned), so offloading a stored
+        value again changes nothing; a reference-like value naming another blob is escaped."""
         blobs: dict[str, bytes] = {}
 
         def leaf(item: Any, tool: bool) -> Any:
+            if keep and is_reference(item):
+                ref = parse_reference(item)
+                if ref is not None and ref.digest in keep:
+                    blobs[ref.digest] = keep[ref.digest]
+                    return item
             if not self._digests.known(item) and not self._wanted(item, tool):
                 return item
             digest, data = self._digests.digest(item)

@@ -274,12 +274,19 @@ _NO_BLOBS: dict[type, Any] = {
 
 def _sql_translator(dialect: Any, blobs: BlobSql) -> Callable[[Any], Any]:
     """Each operation as its flow of statements: retention's by ``dialect``, blob offload's by
-    ``blobs``."""
+    ``blobs``; a statement (``Sql``) a flow yields itself (``checkpointers.offload.inplace``) as
+    it is."""
 
     def translate(op: Any) -> Any:
+        if isinstance(op, Sql):
+            return _statement_flow(op)
         return blobs.flow(op) if isinstance(op, BLOB_OPS) else dialect.flow(op)
 
     return translate
+
+
+def _statement_flow(statement: Sql) -> Any:
+    return (yield statement)
 
 
 # -- SQL: one statement at a time on a cursor -----------------------------------------------------
