@@ -514,8 +514,6 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         return await self._blobs.arun(restored_history_flow(history, config, self._blobs.where))
 
 
-
-
 # -- optional capabilities: mirrored per class ------------------------------------------------
 
 
