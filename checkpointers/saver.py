@@ -334,9 +334,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             )
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
-        if self._blobs is not None and self._offload is not None:
+        if self._blobs is not None:
             checkpoint = self._blobs.run(
-                stored_checkpoint_flow(self._offload.offloader, config, checkpoint, self._messages_key)
+                stored_checkpoint_flow(self._blobs.offloader, config, checkpoint, self._messages_key)
             )
         saved = self._inner.put(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:
@@ -358,9 +358,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             )
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
-        if self._blobs is not None and self._offload is not None:
+        if self._blobs is not None:
             checkpoint = await self._blobs.arun(
-                stored_checkpoint_flow(self._offload.offloader, config, checkpoint, self._messages_key)
+                stored_checkpoint_flow(self._blobs.offloader, config, checkpoint, self._messages_key)
             )
         saved = await self._inner.aput(config, checkpoint, metadata, new_versions)
         if self._schedule is not None and self._backend is not None:
@@ -376,9 +376,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> None:
         # Writes are raw node output, replayed by LangGraph through the channel reducer: never
         # reduced, only offloaded (and restored on read).
-        if self._blobs is not None and self._offload is not None:
+        if self._blobs is not None:
             writes = self._blobs.run(
-                stored_writes_flow(self._offload.offloader, config, writes, task_id, self._messages_key)
+                stored_writes_flow(self._blobs.offloader, config, writes, task_id, self._messages_key)
             )
         if self._task_path:
             return self._inner.put_writes(config, writes, task_id, task_path)
@@ -391,9 +391,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         task_id: str,
         task_path: str = "",
     ) -> None:
-        if self._blobs is not None and self._offload is not None:
+        if self._blobs is not None:
             writes = await self._blobs.arun(
-                stored_writes_flow(self._offload.offloader, config, writes, task_id, self._messages_key)
+                stored_writes_flow(self._blobs.offloader, config, writes, task_id, self._messages_key)
             )
         if self._atask_path:
             return await self._inner.aput_writes(config, writes, task_id, task_path)

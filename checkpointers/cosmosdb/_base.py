@@ -350,14 +350,14 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
             )
 
     def _stored_checkpoint_flow(self, config: RunnableConfig, checkpoint: Checkpoint) -> Flow[Any, Any, Any]:
-        assert self._offload is not None
-        return stored_checkpoint_flow(self._offload.offloader, config, checkpoint, self._messages_key)
+        assert self._blobs is not None
+        return stored_checkpoint_flow(self._blobs.offloader, config, checkpoint, self._messages_key)
 
     def _stored_writes_flow(
         self, config: RunnableConfig, writes: Any, task_id: str
     ) -> Flow[Any, Any, Any]:
-        assert self._offload is not None
-        return stored_writes_flow(self._offload.offloader, config, writes, task_id, self._messages_key)
+        assert self._blobs is not None
+        return stored_writes_flow(self._blobs.offloader, config, writes, task_id, self._messages_key)
 
     @property
     def blob_runner(self) -> BlobRunner | None:

@@ -24,6 +24,8 @@ class BlobRunner:
     ``loop`` is the event loop its I/O runs on (an async saver's), None when any thread can run it."""
 
     where: str
+    #: what a put offloads with (the bound ``BlobOffload``'s)
+    offloader: Offloader
     separate: bool = False
     storage: object
     loop: Any = None
@@ -159,6 +161,11 @@ class BlobOffload:
         Raises:
             TypeError: ``store`` is None and ``saver`` keeps no blobs of its own.
         """
+        runner = self._runner(saver)
+        runner.offloader = self.offloader
+        return runner
+
+    def _runner(self, saver: Any) -> BlobRunner:
         if self.store is not None:
             return _StoreRunner(self.store)
         from ..retention.backends import backend_for, supported_savers, supports_retention
