@@ -222,6 +222,32 @@ def test_retention_after_compact_offload_keeps_exactly_the_blobs_named(url: str)
         assert _stored(inner) == _named(inner) != set()
 
 
+def test_compact_keeps_blobs_named_by_checkpoints_a_bare_saver_wrote(url: str) -> None:
+    """A saver without offload on an offloaded store copies the references it reads into its new
+    checkpoints without recording them: compact's deletions must still keep those blobs."""
+    seed(url)
+    cli.execute(["compact", url, "--offload", "--min-bytes", "1024"])
+    with open_saver(url) as bare:  # the slip: one service not switched to offload
+        for thread in THREADS:
+            tup = bare.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+            assert tup is not None
+            old = tup.checkpoint["channel_versions"]["messages"]
+            versions = {"messages": bare.get_next_version(old, None)}
+            checkpoint: Any = {**tup.checkpoint, "id": str(uuid6(clock_seq=7)),
+                               "channel_versions": {**tup.checkpoint["channel_versions"], **versions}}
+            bare.put(tup.config, checkpoint, {"source": "loop", "step": 5}, versions)
+    cli.execute(["compact", url, "--keep-last", "1", "--force", "--yes"])
+    with open_saver(url) as inner:
+        assert _stored(inner) == _named(inner) != set()
+        saver = ReducingCheckpointSaver(inner, reducer(), offload=BlobOffload(min_bytes=1024))
+        for thread in THREADS:
+            tup = saver.get_tuple({"configurable": {"thread_id": thread, "checkpoint_ns": ""}})
+            assert tup is not None  # raises MissingBlobError when compact collected the images
+            messages: Any = tup.checkpoint["channel_values"]["messages"]
+            humans: list[Any] = [m for m in messages if isinstance(m, HumanMessage)]
+            assert [m.content[1]["base64"] for m in humans] == [IMAGES[s % 3] for s in range(4)]
+
+
 def test_tool_min_bytes_offloads_long_tool_results_too(tmp_path: Path) -> None:
     from langchain_core.messages import ToolMessage
 
@@ -268,6 +294,12 @@ def test_a_reference_to_a_missing_blob_stops_the_run_naming_it(
     assert f"of thread 'a' (namespace '') names blob sha256:{digest}" in line
     assert line.endswith("nothing of this one was written")
     assert dump_rows(url) == rows
+    # without --offload, a compaction reads the thread: the whole error, with what to do
+    assert cli.main(["compact", url, "--dry-run"]) == 1
+    line = only_line(capsys.readouterr().err)
+    assert line.startswith(ERROR + "MissingBlobError: checkpoint ") and digest in line
+    assert "Restore it from a backup, or delete the thread (delete_thread)" in line
+    assert dump_rows(url) == rows
 
 
 def test_bad_offload_options_are_refused_before_anything_is_written(
@@ -285,7 +317,7 @@ def test_bad_offload_options_are_refused_before_anything_is_written(
         assert message in capsys.readouterr().err
     assert cli.main(["compact", url, "--min-bytes", "100"]) == 2
     assert only_line(capsys.readouterr().err) == (
-        ERROR + "--min-bytes only apply with --offload; nothing was changed")
+        ERROR + "--min-bytes only applies with --offload; nothing was changed")
     assert fingerprint(url) == untouched
 
     # refused before it is opened: nothing listens on port 1

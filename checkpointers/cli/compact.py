@@ -276,6 +276,10 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
                            "offloaded (each in its own transaction), nothing of this one was written")
                 raise CliError(f"compact --offload stopped: {exc}; {written}", exit_code=1) from exc
 
+        recorded = None
+        if offload is None and deletes and db.kind != "cosmosdb" and _holds_blobs(saver):
+            recorded = _record_references(saver, args)
+
         def run(dry_run: bool) -> StoreCompaction:
             with Progress(len(wanted), "compact") as bar:
                 return compact_store(
@@ -327,6 +331,13 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
                 f"({plural(done.writes_deleted, 'pending write')}, "
                 f"{plural(done.blobs_deleted, 'stored value')}): {'; '.join(what)}"
             )
+            named = 0 if recorded is None else sum(t.checkpoints for t in recorded.threads)
+            if named:
+                prune_note += (
+                    f"; {'would first record' if args.dry_run else 'first recorded'} the blob references "
+                    f"of {plural(named, 'checkpoint')} written without offload, so their "
+                    "blobs are kept"
+                )
         report = CompactReport(
             db.label, args.dry_run, repr(reducer), done.threads, prune_note, checkpoints_before,
             checkpoints_after, bytes_before, bytes_after,
@@ -414,6 +425,36 @@ def vacuum_outcome(report: CompactReport) -> str:
     return f"{change}: nothing returned"
 
 
+def _holds_blobs(saver: Any) -> bool:
+    from checkpointers.offload.ops import HasBlobs
+    from checkpointers.retention import backend_for
+
+    def flow() -> Any:
+        return (yield HasBlobs())
+
+    backend = backend_for(saver)
+    return bool(backend.stores_blobs and backend.run(flow()))
+
+
+def _record_references(saver: Any, args: argparse.Namespace) -> Any:
+    """Before a run that deletes on a store holding offloaded blobs: record the references every
+    checkpoint and write of every thread holds (``offload_store`` with no threshold any value
+    reaches, so nothing new is offloaded). A checkpoint written by a saver without offload copies
+    the references it read but records none, and the deletions would then collect blobs it still
+    names. ``CliError`` (nothing deleted) when a reference names a missing or corrupt blob."""
+    from checkpointers import BlobOffload
+    from checkpointers.offload import BlobError
+    from checkpointers.offload.inplace import offload_store
+
+    try:
+        return offload_store(saver, BlobOffload(min_bytes=1 << 62), dry_run=args.dry_run,
+                             messages_key=args.messages_key)
+    except BlobError as exc:
+        raise CliError(
+            f"compact stopped before deleting anything: {exc}; the references of the checkpoints "
+            "before it are recorded", exit_code=1) from exc
+
+
 def _offload_from(args: argparse.Namespace) -> Any:
     """The ``BlobOffload`` of ``--offload`` (None without it); ``CliError`` for a size option without
     ``--offload`` or a store it cannot offload, before the store is opened."""
@@ -421,7 +462,7 @@ def _offload_from(args: argparse.Namespace) -> Any:
         given = [o for o, v in (("--min-bytes", args.min_bytes), ("--tool-min-bytes", args.tool_min_bytes))
                  if v is not None]
         if given:
-            raise CliError(f"{' and '.join(given)} only apply with --offload; nothing was changed",
+            raise CliError(f"{' and '.join(given)} only applies with --offload; nothing was changed",
                            exit_code=2)
         return None
     if parse_store_url(args.store).kind == "cosmosdb":

@@ -280,8 +280,11 @@ def _run_and_report(args_list: list[str]) -> int:
             raise  # nobody reads: nothing more to say (main)
         if debug:
             traceback.print_exc()
+        # a LookupError of ours (a missing or corrupt blob) ends with what to do: never cut it
+        ours = isinstance(exc, LookupError) and type(exc).__module__.startswith("checkpointers.")
+        limit = 1000 if ours else 300
         print(
-            f"{PROG}: error: {type(exc).__name__}: {one_line(exc)}"
+            f"{PROG}: error: {type(exc).__name__}: {one_line(exc, limit)}"
             f"{'' if debug else ' (run with --debug for the traceback)'}",
             file=sys.stderr,
         )

@@ -46,7 +46,8 @@ class BlobError(LookupError):
 
 
 class MissingBlobError(BlobError):
-    """The blob is not stored (deleted outside agentstate-reducer)."""
+    """The blob is not stored (deleted by hand, or collected after a saver without offload wrote a
+    checkpoint naming it without recording the reference)."""
 
 
 class CorruptBlobError(BlobError):
@@ -151,13 +152,15 @@ def _raiser(config: Mapping[str, Any], where: str, blobs: Mapping[str, bytes],
             raise CorruptBlobError(
                 f"{named} names blob sha256:{digest} ({ref.size} bytes), whose stored bytes in {where} "
                 "do not hash to it: the blob was changed outside agentstate-reducer. Restore it from a "
-                "backup, or delete the checkpoint",
+                "backup, or delete the thread (delete_thread)",
                 thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, digest=digest)
 
     def missing(ref: Reference) -> Any:
         raise MissingBlobError(
             f"{named} names blob sha256:{ref.digest} ({ref.size} bytes), which is not in {where}: it was "
-            "deleted outside agentstate-reducer. Restore it from a backup, or delete the checkpoint",
+            "deleted by hand, or collected after a saver without offload wrote checkpoints naming it "
+            "(every saver on an offloaded store needs offload on). Restore it from a backup, or delete "
+            "the thread (delete_thread)",
             thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id, digest=ref.digest)
 
     return missing
