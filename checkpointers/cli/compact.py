@@ -189,7 +189,7 @@ class CompactReport:
 
 _BYTES_MEANING = {
     "sqlite": "SQLite file bytes (with its -wal file, after a WAL checkpoint)",
-    "postgres": "pg_total_relation_size of the checkpoint tables",
+    "postgres": "pg_total_relation_size of the checkpoint tables (and the blob tables, with offload)",
     "cosmosdb": "Cosmos DB stored bytes: the container's documentsSize where the service reports it, "
     "else the JSON bytes of all its items",
 }

@@ -141,9 +141,11 @@ class PostgresCheckpointDb(CheckpointDb):
     bytes_meaning = (
         "PostgreSQL: pg_column_size of the thread's checkpoint, metadata, blob and write values, as "
         "stored (after TOAST compression; row, index and dead-tuple overhead not included); database "
-        "bytes = pg_total_relation_size of the four checkpoint tables"
+        "bytes = pg_total_relation_size of the four checkpoint tables and, where offload made them, "
+        "the two tables of its blobs"
     )
-    _TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations")
+    _TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "checkpoint_migrations",
+               "agentstate_blobs", "agentstate_blob_refs")
 
     def __init__(self, saver: Any, label: str, conn: Any) -> None:
         super().__init__(saver, label)
