@@ -9,8 +9,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ from checkpointers import (
     StoreArchive,
     read_transcript,
 )
-from checkpointers.cosmosdb import AsyncCosmosDBSaver, CosmosDBSaver
+from checkpointers.cosmosdb import CosmosDBSaver
 from checkpointers.cosmosdb._blobs import BlobWork, owner_key
 from checkpointers.cosmosdb._ops import DeleteIf, Missing, Query, Read, explaining_missing
 from checkpointers.offload.ops import Collect, DropRefs, LoadBlobs, Owner, SaveBlobs
@@ -37,6 +36,7 @@ from tests.cosmos_service import CosmosServer
 from tests.scenario_graph import build_graph, thread_config
 from tests.test_cli import cosmos_url
 from tests.test_cli_offload import seed
+from tests.test_cosmos_retention import async_saver, sync_saver
 from tests.test_offload_archive import (
     DIGEST,
     archive_items,
@@ -81,24 +81,6 @@ def config(thread: str, checkpoint_id: str | None = None) -> Any:
     if checkpoint_id is not None:
         conf["checkpoint_id"] = checkpoint_id
     return {"configurable": conf}
-
-
-@contextmanager
-def sync_saver(server: CosmosServer, database: str, container: str = "c", **kwargs: Any) -> Iterator[Any]:
-    with server.client() as client:
-        saver = CosmosDBSaver(database, container, client=client, **kwargs)
-        saver.setup()
-        yield saver
-
-
-@asynccontextmanager
-async def async_saver(
-    server: CosmosServer, database: str, container: str = "c", **kwargs: Any
-) -> AsyncIterator[Any]:
-    async with server.async_client() as client:
-        saver = AsyncCosmosDBSaver(database, container, client=client, **kwargs)
-        await saver.asetup()
-        yield saver
 
 
 def query(server: CosmosServer, database: str, sql: str, container: str = "c") -> list[dict[str, Any]]:
