@@ -60,6 +60,10 @@ _TOOL_BLOCK_TYPES = frozenset({"tool_result", "function_call_output", "custom_to
 _TOOL_BLOCK_KEYS = frozenset({"toolResult", "function_response", "functionResponse"})
 #: Deeper than this, a value is left as it is (a cycle, or data that is not a message).
 _MAX_DEPTH = 48
+#: Reads (``references``, ``restore``) reach this many levels further than a put's walk: they
+#: start from what holds the values a put walked one by one (a checkpoint's channel_values, a list
+#: of writes and their tuples, an archive item), so they find every reference a put made.
+_READ_MARGIN = 4
 
 
 class Reference(NamedTuple):
@@ -284,7 +288,7 @@ def references(value: Any) -> dict[str, Reference]:
                 found[ref.digest] = ref
         return item
 
-    _walk(value, leaf, False, 0)
+    _walk(value, leaf, False, -_READ_MARGIN)
     return found
 
 
@@ -303,4 +307,4 @@ def restore(value: Any, blobs: Mapping[str, bytes], missing: Callable[[Reference
             return missing(ref)
         return ref.restore(data)
 
-    return _walk(value, leaf, False, 0)
+    return _walk(value, leaf, False, -_READ_MARGIN)
