@@ -99,7 +99,7 @@ from ._flow import Flow, adrive, drive
 from .offload.checkpoint import CorruptBlobError, MissingBlobError
 from .offload.config import BlobRunner
 from .offload.ops import Collect, DropRefs, LoadBlobs, Owner, SaveBlobs
-from .offload.transform import Offloader, Reference, references, restore
+from .offload.transform import Offloader, Reference, references, restore, text_references
 from .reduction import _namespace
 
 __all__ = ["ArchiveStats", "StoreArchive", "archive_namespace", "aread_transcript", "read_transcript"]
@@ -185,6 +185,8 @@ class _Entry:
     value: dict[str, Any]
     #: the blobs ``value`` references (digest -> bytes), stored before the item
     blobs: Mapping[str, bytes] = field(default_factory=dict)
+    #: the message ``value`` was made from (a bound archive offloads it before it becomes JSON)
+    raw: Any = None
 
 
 def _entries(pruned: Sequence[Any], stamp: int) -> list[_Entry]:
@@ -199,7 +201,7 @@ def _entries(pruned: Sequence[Any], stamp: int) -> list[_Entry]:
             json.dumps(body, sort_keys=True).encode()).hexdigest()
         if key not in out:
             out[key] = _Entry(key, {"kind": ITEM_KIND, "order": [stamp, pos], "message_id": info.id,
-                                    "format": fmt, "message": body})
+                                    "format": fmt, "message": body}, raw=msg)
     return list(out.values())
 
 
@@ -222,18 +224,16 @@ def _owner(ns: tuple[str, ...], key: str) -> Owner:
 def _offloaded(entries: list[_Entry], offloader: Offloader) -> list[_Entry]:
     """The entries with their messages' large and binary values replaced by references; an item
     holding references says so with ``value["blobs"]`` (its digests), so reads restore exactly the
-    items a bound archive wrote."""
+    items a bound archive wrote. The message is offloaded before it becomes JSON, as a checkpoint
+    holds it (so ``bytes`` become a reference, not their ``str``), each reference as text."""
     out = []
     for e in entries:
-        body = e.value["message"]
-        # a LangChain message is {"type", "data"}: the tool rule reads the data (the message's fields)
-        lc = e.value["format"] == "langchain" and isinstance(body.get("data"), dict)
-        stored, blobs = offloader.offload(body["data"] if lc else body, messages=True)
+        stored, blobs = offloader.offload(e.raw, messages=True)
         if not blobs:
             out.append(e)
             continue
-        message = {**body, "data": stored} if lc else stored
-        out.append(_Entry(e.key, {**e.value, "message": message, "blobs": sorted(blobs)}, blobs))
+        fmt, body = _serialize(text_references(stored))
+        out.append(_Entry(e.key, {**e.value, "format": fmt, "message": body, "blobs": sorted(blobs)}, blobs))
     return out
 
 

@@ -45,6 +45,7 @@ __all__ = [
     "parse_reference",
     "references",
     "restore",
+    "text_references",
 ]
 
 #: What every reference begins with. Plain text: PostgreSQL's JSONB, where a saver may keep a
@@ -290,6 +291,18 @@ def references(value: Any) -> dict[str, Reference]:
 
     _walk(value, leaf, False, -_READ_MARGIN)
     return found
+
+
+def text_references(value: Any) -> Any:
+    """``value`` with each bytes reference as the same reference in text (it still restores to
+    bytes), for a store that keeps JSON."""
+
+    def leaf(item: Any, tool: bool) -> Any:
+        if isinstance(item, (bytes, bytearray)) and is_reference(item):
+            return bytes(item).decode("ascii")
+        return item
+
+    return _walk(value, leaf, False, -_READ_MARGIN)
 
 
 def restore(value: Any, blobs: Mapping[str, bytes], missing: Callable[[Reference], Any]) -> Any:
