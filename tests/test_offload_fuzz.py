@@ -1,0 +1,269 @@
+"""Fuzzing blob offload where the code is newest: ``offload_store`` (``compact --offload``) on real
+SQLite files and PostgreSQL databases written without offload (and mixed stores, part written with
+offload on), the archive's references, and Cosmos DB's blob items.
+
+Each example states the invariants of ``checkpointers.offload.inplace`` on the public API: every
+``get_tuple``/``list`` through ``ReducingCheckpointSaver(inner, reducer, offload=...)`` reads what a
+bare saver read before; the raw rows hold no large payload; the blobs stored are exactly the blobs
+named; a second run and a dry run write nothing."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import sqlite3
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.types import Interrupt
+
+from agentstate_reducer import MessageReducer
+from checkpointers import BlobOffload, ReducingCheckpointSaver
+from checkpointers.offload.inplace import offload_store
+from tests.test_cli import dump_rows, open_saver
+from tests.test_offload_retention import _named
+from tests.test_offload_retention import _stored as _stored_rows
+
+FUZZ = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+MIN = 1024
+
+
+def _image(seed: int, size: int) -> bytes:
+    raw = b"".join(hashlib.sha256(f"{seed}-{i}".encode()).digest() for i in range(size // 32 + 1))
+    return raw[:size]
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _reducer() -> MessageReducer:
+    return MessageReducer(min_messages=20, max_messages=40)
+
+
+def _message(kind: int, data: bytes, mid: str) -> Any:
+    """One message of a provider shape carrying ``data``."""
+    b64 = _b64(data)
+    url = f"data:image/png;base64,{b64}"
+    return [
+        HumanMessage(id=mid, content=[{"type": "text", "text": "look"},
+                                      {"type": "image", "base64": b64, "mime_type": "image/png"}]),
+        HumanMessage(id=mid, content=[{"type": "image_url", "image_url": {"url": url}}]),
+        {"role": "user", "id": mid, "content": [{"type": "input_image", "image_url": url}]},
+        {"role": "user", "id": mid, "content": [{"type": "image", "source": {
+            "type": "base64", "media_type": "image/png", "data": b64}}]},
+        {"role": "user", "id": mid, "parts": [{"inline_data": {"mime_type": "image/png", "data": data}}]},
+        {"role": "user", "id": mid, "content": [{"image": {"format": "png", "source": {"bytes": data}}}]},
+        AIMessage(id=mid, content="", tool_calls=[{"id": f"c-{mid}", "name": "t", "args": {}}]),
+        ToolMessage(id=mid, tool_call_id=f"c-{mid}", content="done", artifact={"png": data}),
+    ][kind]
+
+
+#: what one checkpoint's channels may hold besides messages, by name
+def _extra(kind: int, data: bytes) -> Any:
+    return [
+        {"nested": [{"deep": {"bytes": data, "list": [_b64(data), 1, None]}}]},
+        f"data:image/png;base64,{_b64(data)}",  # a string channel (PostgreSQL: inline JSONB)
+        data,  # a bytes channel
+        "plain text that is not binary",
+        "agentstate-blob:not-a-reference",
+        {"refs": ["agentstate-blob:sha256:zz", b"agentstate-blob:x"]},
+    ][kind]
+
+
+# an image is large (offloaded at MIN) or small (stays inline); a few images shared across threads
+images = st.sampled_from([_image(i, size) for i, size in enumerate([3000, 2000, 4000, 100, 700])])
+checkpoint_st = st.fixed_dictionaries({
+    "ns": st.sampled_from(["", "child:1"]),
+    "messages": st.lists(st.tuples(st.integers(0, 7), images), max_size=4),
+    "extra": st.lists(st.tuples(st.sampled_from(["photo", "avatar", "note"]), st.integers(0, 5), images),
+                      max_size=3),
+    "carry": st.sets(st.sampled_from(["messages", "photo", "avatar", "note"])),
+    "writes": st.lists(st.tuples(st.sampled_from(["messages", "__interrupt__", "aux"]), images), max_size=2),
+})
+store_st = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.lists(checkpoint_st, min_size=1, max_size=3),
+                           min_size=1, max_size=3)
+
+
+def _write(saver: Any, store: dict[str, list[dict[str, Any]]], wrapper: Any = None) -> None:
+    """Put each thread's checkpoints (each namespace a chain), every channel a new version at each
+    step (PostgreSQL: a checkpoint_blobs row per channel and step); ``wrapper`` writes some of them."""
+    for thread, checkpoints in store.items():
+        versions: dict[str, dict[str, Any]] = {}
+        previous: dict[str, dict[str, Any]] = {}
+        configs: dict[str, Any] = {}
+        for step, spec in enumerate(checkpoints):
+            ns = spec["ns"]
+            target = wrapper if wrapper is not None and step % 2 == 0 else saver
+            mine = versions.setdefault(ns, {})
+            config = configs.get(ns, {"configurable": {"thread_id": thread, "checkpoint_ns": ns}})
+            values: dict[str, Any] = {"messages": [_message(kind, data, f"{thread}-{step}-{i}")
+                                                   for i, (kind, data) in enumerate(spec["messages"])]}
+            for name, kind, data in spec["extra"]:
+                values[name] = _extra(kind, data)
+            values["step"] = step
+            last = previous.get(ns, {})
+            # carried: the previous value and version (PostgreSQL: one checkpoint_blobs row shared)
+            carried = {c: last[c] for c in spec["carry"] if c in last}
+            values.update(carried)
+            new = {c: saver.get_next_version(mine.get(c), None) for c in values if c not in carried}
+            previous[ns] = values
+            mine.update(new)
+            cp = empty_checkpoint()
+            cp["channel_values"] = values
+            cp["channel_versions"] = dict(mine)
+            config = target.put(config, cp, {"source": "loop", "step": step}, new)
+            configs[ns] = config
+            writes: list[tuple[str, Any]] = []
+            for channel, data in spec["writes"]:
+                if channel == "__interrupt__":
+                    writes.append((channel, [Interrupt(value={"img": _b64(data)}, id=f"i-{step}")]))
+                elif channel == "messages":
+                    writes.append((channel, [_message(0, data, f"w-{thread}-{step}")]))
+                else:
+                    writes.append((channel, {"raw": data}))
+            if writes:
+                target.put_writes(config, writes, f"task-{step}")
+
+
+def _read(inner: Any, store: dict[str, Any], offload: BlobOffload | None) -> list[Any]:
+    saver = ReducingCheckpointSaver(inner, _reducer(), offload=offload) if offload is not None else inner
+    out = []
+    for thread in sorted(store):
+        for tup in list(saver.list({"configurable": {"thread_id": thread}})):
+            got = saver.get_tuple(tup.config)
+            assert got is not None
+            for t in (tup, got):
+                out.append((t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes))
+    return out
+
+
+def _large(store: dict[str, list[dict[str, Any]]]) -> set[bytes]:
+    """The payloads at least MIN bytes long, raw and as base64 (what must leave the rows)."""
+    out: set[bytes] = set()
+    for checkpoints in store.values():
+        for spec in checkpoints:
+            datas = [d for _, d in spec["messages"]] + [d for _, _, d in spec["extra"]]
+            datas += [d for _, d in spec["writes"]]
+            for d in datas:
+                if len(d) >= MIN:
+                    out.add(d)
+                    out.add(_b64(d).encode())
+    return out
+
+
+def _raw(url: str) -> bytes:
+    if url.startswith("sqlite:///"):
+        conn = sqlite3.connect(url[len("sqlite:///"):])
+        try:
+            rows = [*conn.execute("SELECT checkpoint FROM checkpoints"),
+                    *conn.execute("SELECT value FROM writes")]
+        finally:
+            conn.close()
+        return b"".join(bytes(r[0]) for r in rows if r[0] is not None)
+    import psycopg
+
+    with psycopg.connect(url) as pg:
+        rows = [*pg.execute("SELECT convert_to(checkpoint::text, 'UTF8') FROM checkpoints"),
+                *pg.execute("SELECT blob FROM checkpoint_blobs WHERE blob IS NOT NULL"),
+                *pg.execute("SELECT blob FROM checkpoint_writes WHERE blob IS NOT NULL")]
+    return b"".join(bytes(r[0]) for r in rows)
+
+
+def _everything(url: str) -> Any:
+    """Every row, the blob tables' included."""
+    rows = dump_rows(url)
+    with open_saver(url) as inner:
+        conn = inner.conn
+        try:
+            blobs = conn.execute("SELECT digest, gen, data FROM agentstate_blobs ORDER BY digest").fetchall()
+            refs = conn.execute("SELECT * FROM agentstate_blob_refs ORDER BY 1, 2, 3, 4, 5").fetchall()
+        except Exception:  # no blob tables yet
+            blobs = refs = None
+            if not url.startswith("sqlite:///"):
+                conn.rollback()
+    return rows, [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in blobs or ()], \
+        [tuple(r.values()) if isinstance(r, dict) else tuple(r) for r in refs or ()]
+
+
+def _check_offload(url: str, store: dict[str, Any], before: list[Any], min_bytes: int = MIN) -> None:
+    offload = BlobOffload(min_bytes=min_bytes)
+    untouched = _everything(url)
+    with open_saver(url) as inner:
+        dry = offload_store(inner, BlobOffload(min_bytes=min_bytes), dry_run=True)
+    assert _everything(url) == untouched  # a dry run writes nothing
+    with open_saver(url) as inner:
+        done = offload_store(inner, BlobOffload(min_bytes=min_bytes))
+    assert (dry.rows, dry.blobs_stored, dry.blob_bytes_stored, dry.bytes_before, dry.bytes_after) == (
+        done.rows, done.blobs_stored, done.blob_bytes_stored, done.bytes_before, done.bytes_after)
+    raw = _raw(url)
+    assert not [d[:64] for d in _large(store) if d[:64] in raw]
+    with open_saver(url) as inner:
+        assert _read(inner, store, offload) == before
+        assert _stored(inner) == _named(inner)
+    after = _everything(url)
+    with open_saver(url) as inner:
+        again = offload_store(inner, BlobOffload(min_bytes=min_bytes))
+    assert (again.rows, again.blobs_stored, again.bytes_before) == (0, 0, 0)
+    assert _everything(url) == after  # a second run: a no-op
+
+
+def _stored(inner: Any) -> set[str]:
+    """The digests in the blob table (none before it exists)."""
+    from checkpointers.offload.ops import HasBlobs
+    from checkpointers.retention.backends import backend_for
+
+    def has() -> Any:
+        return (yield HasBlobs())
+
+    return _stored_rows(inner) if backend_for(inner).run(has()) else set()
+
+
+def _sqlite_url() -> str:
+    return f"sqlite:///{Path(tempfile.mkdtemp(prefix='fuzz-offload-')) / 'store.sqlite'}"
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def new_url(request: pytest.FixtureRequest) -> Any:
+    if request.param == "sqlite":
+        return _sqlite_url
+    server = request.getfixturevalue("postgres_server")
+    return lambda: str(server.new_database("fuzz_offload"))
+
+
+@FUZZ
+@given(store=store_st)
+def test_offload_store_reads_back_what_a_bare_saver_read(new_url: Any, store: dict[str, Any]) -> None:
+    url = new_url()
+    with open_saver(url) as saver:
+        saver.setup()
+        _write(saver, store)
+        before = _read(saver, store, None)
+    _check_offload(url, store, before)
+
+
+@FUZZ
+@given(store=store_st, first=st.sampled_from([64, 1024, 5000]), second=st.sampled_from([64, 1024, 5000]))
+def test_a_mixed_store_offloads_with_another_threshold(
+    new_url: Any, store: dict[str, Any], first: int, second: int
+) -> None:
+    """Every other checkpoint written through a wrapper with offload at ``first`` bytes, the rest
+    bare; then offload_store at ``second``: reads back what was put, blobs stored == named."""
+    url = new_url()
+    with open_saver(url) as saver:
+        saver.setup()
+        wrapper = ReducingCheckpointSaver(saver, _reducer(), offload=BlobOffload(min_bytes=first))
+        _write(saver, store, wrapper)
+        before = _read(saver, store, BlobOffload(min_bytes=first))
+    _check_offload(url, store, before, min_bytes=second) if second <= MIN else None
+    if second > MIN:  # large payloads below the threshold may stay: check the rest only
+        with open_saver(url) as inner:
+            offload_store(inner, BlobOffload(min_bytes=second))
+            assert _read(inner, store, BlobOffload(min_bytes=second)) == before
+            assert _stored(inner) == _named(inner)
