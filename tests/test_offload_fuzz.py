@@ -310,3 +310,66 @@ def test_the_archive_stores_a_reference_to_raw_bytes_not_their_repr() -> None:
     # observed: ~10.7 kB per item (str(bytes) of 3 kB), no "blobs"; expected: a reference
     assert all(size < MIN for size in _archived_bytes(store, ns).values()), _archived_bytes(store, ns)
     assert archive.messages(ns) == messages  # observed: the bytes come back as the str "b'...'"
+
+
+# -- Cosmos DB ------------------------------------------------------------------------------------
+
+
+@pytest.mark.cosmos
+def test_cosmos_an_image_of_several_chunks_on_many_threads(cosmos_server: Any, cosmos_database: str) -> None:
+    """A 5 MB image (base64: five chunk items, more than one query page of bytes) on three threads:
+    stored once, read back exactly from each, kept until the last thread naming it is deleted."""
+    from tests.test_cosmos_offload import checkpoint, config, message, stored_blobs, sync_saver
+
+    huge = _image(7, 5_000_000)
+    digest = hashlib.sha256(_b64(huge).encode()).hexdigest()
+    with sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as saver:
+        for thread in ("a", "b", "c"):
+            saver.put(config(thread), checkpoint([message(1, huge)]), {"step": 0}, {"messages": 1})
+        assert stored_blobs(cosmos_server, cosmos_database) == {digest: len(_b64(huge))}
+        for thread in ("a", "b", "c"):
+            tup = saver.get_tuple(config(thread))
+            assert tup is not None and tup.checkpoint["channel_values"]["messages"] == [message(1, huge)]
+        saver.delete_thread("a")
+        saver.delete_thread("b")
+        tup = saver.get_tuple(config("c"))
+        assert tup is not None and tup.checkpoint["channel_values"]["messages"] == [message(1, huge)]
+        saver.delete_thread("c")
+    assert stored_blobs(cosmos_server, cosmos_database) == {}
+
+
+@pytest.mark.cosmos
+def test_cosmos_delete_thread_racing_a_put_naming_the_same_image(
+    cosmos_server: Any, cosmos_database: str
+) -> None:
+    """Thread ``a<i>`` alone names an image; ``delete_thread(a<i>)`` runs while a put on ``b<i>``
+    names the same image (two clients, two threads): ``b<i>`` always reads the image back, and the
+    blobs stored are exactly those the stored checkpoints name."""
+    import threading
+
+    from tests.test_cosmos_offload import assert_blobs_follow, checkpoint, config, message, sync_saver
+
+    with sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as deleter, \
+            sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as writer:
+        for i in range(8):
+            data = _image(100 + i, 3000)
+            deleter.put(config(f"a{i}"), checkpoint([message(1, data)]), {"step": 0}, {"messages": 1})
+            barrier = threading.Barrier(2)
+            errors: list[BaseException] = []
+
+            def delete(thread: str = f"a{i}", barrier: Any = barrier, errors: Any = errors) -> None:
+                barrier.wait()
+                try:
+                    deleter.delete_thread(thread)
+                except BaseException as exc:  # reported below
+                    errors.append(exc)
+
+            other = threading.Thread(target=delete)
+            other.start()
+            barrier.wait()
+            writer.put(config(f"b{i}"), checkpoint([message(1, data)]), {"step": 0}, {"messages": 1})
+            other.join()
+            assert errors == []
+            tup = writer.get_tuple(config(f"b{i}"))
+            assert tup is not None and tup.checkpoint["channel_values"]["messages"] == [message(1, data)]
+    assert_blobs_follow(cosmos_server, cosmos_database)
