@@ -373,3 +373,55 @@ def test_cosmos_delete_thread_racing_a_put_naming_the_same_image(
             tup = writer.get_tuple(config(f"b{i}"))
             assert tup is not None and tup.checkpoint["channel_values"]["messages"] == [message(1, data)]
     assert_blobs_follow(cosmos_server, cosmos_database)
+
+
+ODD_IDS = ["%", ".", "\x1f", "é☃", "", "a/b", "a.b%2E", "x" * 300, "!blob!", "r!x!y"]
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["inline", "background"])
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_archive_odd_ids_one_image_many_threads_then_delete_one(
+    kind: str, background: bool, request: pytest.FixtureRequest
+) -> None:
+    """Messages with odd ids, all carrying one image, archived in threads whose ids need escaping,
+    the image also in a live checkpoint; closing a background archive delivers everything; deleting
+    one thread leaves the image readable in the others; the last deletion collects it."""
+    from checkpointers import read_transcript
+
+    url = _sqlite_url() if kind == "sqlite" else str(
+        request.getfixturevalue("postgres_server").new_database("fuzz_archive"))
+    b64 = _b64(_image(3, 3000))
+    threads = ["a.b", "a%2Eb", "\x1fx", "ü"]
+
+    def messages(thread: str) -> list[Any]:
+        return [HumanMessage(id=i, content=[{"type": "text", "text": f"{thread}{i!r}"},
+                                            {"type": "image", "base64": b64, "mime_type": "image/png"}])
+                for i in ODD_IDS]
+
+    with open_saver(url) as inner:
+        inner.setup()
+        store, archive, saver = _archiving(inner, background=background)
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": messages("live")[:1]}
+        cp["channel_versions"] = {"messages": 1}
+        live = {"configurable": {"thread_id": "live", "checkpoint_ns": ""}}
+        saver.put(live, cp, {"source": "loop", "step": 0}, {"messages": 1})
+        for thread in threads:
+            archive(messages(thread), ("memories", thread))
+        archive.close()
+        for thread in threads:
+            got = archive.messages(("memories", thread))
+            want = [m for m in messages(thread) if m.id] + [m for m in messages(thread) if not m.id]
+            assert sorted(got, key=repr) == sorted(want, key=repr)
+        assert len(_stored(inner)) == 1
+        saver.delete_thread(threads[0])
+        for thread in threads[1:]:
+            config = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+            assert len(read_transcript(store, saver, config)) == len(ODD_IDS)
+        for thread in threads[1:]:
+            saver.delete_thread(thread)
+        tup = saver.get_tuple(live)
+        assert tup is not None and tup.checkpoint["channel_values"] == cp["channel_values"]
+        assert len(_stored(inner)) == 1
+        saver.delete_thread("live")
+        assert _stored(inner) == set()
