@@ -425,3 +425,24 @@ def test_archive_odd_ids_one_image_many_threads_then_delete_one(
         assert len(_stored(inner)) == 1
         saver.delete_thread("live")
         assert _stored(inner) == set()
+
+
+@pytest.mark.postgres
+@pytest.mark.xfail(strict=True, reason="bug: a message id is used as a PostgreSQL TEXT key (refuses NUL)")
+def test_archive_bound_to_postgres_archives_a_message_whose_id_holds_nul(
+    postgres_server: Any,
+) -> None:
+    """An archive not bound to offload stores any id its store accepts (InMemoryStore: any str);
+    bound to a PostgresSaver, each item's reference row takes the message id as its
+    ``checkpoint_id``, which PostgreSQL refuses when it holds NUL: the whole batch (the innocent
+    message too) fails to archive (logged, ``stats.failed``)."""
+    url = str(postgres_server.new_database("fuzz_archive_nul"))
+    b64 = _b64(_image(3, 3000))
+    with open_saver(url) as inner:
+        inner.setup()
+        _store, archive, _saver = _archiving(inner)
+        messages = [HumanMessage(id=i, content=[{"type": "image", "base64": b64, "mime_type": "image/png"}])
+                    for i in ("a\x00b", "ok")]
+        archive(messages, ("memories", "t"))
+        # observed: [] and archive.stats.failed == 2
+        assert [m.id for m in archive.messages(("memories", "t"))] == ["a\x00b", "ok"]
