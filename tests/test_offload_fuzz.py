@@ -446,3 +446,43 @@ def test_archive_bound_to_postgres_archives_a_message_whose_id_holds_nul(
         archive(messages, ("memories", "t"))
         # observed: [] and archive.stats.failed == 2
         assert [m.id for m in archive.messages(("memories", "t"))] == ["a\x00b", "ok"]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_two_offload_runs_at_once_read_back_the_same(kind: str, request: pytest.FixtureRequest) -> None:
+    """Two ``offload_store`` runs on one store at the same time (two connections, two threads):
+    the store reads back what it read before, and the blobs stored are exactly the blobs named."""
+    import threading
+
+    url = _sqlite_url() if kind == "sqlite" else str(
+        request.getfixturevalue("postgres_server").new_database("fuzz_offload_twice"))
+    shared = [(0, _image(0, 3000)), (4, _image(2, 4000))]
+    spec = {"ns": "", "messages": shared, "extra": [("photo", 0, _image(1, 2000))], "carry": {"photo"},
+            "writes": [("messages", _image(0, 3000))]}
+    store = {t: [spec, {**spec, "ns": "child:1"}, spec] for t in ("a", "b", "c", "d")}
+    with open_saver(url) as saver:
+        saver.setup()
+        _write(saver, store)
+        before = _read(saver, store, None)
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def run() -> None:
+        try:
+            with open_saver(url) as inner:
+                barrier.wait()
+                offload_store(inner, BlobOffload(min_bytes=MIN))
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    runs = [threading.Thread(target=run) for _ in range(2)]
+    for r in runs:
+        r.start()
+    for r in runs:
+        r.join()
+    assert errors == []
+    raw = _raw(url)
+    assert not [d[:64] for d in _large(store) if d[:64] in raw]
+    with open_saver(url) as inner:
+        assert _read(inner, store, BlobOffload(min_bytes=MIN)) == before
+        assert _stored(inner) == _named(inner) != set()
