@@ -486,3 +486,69 @@ def test_two_offload_runs_at_once_read_back_the_same(kind: str, request: pytest.
     with open_saver(url) as inner:
         assert _read(inner, store, BlobOffload(min_bytes=MIN)) == before
         assert _stored(inner) == _named(inner) != set()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_offload_store_while_a_live_writer_prunes_the_checkpoints_it_walks(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    """A writer with offload and ``keep_last=1`` puts on the thread ``offload_store`` is walking
+    (from ``on_thread`` on), so retention deletes checkpoints the run has listed: whatever the
+    interleaving, no error, the newest checkpoint reads back, blobs stored == blobs named."""
+    import threading
+
+    url = _sqlite_url() if kind == "sqlite" else str(
+        request.getfixturevalue("postgres_server").new_database("fuzz_offload_live"))
+    shared = _image(5, 3000)
+    with open_saver(url) as saver:
+        saver.setup()
+        config: Any = {"configurable": {"thread_id": "a", "checkpoint_ns": ""}}
+        version = None
+        for step in range(40):
+            version = saver.get_next_version(version, None)
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"messages": [_message(0, _image(step, 3000), f"m{step}"),
+                                                 _message(0, shared, "shared")]}
+            cp["channel_versions"] = {"messages": version}
+            config = saver.put(config, cp, {"source": "loop", "step": step}, {"messages": version})
+    errors: list[BaseException] = []
+    walking = threading.Event()
+
+    def offload() -> None:
+        try:
+            with open_saver(url) as inner:
+                offload_store(inner, BlobOffload(min_bytes=MIN), on_thread=lambda _: walking.set())
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            walking.set()
+
+    def live() -> None:
+        try:
+            with open_saver(url) as inner:
+                saver = ReducingCheckpointSaver(inner, _reducer(), offload=BlobOffload(min_bytes=MIN),
+                                                keep_last=1, retention_every=1)
+                walking.wait()
+                for step in range(40, 43):
+                    tup = saver.get_tuple({"configurable": {"thread_id": "a", "checkpoint_ns": ""}})
+                    assert tup is not None
+                    new = saver.get_next_version(tup.checkpoint["channel_versions"]["messages"], None)
+                    cp = empty_checkpoint()
+                    cp["channel_values"] = {"messages": [_message(0, shared, "shared")]}
+                    cp["channel_versions"] = {"messages": new}
+                    saver.put(tup.config, cp, {"source": "loop", "step": step}, {"messages": new})
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    runs = [threading.Thread(target=offload), threading.Thread(target=live)]
+    for r in runs:
+        r.start()
+    for r in runs:
+        r.join()
+    assert errors == []
+    with open_saver(url) as inner:
+        saver = ReducingCheckpointSaver(inner, _reducer(), offload=BlobOffload(min_bytes=MIN))
+        tup = saver.get_tuple({"configurable": {"thread_id": "a", "checkpoint_ns": ""}})
+        assert tup is not None
+        assert tup.checkpoint["channel_values"]["messages"] == [_message(0, shared, "shared")]
+        assert _stored(inner) == _named(inner) != set()
