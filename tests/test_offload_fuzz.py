@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.genai import types as genai_types
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -62,6 +63,8 @@ def _message(kind: int, data: bytes, mid: str) -> Any:
         {"role": "user", "id": mid, "content": [{"image": {"format": "png", "source": {"bytes": data}}}]},
         AIMessage(id=mid, content="", tool_calls=[{"id": f"c-{mid}", "name": "t", "args": {}}]),
         ToolMessage(id=mid, tool_call_id=f"c-{mid}", content="done", artifact={"png": data}),
+        genai_types.Content(role="user", parts=[genai_types.Part(text=mid), genai_types.Part(
+            inline_data=genai_types.Blob(mime_type="image/png", data=data))]),
     ][kind]
 
 
@@ -81,7 +84,7 @@ def _extra(kind: int, data: bytes) -> Any:
 images = st.sampled_from([_image(i, size) for i, size in enumerate([3000, 2000, 4000, 100, 700])])
 checkpoint_st = st.fixed_dictionaries({
     "ns": st.sampled_from(["", "child:1"]),
-    "messages": st.lists(st.tuples(st.integers(0, 7), images), max_size=4),
+    "messages": st.lists(st.tuples(st.integers(0, 8), images), max_size=4),
     "extra": st.lists(st.tuples(st.sampled_from(["photo", "avatar", "note"]), st.integers(0, 5), images),
                       max_size=3),
     "carry": st.sets(st.sampled_from(["messages", "photo", "avatar", "note"])),
@@ -110,7 +113,8 @@ def _write(saver: Any, store: dict[str, list[dict[str, Any]]], wrapper: Any = No
             values["step"] = step
             last = previous.get(ns, {})
             # carried: the previous value and version (PostgreSQL: one checkpoint_blobs row shared)
-            carried = {c: last[c] for c in spec["carry"] if c in last}
+            # (not through the wrapper: test_a_put_with_offload_carrying_a_bare_row_leaks_a_blob)
+            carried = {c: last[c] for c in spec["carry"] if c in last and target is saver}
             values.update(carried)
             new = {c: saver.get_next_version(mine.get(c), None) for c in values if c not in carried}
             previous[ns] = values
@@ -619,3 +623,29 @@ def test_offload_store_twice_at_the_depth_limit_is_a_no_op() -> None:
         again = offload_store(saver, BlobOffload(min_bytes=MIN))
     assert (first.rows, first.blobs_stored) == (1, 1)
     assert (again.rows, again.blobs_stored) == (0, 0)  # observed: (1, 1), and so on at each run
+
+
+@pytest.mark.postgres
+@pytest.mark.xfail(strict=True, reason="bug: a put offloads and names channels it does not store")
+def test_a_put_with_offload_carrying_a_bare_row_leaks_a_blob(postgres_server: Any) -> None:
+    """Offload turned on for an existing PostgreSQL store (or its min_bytes lowered): the next put
+    carries the messages channel unchanged (not in ``new_versions``), so PostgresSaver keeps the
+    bare ``checkpoint_blobs`` row with the image inline, yet the wrapper offloads that value too,
+    storing a blob and a reference row that no stored value names (kept until the checkpoint goes;
+    with no ``keep_last``, for ever)."""
+    url = str(postgres_server.new_database("fuzz_offload_carry"))
+    data = _image(0, 3000)
+    with open_saver(url) as saver:
+        saver.setup()
+        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": [_message(0, data, "m0")], "step": 0}
+        cp["channel_versions"] = {"messages": 1, "step": 1}
+        config = saver.put(config, cp, {"source": "loop", "step": 0}, {"messages": 1, "step": 1})
+        wrapper = ReducingCheckpointSaver(saver, _reducer(), offload=BlobOffload(min_bytes=MIN))
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": [_message(0, data, "m0")], "step": 1}
+        cp["channel_versions"] = {"messages": 1, "step": 2}
+        wrapper.put(config, cp, {"source": "loop", "step": 1}, {"step": 2})  # messages carried
+        assert _named(saver) == set()  # the stored rows hold the image inline, as PostgresSaver kept them
+        assert _stored(saver) == set()  # observed: the image's blob, named only by a reference row
