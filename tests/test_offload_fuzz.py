@@ -649,3 +649,31 @@ def test_a_put_with_offload_carrying_a_bare_row_leaks_a_blob(postgres_server: An
         wrapper.put(config, cp, {"source": "loop", "step": 1}, {"step": 2})  # messages carried
         assert _named(saver) == set()  # the stored rows hold the image inline, as PostgresSaver kept them
         assert _stored(saver) == set()  # observed: the image's blob, named only by a reference row
+
+
+@pytest.mark.cosmos
+@pytest.mark.xfail(strict=True, reason="bug: a put offloads and names channels it does not store")
+def test_cosmos_a_put_with_offload_carrying_a_bare_value_leaks_a_blob(
+    cosmos_server: Any, cosmos_database: str
+) -> None:
+    """The same on Cosmos DB: a store written without offload, then a ``CosmosDBSaver`` with
+    offload puts a checkpoint carrying the messages channel unchanged: a blob is stored that no
+    stored value names."""
+    from tests.test_cosmos_offload import named_digests, stored_blobs, sync_saver
+
+    data = _image(0, 3000)
+    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+    with sync_saver(cosmos_server, cosmos_database) as saver:
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": [_message(0, data, "m0")], "step": 0}
+        cp["channel_versions"] = {"messages": 1, "step": 1}
+        config = saver.put(config, cp, {"source": "loop", "step": 0}, {"messages": 1, "step": 1})
+    with sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as saver:
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": [_message(0, data, "m0")], "step": 1}
+        cp["channel_versions"] = {"messages": 1, "step": 2}
+        saver.put(config, cp, {"source": "loop", "step": 1}, {"step": 2})  # messages carried
+        tup = saver.get_tuple(config)
+        assert tup is not None and tup.checkpoint["channel_values"]["messages"] == [_message(0, data, "m0")]
+    assert named_digests(cosmos_server, cosmos_database) == set()
+    assert stored_blobs(cosmos_server, cosmos_database) == {}  # observed: the image's blob
