@@ -677,3 +677,17 @@ def test_cosmos_a_put_with_offload_carrying_a_bare_value_leaks_a_blob(
         assert tup is not None and tup.checkpoint["channel_values"]["messages"] == [_message(0, data, "m0")]
     assert named_digests(cosmos_server, cosmos_database) == set()
     assert stored_blobs(cosmos_server, cosmos_database) == {}  # observed: the image's blob
+
+
+@pytest.mark.xfail(strict=True, reason="bug: the archive restores one level above where it offloaded")
+def test_the_archive_restores_an_image_at_the_depth_limit() -> None:
+    """``_offloaded`` offloads a LangChain message's ``data``; ``_restored`` restores the whole
+    ``{"type", "data"}`` body, one level further out: an image exactly at the depth limit comes
+    back from ``messages()`` as its reference string."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    b64 = _b64(_image(1, 3000))
+    _store, archive, _saver = _archiving(InMemorySaver())
+    message = HumanMessage(id="x", content="hi", additional_kwargs={"deep": _nested(46, b64)})
+    archive([message], ("memories", "t"))
+    assert archive.messages(("memories", "t")) == [message]
