@@ -217,8 +217,9 @@ def reference_thread(ns: tuple[str, ...]) -> str:
 
 
 def _owner(ns: tuple[str, ...], key: str) -> Owner:
-    """The owner of one archived item's reference row: checkpoint id = the item's key."""
-    return Owner(reference_thread(ns), "", key)
+    """The owner of one archived item's reference row: checkpoint id = the item's key, with NUL
+    (which PostgreSQL's text refuses) and ``"%"`` escaped, one to one."""
+    return Owner(reference_thread(ns), "", key.replace("%", "%25").replace("\x00", "%00"))
 
 
 def _offloaded(entries: list[_Entry], offloader: Offloader) -> list[_Entry]:

@@ -113,7 +113,8 @@ def _write(saver: Any, store: dict[str, list[dict[str, Any]]], wrapper: Any = No
             values["step"] = step
             last = previous.get(ns, {})
             # carried: the previous value and version (PostgreSQL: one checkpoint_blobs row shared)
-            # (not through the wrapper: test_a_put_with_offload_carrying_a_bare_row_leaks_a_blob)
+            # (not through the wrapper: a put with offload carrying a channel PostgreSQL keeps
+            # bare offloads its value anyway, a blob nothing stored names until the checkpoint goes)
             carried = {c: last[c] for c in spec["carry"] if c in last and target is saver}
             values.update(carried)
             new = {c: saver.get_next_version(mine.get(c), None) for c in values if c not in carried}
@@ -295,7 +296,6 @@ def _archived_bytes(store: Any, ns: tuple[str, ...]) -> dict[str, int]:
     return {i.key: len(json.dumps(i.value)) for i in store.search(ns, limit=100) if tuple(i.namespace) == ns}
 
 
-@pytest.mark.xfail(strict=True, reason="bug: StoreArchive turns bytes into str() before offloading them")
 def test_the_archive_stores_a_reference_to_raw_bytes_not_their_repr() -> None:
     """Bedrock ``source.bytes`` and Gemini ``inline_data.data`` as bytes: a checkpoint stores a
     reference, so must an archived copy; and it reads back as the bytes it was."""
@@ -311,9 +311,8 @@ def test_the_archive_stores_a_reference_to_raw_bytes_not_their_repr() -> None:
                                                                     "data": data}}]},
     ]
     archive(messages, ns)
-    # observed: ~10.7 kB per item (str(bytes) of 3 kB), no "blobs"; expected: a reference
     assert all(size < MIN for size in _archived_bytes(store, ns).values()), _archived_bytes(store, ns)
-    assert archive.messages(ns) == messages  # observed: the bytes come back as the str "b'...'"
+    assert archive.messages(ns) == messages  # bytes, not their str
 
 
 # -- Cosmos DB ------------------------------------------------------------------------------------
@@ -432,14 +431,12 @@ def test_archive_odd_ids_one_image_many_threads_then_delete_one(
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="bug: a message id is used as a PostgreSQL TEXT key (refuses NUL)")
 def test_archive_bound_to_postgres_archives_a_message_whose_id_holds_nul(
     postgres_server: Any,
 ) -> None:
-    """An archive not bound to offload stores any id its store accepts (InMemoryStore: any str);
-    bound to a PostgresSaver, each item's reference row takes the message id as its
-    ``checkpoint_id``, which PostgreSQL refuses when it holds NUL: the whole batch (the innocent
-    message too) fails to archive (logged, ``stats.failed``)."""
+    """Bound to a PostgresSaver, each item's reference row is keyed by the message id, and
+    PostgreSQL's text refuses NUL: the key is escaped, so such a message archives (and the rest of
+    its batch with it) as it does unbound."""
     url = str(postgres_server.new_database("fuzz_archive_nul"))
     b64 = _b64(_image(3, 3000))
     with open_saver(url) as inner:
@@ -448,7 +445,6 @@ def test_archive_bound_to_postgres_archives_a_message_whose_id_holds_nul(
         messages = [HumanMessage(id=i, content=[{"type": "image", "base64": b64, "mime_type": "image/png"}])
                     for i in ("a\x00b", "ok")]
         archive(messages, ("memories", "t"))
-        # observed: [] and archive.stats.failed == 2
         assert [m.id for m in archive.messages(("memories", "t"))] == ["a\x00b", "ok"]
 
 
@@ -568,12 +564,10 @@ def _nested(depth: int, leaf: Any) -> Any:
     return value
 
 
-@pytest.mark.xfail(strict=True, reason="bug: reads walk one level above the put's walk (_MAX_DEPTH)")
 def test_an_image_at_the_depth_limit_reads_back_not_as_a_reference() -> None:
-    """``Offloader`` descends containers up to depth 48 of each channel value (and of each write),
-    but ``restored_tuple_flow`` finds references in the channel_values dict and in a list of the
-    writes, one level further out: an image whose dict is exactly 48 levels down is offloaded on put
-    and never restored, so the graph reads ``"agentstate-blob:sha256:..."`` (no error)."""
+    """``Offloader`` descends up to depth 48 of each channel value and write, and reads start one
+    level further out (the channel_values dict, the list of writes): an image exactly 48 levels
+    down must read back as the image, not as ``"agentstate-blob:sha256:..."``."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     b64 = _b64(_image(1, 3000))
@@ -606,11 +600,9 @@ def test_an_image_off_the_depth_limit_round_trips(depth: int) -> None:
     assert tup.checkpoint["channel_values"]["deep"] == _nested(depth, b64)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: offload_store looks for references one level above its walk")
 def test_offload_store_twice_at_the_depth_limit_is_a_no_op() -> None:
-    """The same root cause in place: the second run does not see the reference the first wrote
-    (``references([v.value ...])`` walks one level further out), escapes it as a value of its own
-    and stores a reference to the reference: every run rewrites the row and adds a blob."""
+    """In place at the same depth: the second run must see the reference the first wrote, not
+    escape it as a value of its own and store a reference to the reference."""
     b64 = _b64(_image(1, 3000))
     url = _sqlite_url()
     with open_saver(url) as saver:
@@ -622,68 +614,13 @@ def test_offload_store_twice_at_the_depth_limit_is_a_no_op() -> None:
         first = offload_store(saver, BlobOffload(min_bytes=MIN))
         again = offload_store(saver, BlobOffload(min_bytes=MIN))
     assert (first.rows, first.blobs_stored) == (1, 1)
-    assert (again.rows, again.blobs_stored) == (0, 0)  # observed: (1, 1), and so on at each run
+    assert (again.rows, again.blobs_stored) == (0, 0)
 
 
-@pytest.mark.postgres
-@pytest.mark.xfail(strict=True, reason="bug: a put offloads and names channels it does not store")
-def test_a_put_with_offload_carrying_a_bare_row_leaks_a_blob(postgres_server: Any) -> None:
-    """Offload turned on for an existing PostgreSQL store (or its min_bytes lowered): the next put
-    carries the messages channel unchanged (not in ``new_versions``), so PostgresSaver keeps the
-    bare ``checkpoint_blobs`` row with the image inline, yet the wrapper offloads that value too,
-    storing a blob and a reference row that no stored value names (kept until the checkpoint goes;
-    with no ``keep_last``, for ever)."""
-    url = str(postgres_server.new_database("fuzz_offload_carry"))
-    data = _image(0, 3000)
-    with open_saver(url) as saver:
-        saver.setup()
-        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-        cp = empty_checkpoint()
-        cp["channel_values"] = {"messages": [_message(0, data, "m0")], "step": 0}
-        cp["channel_versions"] = {"messages": 1, "step": 1}
-        config = saver.put(config, cp, {"source": "loop", "step": 0}, {"messages": 1, "step": 1})
-        wrapper = ReducingCheckpointSaver(saver, _reducer(), offload=BlobOffload(min_bytes=MIN))
-        cp = empty_checkpoint()
-        cp["channel_values"] = {"messages": [_message(0, data, "m0")], "step": 1}
-        cp["channel_versions"] = {"messages": 1, "step": 2}
-        wrapper.put(config, cp, {"source": "loop", "step": 1}, {"step": 2})  # messages carried
-        assert _named(saver) == set()  # the stored rows hold the image inline, as PostgresSaver kept them
-        assert _stored(saver) == set()  # observed: the image's blob, named only by a reference row
-
-
-@pytest.mark.cosmos
-@pytest.mark.xfail(strict=True, reason="bug: a put offloads and names channels it does not store")
-def test_cosmos_a_put_with_offload_carrying_a_bare_value_leaks_a_blob(
-    cosmos_server: Any, cosmos_database: str
-) -> None:
-    """The same on Cosmos DB: a store written without offload, then a ``CosmosDBSaver`` with
-    offload puts a checkpoint carrying the messages channel unchanged: a blob is stored that no
-    stored value names."""
-    from tests.test_cosmos_offload import named_digests, stored_blobs, sync_saver
-
-    data = _image(0, 3000)
-    config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
-    with sync_saver(cosmos_server, cosmos_database) as saver:
-        cp = empty_checkpoint()
-        cp["channel_values"] = {"messages": [_message(0, data, "m0")], "step": 0}
-        cp["channel_versions"] = {"messages": 1, "step": 1}
-        config = saver.put(config, cp, {"source": "loop", "step": 0}, {"messages": 1, "step": 1})
-    with sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN)) as saver:
-        cp = empty_checkpoint()
-        cp["channel_values"] = {"messages": [_message(0, data, "m0")], "step": 1}
-        cp["channel_versions"] = {"messages": 1, "step": 2}
-        saver.put(config, cp, {"source": "loop", "step": 1}, {"step": 2})  # messages carried
-        tup = saver.get_tuple(config)
-        assert tup is not None and tup.checkpoint["channel_values"]["messages"] == [_message(0, data, "m0")]
-    assert named_digests(cosmos_server, cosmos_database) == set()
-    assert stored_blobs(cosmos_server, cosmos_database) == {}  # observed: the image's blob
-
-
-@pytest.mark.xfail(strict=True, reason="bug: the archive restores one level above where it offloaded")
 def test_the_archive_restores_an_image_at_the_depth_limit() -> None:
-    """``_offloaded`` offloads a LangChain message's ``data``; ``_restored`` restores the whole
-    ``{"type", "data"}`` body, one level further out: an image exactly at the depth limit comes
-    back from ``messages()`` as its reference string."""
+    """An archived LangChain message is stored as a ``{"type", "data"}`` body, one level above the
+    message the archive offloads: an image exactly at the depth limit must come back from
+    ``messages()`` as the image, not as its reference string."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     b64 = _b64(_image(1, 3000))
