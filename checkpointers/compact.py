@@ -40,6 +40,7 @@ from agentstate_reducer import MessageReducer
 from . import retention as r
 from .offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow
 from .offload.config import BlobOffload, BlobRunner
+from .offload.inplace import offload_store, rewrites_in_place
 from .offload.ops import HasBlobs
 from .reduction import reduce_checkpoint
 
@@ -199,6 +200,15 @@ def _has_blobs_flow() -> Any:
     return (yield HasBlobs())
 
 
+def _record_references(saver: Any, backend: Any, dry_run: bool, messages_key: str) -> int:
+    """Record the references of every stored checkpoint (``compact_store``'s docstring says when
+    and why); the checkpoints that lacked them."""
+    if not rewrites_in_place(backend) or _blob_io(saver) is None:
+        return 0
+    done = offload_store(saver, BlobOffload(min_bytes=1 << 62), dry_run=dry_run, messages_key=messages_key)
+    return sum(t.checkpoints for t in done.threads)
+
+
 # -- a whole store: delete idle threads, compact the latest checkpoints, trim to keep_last ----------
 
 
@@ -219,6 +229,9 @@ class StoreCompaction:
     checkpoints_written: int = 0
     #: thread -> why its checkpoints were left as they are (pending writes, an interrupt, a DeltaChannel)
     kept_whole: dict[str, str] = field(default_factory=dict)
+    #: checkpoints whose blob references were recorded before anything was deleted (written by a
+    #: saver without offload on a store holding blobs)
+    references_recorded: int = 0
 
     def add(self, deleted: Any) -> None:
         self.checkpoints_deleted += deleted.checkpoints
@@ -253,6 +266,7 @@ def compact_store(
     count_tokens: Callable[[Any], int] | None = None,
     on_thread: Callable[[str], None] | None = None,
     offload: BlobOffload | None = None,
+    record_references: bool = True,
 ) -> StoreCompaction:
     """Per thread of ``saver`` (``thread_ids``, or every thread), in this order:
 
@@ -269,6 +283,14 @@ def compact_store(
     the savers ``checkpointers.retention`` supports (needed for ``keep_last``/``older_than``).
     ``offload``: the thresholds of the checkpoints compaction writes on a store holding offloaded
     blobs (``compact_thread``).
+
+    On a SQLite or PostgreSQL store holding offloaded blobs, read through a saver without offload
+    of its own, a run that deletes first records the blob references every stored checkpoint of
+    every thread holds (``offload.inplace.offload_store`` with no threshold a value reaches, so
+    nothing new is offloaded): a checkpoint a saver without offload wrote copies the references it
+    read without recording them, and the deletions would otherwise collect blobs it still names.
+    A reference to a missing or corrupt blob then raises ``BlobError`` before anything is deleted.
+    ``record_references=False`` skips that pass, for a caller that has just offloaded every thread.
     """
 
     report = StoreCompaction(dry_run=dry_run)
@@ -279,6 +301,8 @@ def compact_store(
         if backend is None:
             raise ValueError("compact_store needs thread_ids= without keep_last or older_than")
         thread_ids = backend.run(r.list_threads_flow())
+    if backend is not None and record_references:
+        report.references_recorded = _record_references(saver, backend, dry_run, messages_key)
     now = datetime.now(timezone.utc)
     for thread_id in thread_ids:
         if on_thread is not None:

@@ -276,16 +276,14 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
                            "offloaded (each in its own transaction), nothing of this one was written")
                 raise CliError(f"compact --offload stopped: {exc}; {written}", exit_code=1) from exc
 
-        recorded = None
-        if offload is None and deletes and db.kind != "cosmosdb" and _holds_blobs(saver):
-            recorded = _record_references(saver, args)
-
         def run(dry_run: bool) -> StoreCompaction:
             with Progress(len(wanted), "compact") as bar:
                 return compact_store(
                     saver, reducer, thread_ids=wanted, keep_last=keep_last, older_than=args.older_than,
                     dry_run=dry_run, force=args.force, messages_key=args.messages_key, count_tokens=counter,
                     on_thread=lambda _: bar.update(), offload=offload,
+                    # --offload over every thread has just recorded every reference
+                    record_references=offload is None or bool(args.thread),
                 )
 
         if deletes and not args.dry_run and not args.yes:
@@ -331,7 +329,7 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
                 f"({plural(done.writes_deleted, 'pending write')}, "
                 f"{plural(done.blobs_deleted, 'stored value')}): {'; '.join(what)}"
             )
-            named = 0 if recorded is None else sum(t.checkpoints for t in recorded.threads)
+            named = done.references_recorded
             if named:
                 prune_note += (
                     f"; {'would first record' if args.dry_run else 'first recorded'} the blob references "
@@ -423,36 +421,6 @@ def vacuum_outcome(report: CompactReport) -> str:
             "next (VACUUM FULL would return them, locking the tables while it rewrites them)"
         )
     return f"{change}: nothing returned"
-
-
-def _holds_blobs(saver: Any) -> bool:
-    from checkpointers.offload.ops import HasBlobs
-    from checkpointers.retention import backend_for
-
-    def flow() -> Any:
-        return (yield HasBlobs())
-
-    backend = backend_for(saver)
-    return bool(backend.stores_blobs and backend.run(flow()))
-
-
-def _record_references(saver: Any, args: argparse.Namespace) -> Any:
-    """Before a run that deletes on a store holding offloaded blobs: record the references every
-    checkpoint and write of every thread holds (``offload_store`` with no threshold any value
-    reaches, so nothing new is offloaded). A checkpoint written by a saver without offload copies
-    the references it read but records none, and the deletions would then collect blobs it still
-    names. ``CliError`` (nothing deleted) when a reference names a missing or corrupt blob."""
-    from checkpointers import BlobOffload
-    from checkpointers.offload import BlobError
-    from checkpointers.offload.inplace import offload_store
-
-    try:
-        return offload_store(saver, BlobOffload(min_bytes=1 << 62), dry_run=args.dry_run,
-                             messages_key=args.messages_key)
-    except BlobError as exc:
-        raise CliError(
-            f"compact stopped before deleting anything: {exc}; the references of the checkpoints "
-            "before it are recorded", exit_code=1) from exc
 
 
 def _offload_from(args: argparse.Namespace) -> Any:

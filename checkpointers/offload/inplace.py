@@ -41,7 +41,7 @@ from .ops import HasBlobs, Owner, SaveBlobs
 from .sql import BlobSql, PostgresBlobSql, SqliteBlobSql
 from .transform import Offloader, references
 
-__all__ = ["StoreOffload", "ThreadOffload", "offload_store"]
+__all__ = ["StoreOffload", "ThreadOffload", "offload_store", "rewrites_in_place"]
 
 
 @dataclass
@@ -262,6 +262,11 @@ class _PostgresLayout(_Layout):
                 size = len(text.encode())
             rows, before, after = rows + 1, before + stored.size, after + size
         return (rows, before, after)
+
+
+def rewrites_in_place(backend: Backend) -> bool:
+    """Whether ``offload_store`` can rewrite the store of ``backend`` (SQLite and PostgreSQL)."""
+    return isinstance(getattr(backend, "dialect", None), (SqliteDialect, PostgresDialect))
 
 
 def _layout(backend: Backend, dry_run: bool) -> _Layout:
