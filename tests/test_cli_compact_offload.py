@@ -116,13 +116,13 @@ def raw_values(url: str) -> bytes:
                     *conn.execute("SELECT value FROM writes")]
         finally:
             conn.close()
-        return b"".join(bytes(r[0]) for r in rows)
+        return b"".join(bytes(r[0]) for r in rows if r[0] is not None)
     import psycopg
 
     with psycopg.connect(url) as pg:
         rows = [*pg.execute("SELECT convert_to(checkpoint::text, 'UTF8') FROM checkpoints"),
                 *pg.execute("SELECT blob FROM checkpoint_blobs WHERE blob IS NOT NULL"),
-                *pg.execute("SELECT blob FROM checkpoint_writes")]
+                *pg.execute("SELECT blob FROM checkpoint_writes WHERE blob IS NOT NULL")]
     return b"".join(bytes(r[0]) for r in rows)
 
 

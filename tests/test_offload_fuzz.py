@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import sqlite3
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from agentstate_reducer import MessageReducer
 from checkpointers import BlobOffload, ReducingCheckpointSaver
 from checkpointers.offload.inplace import offload_store
 from tests.test_cli import dump_rows, open_saver
+from tests.test_cli_compact_offload import raw_values
 from tests.test_offload_retention import _named
 from tests.test_offload_retention import _stored as _stored_rows
 
@@ -163,24 +163,6 @@ def _large(store: dict[str, list[dict[str, Any]]]) -> set[bytes]:
     return out
 
 
-def _raw(url: str) -> bytes:
-    if url.startswith("sqlite:///"):
-        conn = sqlite3.connect(url[len("sqlite:///"):])
-        try:
-            rows = [*conn.execute("SELECT checkpoint FROM checkpoints"),
-                    *conn.execute("SELECT value FROM writes")]
-        finally:
-            conn.close()
-        return b"".join(bytes(r[0]) for r in rows if r[0] is not None)
-    import psycopg
-
-    with psycopg.connect(url) as pg:
-        rows = [*pg.execute("SELECT convert_to(checkpoint::text, 'UTF8') FROM checkpoints"),
-                *pg.execute("SELECT blob FROM checkpoint_blobs WHERE blob IS NOT NULL"),
-                *pg.execute("SELECT blob FROM checkpoint_writes WHERE blob IS NOT NULL")]
-    return b"".join(bytes(r[0]) for r in rows)
-
-
 def _everything(url: str) -> Any:
     """Every row, the blob tables' included."""
     rows = dump_rows(url)
@@ -207,7 +189,7 @@ def _check_offload(url: str, store: dict[str, Any], before: list[Any], min_bytes
         done = offload_store(inner, BlobOffload(min_bytes=min_bytes))
     assert (dry.rows, dry.blobs_stored, dry.blob_bytes_stored, dry.bytes_before, dry.bytes_after) == (
         done.rows, done.blobs_stored, done.blob_bytes_stored, done.bytes_before, done.bytes_after)
-    raw = _raw(url)
+    raw = raw_values(url)
     assert not [d[:64] for d in _large(store) if d[:64] in raw]
     with open_saver(url) as inner:
         assert _read(inner, store, offload) == before
@@ -481,7 +463,7 @@ def test_two_offload_runs_at_once_read_back_the_same(kind: str, request: pytest.
     for r in runs:
         r.join()
     assert errors == []
-    raw = _raw(url)
+    raw = raw_values(url)
     assert not [d[:64] for d in _large(store) if d[:64] in raw]
     with open_saver(url) as inner:
         assert _read(inner, store, BlobOffload(min_bytes=MIN)) == before
