@@ -495,7 +495,6 @@ class StoreArchive:
         self._worker: threading.Thread | None = None
         self._closed = False
         self._blobs: BlobRunner | None = None
-        self._offloader: Offloader | None = None
 
     def __repr__(self) -> str:
         mode = "background" if self.background else "inline"
@@ -503,7 +502,7 @@ class StoreArchive:
 
     # -- blob references --------------------------------------------------------------------------
 
-    def _bind_blobs(self, runner: BlobRunner, offloader: Offloader) -> None:
+    def _bind_blobs(self, runner: BlobRunner) -> None:
         """Store references to ``runner``'s blobs from now on (called by a ``ReducingCheckpointSaver``
         with offload that has this archive among its reducer's ``on_prune`` hooks). Binding again to
         the same blob storage keeps the first binding.
@@ -514,7 +513,7 @@ class StoreArchive:
         with self._lock:
             self._check_blobs(runner)
             if self._blobs is None:
-                self._blobs, self._offloader = runner, offloader
+                self._blobs = runner
 
     def _check_blobs(self, runner: BlobRunner) -> None:
         """Raise the ``ValueError`` of ``_bind_blobs`` without binding."""
@@ -569,7 +568,7 @@ class StoreArchive:
 
     def _prepared(self, entries: list[_Entry]) -> list[_Entry]:
         # offloaded at delivery, so a background archive's hashing is off the put's thread
-        return entries if self._offloader is None else _offloaded(entries, self._offloader)
+        return entries if self._blobs is None else _offloaded(entries, self._blobs.offloader)
 
     def _deliver(self, ns: tuple[str, ...], entries: list[_Entry]) -> None:
         io = self._io()

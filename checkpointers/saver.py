@@ -192,16 +192,14 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self._blobs: BlobRunner | None = None
         if offload is not None and not _adopt_offload(inner, offload):
             self._blobs = offload.bind(inner)
-        # the inner saver's runner where it adopted the offload
-        runner = self._blobs if self._blobs is not None else getattr(inner, "blob_runner", None)
-        self._blob_runner: BlobRunner | None = runner if offload is not None else None
-        if runner is not None and offload is not None:
+        runner = self.blob_runner
+        if runner is not None:
             # the archive stores references to this saver's blobs, not the bytes again
             archives = self._archives()
             for archive in archives:  # every one checked before any is bound
                 archive._check_blobs(runner)
             for archive in archives:
-                archive._bind_blobs(runner, offload.offloader)
+                archive._bind_blobs(runner)
         # through the wrapper: with blobs in a BaseStore, retention follows them there
         self._backend: _retention.Backend | None = (
             _retention.backend_for(self) if self._keep_last is not None else None
@@ -237,7 +235,9 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         """Performs the blob operations of ``offload`` (None without it): the wrapper's, or those of
         the inner saver that adopted it; ``retention.backend_for`` reads it, so retention run on
         this wrapper follows blobs kept in a ``BaseStore``."""
-        return self._blob_runner
+        if self._blobs is not None or self._offload is None:
+            return self._blobs
+        return getattr(self._inner, "blob_runner", None)  # the inner saver adopted the offload
 
     @property
     def passthrough(self) -> bool:
