@@ -322,3 +322,29 @@ def test_a_terminal_is_asked_before_deleting(answer: str, tmp_path: Path) -> Non
         assert code == 0, out
         with open_saver(url) as saver:
             assert len(list(saver.list({"configurable": {"thread_id": "t"}}))) == 1
+
+
+def test_compact_without_deleting_says_the_store_grows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'x.sqlite'}"
+    seed_threads(url, {"a": 20, "b": 20})
+    notes = {}
+    for dry in (["--dry-run"], []):
+        report = cli.execute(["compact", url, *dry])
+        out = capsys.readouterr().out
+        notes[bool(dry)] = [line for line in out.splitlines() if line.startswith("note: ")]
+        assert report.checkpoints_after == report.checkpoints_before + 2
+    tail = (
+        "nothing: the older checkpoints stay, so the store grows and frees no space. The next run of "
+        "each thread loads the reduced state; to free the space, run compact again with --keep-last 1 "
+        "(each thread keeps only its reduced latest checkpoint) or --keep-last N"
+    )
+    assert notes == {
+        True: [f"note: would write 2 reduced checkpoints and would delete {tail}"],
+        False: [f"note: wrote 2 reduced checkpoints and deleted {tail}"],
+    }
+    # a second run compacts nothing, and says nothing; --keep-last deletes, and says nothing either
+    for option in ([], ["--keep-last", "1", "--yes"]):
+        cli.main(["compact", url, *option, "--json"])
+        assert json.loads(capsys.readouterr().out)["note"] is None

@@ -182,6 +182,8 @@ class CompactReport:
     store_kind: str = ""  # "sqlite", "postgres" or "cosmosdb"
     #: what --offload did (or would do); None without it
     offload: StoreOffload | None = None
+    #: a run that compacted without deleting: what that means for the store's size; else None
+    note: str | None = None
 
     def count(self, action: str) -> int:
         return sum(1 for thread in self.threads if thread.action == action)
@@ -348,6 +350,7 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
             kept_whole=done.kept_whole, vacuumed=vacuumed, bytes_meaning=_BYTES_MEANING.get(db.kind, ""),
             vacuum_bytes_before=whole_before if vacuumed else None, vacuum_bytes_after=whole_after,
             store_kind=db.kind, offload=offloaded,
+            note=None if deletes else _nothing_deleted_note(done.checkpoints_written, args.dry_run),
         )
     if args.json:
         as_json = {**asdict(report), "threads": [asdict(t) for t in report.threads]}
@@ -395,12 +398,29 @@ def _print_compact(report: CompactReport) -> None:
             print(line)
     if report.prune:
         print(f"prune: {report.prune}")
+    if report.note:
+        print(f"note: {report.note}")
     for thread_id, why in sorted(report.kept_whole.items()):
         print(f"kept whole: {thread_id}: {why}")
     if report.vacuumed:
         print(f"vacuumed: {vacuum_outcome(report)}")
     if report.count("failed"):
         print("failed threads keep their previous latest checkpoint; re-run compact to retry them")
+
+
+def _nothing_deleted_note(written: int, dry_run: bool) -> str | None:
+    """Compacting adds a checkpoint per thread and keeps the older ones: without ``--keep-last`` or
+    ``--older-than`` the store grows. Said in the report, since a user running ``compact`` expects
+    a smaller store; None when nothing was (or would be) written."""
+    if not written:
+        return None
+    wrote, deleted = ("would write", "would delete") if dry_run else ("wrote", "deleted")
+    return (
+        f"{wrote} {plural(written, 'reduced checkpoint')} and {deleted} nothing: the older checkpoints "
+        "stay, so the store grows and frees no space. The next run of each thread loads the reduced "
+        "state; to free the space, run compact again with --keep-last 1 (each thread keeps only its "
+        "reduced latest checkpoint) or --keep-last N"
+    )
 
 
 def vacuum_outcome(report: CompactReport) -> str:
