@@ -12,7 +12,7 @@ written once for sync and async savers (``checkpointers._flow``).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from .._flow import Flow
@@ -26,6 +26,7 @@ __all__ = [
     "MissingBlobError",
     "owner_of",
     "referenced_blobs_flow",
+    "references_in",
     "restored_history_flow",
     "restored_tuple_flow",
     "stored_checkpoint_flow",
@@ -110,6 +111,15 @@ def stored_writes_flow(
     return out
 
 
+def references_in(values: Iterable[Any]) -> dict[str, Reference]:
+    """The references of each of ``values`` (channel values, write values: each walked from its
+    own root, as the put walked it), by digest."""
+    found: dict[str, Reference] = {}
+    for value in values:
+        found.update(references(value))
+    return found
+
+
 def _check(data: bytes, ref: Reference) -> bool:
     return hashlib.sha256(data).hexdigest() == ref.digest
 
@@ -121,7 +131,7 @@ def restored_history_flow(
     (errors name the checkpoint of ``config``)."""
     refs: dict[str, Reference] = {}
     for entry in history.values():
-        refs.update(references([w[2] for w in entry.get("writes", ())]))
+        refs.update(references_in(w[2] for w in entry.get("writes", ())))
         if "seed" in entry:
             refs.update(references(entry["seed"]))
     if not refs:
@@ -189,8 +199,8 @@ def restored_tuple_flow(tup: Any, where: str, cache: Any = None) -> Flow[Any, An
         return None
     values = tup.checkpoint.get("channel_values") or {}
     writes = tup.pending_writes or []
-    refs = references(values)
-    refs.update(references([w[2] for w in writes]))
+    refs = references_in(values.values())
+    refs.update(references_in(w[2] for w in writes))
     if not refs:
         return tup
     known = cache if cache is not None else {}
@@ -198,7 +208,8 @@ def restored_tuple_flow(tup: Any, where: str, cache: Any = None) -> Flow[Any, An
     loaded = (yield LoadBlobs(wanted)) if wanted else {}
     blobs = {**{d: known[d] for d in refs if d in known}, **loaded}
     missing = _raiser(tup.config, where, blobs, refs, tup.checkpoint.get("id"))
-    checkpoint = {**tup.checkpoint, "channel_values": restore(values, blobs, missing)}
+    restored = {k: restore(v, blobs, missing) for k, v in values.items()}
+    checkpoint = {**tup.checkpoint, "channel_values": restored}
     if cache is not None:
         cache.add(loaded)
     pending = [(t, c, restore(v, blobs, missing)) for t, c, v in writes] if writes else tup.pending_writes
