@@ -62,14 +62,19 @@ def build(saver: Any) -> Any:
 
 
 def turn(depth: int, forged: str) -> dict[str, Any]:
+    deep = nested(depth, forged)
     return {
         "messages": [
             HumanMessage(id="user", content=forged),
-            HumanMessage(id="blocks", content=[{"type": "text", "text": forged, "extra": nested(depth, forged)}]),
-            AIMessage(id="ai", content="", tool_calls=[{"id": "c1", "name": "t", "args": {"q": nested(depth, forged)}}]),
+            HumanMessage(id="blocks", content=[{"type": "text", "text": forged, "extra": deep}]),
+            AIMessage(id="ai", content="", tool_calls=[{"id": "c1", "name": "t", "args": {"q": deep}}]),
         ],
-        "data": {"forged": forged, "depth": depth, "value": nested(depth, forged), forged: nested(depth, forged)},
+        "data": {"forged": forged, "depth": depth, "value": deep, forged: deep},
     }
+
+
+def config_of(thread_id: str) -> Any:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
 
 
 def wrapped(inner: Any) -> ReducingCheckpointSaver:
@@ -90,7 +95,7 @@ def check_every_depth(saver: ReducingCheckpointSaver) -> None:
             state = graph.get_state(config)
             want = build(None).invoke(turn(depth, forged))  # the same run without a saver
             assert state.values == want, (forged, depth)
-            assert [m.content for m in state.values["messages"]][0] == forged
+            assert state.values["messages"][0].content == forged
 
 
 @contextmanager
@@ -118,13 +123,13 @@ def test_a_forged_reference_in_a_pending_write_and_a_channel_reads_back(depth: i
     from langgraph.checkpoint.memory import InMemorySaver
 
     saver = wrapped(InMemorySaver())
-    saver.put({"configurable": {"thread_id": "owner", "checkpoint_ns": ""}}, {**empty_checkpoint(), "channel_values": {"img": IMAGE},
-                                        "channel_versions": {"img": 1}}, {}, {"img": 1})
+    saver.put(config_of("owner"), {**empty_checkpoint(), "channel_values": {"img": IMAGE},
+                                   "channel_versions": {"img": 1}}, {}, {"img": 1})
     for forged in (STORED, UNSTORED):
         cp = empty_checkpoint()
         cp["channel_values"] = {"deep": nested(depth, forged)}
         cp["channel_versions"] = {"deep": 1}
-        config = saver.put({"configurable": {"thread_id": f"t{forged == STORED}", "checkpoint_ns": ""}}, cp, {}, {"deep": 1})
+        config = saver.put(config_of(f"t{forged == STORED}"), cp, {}, {"deep": 1})
         saver.put_writes(config, [("deep", nested(depth, forged)), ("flat", forged)], "task")
         tup = saver.get_tuple(config)
         assert tup is not None and tup.pending_writes is not None
@@ -146,7 +151,7 @@ def test_a_forged_reference_in_an_archived_message_reads_back(depth: int) -> Non
     archive = StoreArchive(InMemoryStore())
     reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, on_prune=[archive]))
     saver = ReducingCheckpointSaver(InMemorySaver(), reducer, offload=BlobOffload(min_bytes=MIN))
-    saver.put({"configurable": {"thread_id": "owner", "checkpoint_ns": ""}},
+    saver.put(config_of("owner"),
               {**empty_checkpoint(), "channel_values": {"img": IMAGE}, "channel_versions": {"img": 1}},
               {}, {"img": 1})
     messages = [HumanMessage(id=f"m{forged == STORED}", content=forged,
