@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from .. import retention as _retention
 from .._flow import adrive, aiterate
-from ..offload.checkpoint import BlobCache
+from ..offload.checkpoint import BlobCache, aread_restored
 from . import _mapping as m
 from ._base import CosmosSaverBase
 from ._retention import AsyncCosmosBackend, delete_thread_retention_flow
@@ -250,9 +250,12 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await self._run(m.get_tuple_flow(config, self.serde))
-        if self._blobs is None or tup is None:
+        blobs = self._blobs
+        if blobs is None or tup is None:
             return tup
-        return await self._blobs.arun(self._restored_flow(tup))
+        # retention may delete what was read before its blobs are: read the items again
+        return await aread_restored(tup, lambda: self._run(m.get_tuple_flow(config, self.serde)),
+                                    lambda t: blobs.arun(self._restored_flow(t)))
 
     async def alist(
         self,
@@ -265,7 +268,15 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         listing = m.explaining_missing(m.list_flow(config, filter, before, limit, self.serde))
         blobs, cache = self._blobs, BlobCache()
         async for item in aiterate(listing, self._execute):
-            yield item if blobs is None else await blobs.arun(self._restored_flow(item, cache))
+            if blobs is None:
+                yield item
+                continue
+            # a checkpoint deleted since the listing read it is left out
+            restored = await aread_restored(
+                item, lambda t=item: self._run(m.get_tuple_flow(t.config, self.serde)),
+                lambda t: blobs.arun(self._restored_flow(t, cache)))
+            if restored is not None:
+                yield restored
 
     async def aput(
         self,

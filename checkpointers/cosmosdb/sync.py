@@ -14,7 +14,7 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from .. import retention as _retention
 from .._flow import drive, iterate
-from ..offload.checkpoint import BlobCache
+from ..offload.checkpoint import BlobCache, read_restored
 from . import _mapping as m
 from ._base import CosmosSaverBase
 from ._retention import CosmosBackend, delete_thread_retention_flow
@@ -290,9 +290,12 @@ class CosmosDBSaver(CosmosSaverBase):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = self._run(m.get_tuple_flow(config, self.serde))
-        if self._blobs is None or tup is None:
+        blobs = self._blobs
+        if blobs is None or tup is None:
             return tup
-        return self._blobs.run(self._restored_flow(tup))
+        # retention may delete what was read before its blobs are: read the items again
+        return read_restored(tup, lambda: self._run(m.get_tuple_flow(config, self.serde)),
+                             lambda t: blobs.run(self._restored_flow(t)))
 
     def list(
         self,
@@ -310,7 +313,11 @@ class CosmosDBSaver(CosmosSaverBase):
         blobs, cache = self._blobs, BlobCache()
         assert blobs is not None
         for tup in listed:
-            yield blobs.run(self._restored_flow(tup, cache))
+            # a checkpoint deleted since the listing read it is left out
+            restored = read_restored(tup, lambda t=tup: self._run(m.get_tuple_flow(t.config, self.serde)),
+                                     lambda t: blobs.run(self._restored_flow(t, cache)))
+            if restored is not None:
+                yield restored
 
     def put(
         self,
