@@ -146,11 +146,7 @@ def restored_history_flow(
 ) -> Flow[Any, Any, Any]:
     """A ``get_delta_channel_history`` result with the references in its writes and seeds restored
     (errors name the checkpoint of ``config``)."""
-    refs: dict[str, Reference] = {}
-    for entry in history.values():
-        refs.update(references_in(w[2] for w in entry.get("writes", ())))
-        if "seed" in entry:
-            refs.update(references(entry["seed"]))
+    refs = _history_references(history)
     if not refs:
         return history
     blobs = yield LoadBlobs(tuple(sorted(refs)))
@@ -163,6 +159,16 @@ def restored_history_flow(
             new["seed"] = restore(entry["seed"], blobs, missing)
         out[channel] = new
     return out
+
+
+def _history_references(history: Mapping[str, Any]) -> dict[str, Reference]:
+    """The references in a history's writes and seeds (each walked as its put walked it)."""
+    refs: dict[str, Reference] = {}
+    for entry in history.values():
+        refs.update(references_in(w[2] for w in entry.get("writes", ())))
+        if "seed" in entry:
+            refs.update(references(entry["seed"]))
+    return refs
 
 
 def _raiser(config: Mapping[str, Any], where: str, blobs: Mapping[str, bytes],
@@ -244,12 +250,7 @@ def tuple_read_key(tup: Any) -> Hashable:
 
 def history_read_key(history: Mapping[str, Any]) -> Hashable:
     """``tuple_read_key`` for a ``get_delta_channel_history`` result: the blobs it names."""
-    refs: dict[str, Reference] = {}
-    for entry in history.values():
-        refs.update(references_in(w[2] for w in entry.get("writes", ())))
-        if "seed" in entry:
-            refs.update(references(entry["seed"]))
-    return frozenset(refs)
+    return frozenset(_history_references(history))
 
 
 class _Attempts:
