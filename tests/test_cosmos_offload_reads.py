@@ -54,9 +54,10 @@ def test_get_state_racing_retention_returns_the_newest_state(
     from checkpointers.retention import sweep
 
     config = thread_config(f"race-{how}")
-    keep = {"keep_last": 1, "retention_every": 1} if how == "keep_last" else {}
+    keep_last = 1 if how == "keep_last" else None
     serde = HookedSerde()
-    with (sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN), **keep) as writer,
+    with (sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN), keep_last=keep_last,
+                     retention_every=1) as writer,
           sync_saver(cosmos_server, cosmos_database, offload=BlobOffload(MIN), serde=serde) as reader):
         writing = build(writer)
 

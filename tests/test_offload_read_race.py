@@ -64,10 +64,10 @@ def ids(state: Any) -> list[str]:
     return [m.id for m in state.values["messages"]]
 
 
-def hooked(base: type) -> type:
+def hooked(base: Any) -> Any:
     """``base`` (a LangGraph saver class) whose row reads run ``hook`` once, right after them."""
 
-    class RowsThenHook(base):  # type: ignore[misc,valid-type]
+    class RowsThenHook(base):
         hook: Callable[[Any], Any] | None = None
         seen: list[Any]
 

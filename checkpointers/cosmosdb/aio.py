@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -249,13 +250,17 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
     # -- BaseCheckpointSaver, async ---------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = await self._run(m.get_tuple_flow(config, self.serde))
+        tup = await self._stored_tuple(config)
         blobs = self._blobs
         if blobs is None or tup is None:
             return tup
         # retention may delete what was read before its blobs are: read the items again
-        return await aread_restored(tup, lambda: self._run(m.get_tuple_flow(config, self.serde)),
+        return await aread_restored(tup, functools.partial(self._stored_tuple, config),
                                     lambda t: blobs.arun(self._restored_flow(t)))
+
+    async def _stored_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` as stored (references not restored)."""
+        return await self._run(m.get_tuple_flow(config, self.serde))
 
     async def alist(
         self,
@@ -273,7 +278,7 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
                 continue
             # a checkpoint deleted since the listing read it is left out
             restored = await aread_restored(
-                item, lambda t=item: self._run(m.get_tuple_flow(t.config, self.serde)),
+                item, functools.partial(self._stored_tuple, item.config),
                 lambda t: blobs.arun(self._restored_flow(t, cache)))
             if restored is not None:
                 yield restored

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -289,13 +290,17 @@ class CosmosDBSaver(CosmosSaverBase):
     # -- BaseCheckpointSaver ----------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = self._run(m.get_tuple_flow(config, self.serde))
+        tup = self._stored_tuple(config)
         blobs = self._blobs
         if blobs is None or tup is None:
             return tup
         # retention may delete what was read before its blobs are: read the items again
-        return read_restored(tup, lambda: self._run(m.get_tuple_flow(config, self.serde)),
+        return read_restored(tup, functools.partial(self._stored_tuple, config),
                              lambda t: blobs.run(self._restored_flow(t)))
+
+    def _stored_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` as stored (references not restored)."""
+        return self._run(m.get_tuple_flow(config, self.serde))
 
     def list(
         self,
@@ -314,7 +319,7 @@ class CosmosDBSaver(CosmosSaverBase):
         assert blobs is not None
         for tup in listed:
             # a checkpoint deleted since the listing read it is left out
-            restored = read_restored(tup, lambda t=tup: self._run(m.get_tuple_flow(t.config, self.serde)),
+            restored = read_restored(tup, functools.partial(self._stored_tuple, tup.config),
                                      lambda t: blobs.run(self._restored_flow(t, cache)))
             if restored is not None:
                 yield restored
