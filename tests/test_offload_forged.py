@@ -2,7 +2,7 @@
 ``agentstate-blob:sha256:<hex>:s:<size>`` comes back from ``get_state`` as written, at every depth
 (0..60) of tool JSON, user text, dict keys and lists, whether or not a blob of that digest is stored
 (another thread's image): never ``MissingBlobError``, never another thread's bytes. Through a real
-graph on memory, SQLite and PostgreSQL (Cosmos DB in tests/test_cosmos_offload_forged.py)."""
+graph on memory, SQLite and PostgreSQL (Cosmos DB in tests/test_cosmos_offload_reads.py)."""
 
 from __future__ import annotations
 

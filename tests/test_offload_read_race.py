@@ -7,7 +7,8 @@ never with ``MissingBlobError``.
 The interleaving is forced, not timed: the reader's inner saver is a subclass of LangGraph's saver
 whose ``get_tuple``/``aget_tuple`` runs a hook once its rows are read (the one seam between the two
 steps), and the hook runs the other connection's turn and retention to completion. SQLite and
-PostgreSQL, sync and async; Cosmos DB in tests/test_cosmos_offload_race.py."""
+PostgreSQL, sync and async, blobs in the database or in a ``BaseStore``; Cosmos DB in
+tests/test_cosmos_offload_reads.py."""
 
 from __future__ import annotations
 
@@ -280,3 +281,22 @@ def test_a_blob_missing_for_good_still_raises(config: Any, tmp_path: Path) -> No
         with pytest.raises(MissingBlobError) as caught:
             build(wrap(reader_inner)).get_state(config)
         assert caught.value.thread_id == config["configurable"]["thread_id"]
+
+
+def test_blobs_in_a_store_racing_retention(config: Any, tmp_path: Path) -> None:
+    """``BlobOffload(store=...)``: retention drops the rows and collects the blobs in the store
+    after its transaction; a reader between its row read and its blob read still gets the newest
+    state."""
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore()
+    offload = BlobOffload(min_bytes=MIN, store=store)
+    with savers("sqlite", tmp_path, None) as (reader_inner, writer_inner):
+        writing = build(ReducingCheckpointSaver(writer_inner, REDUCER, offload=offload, keep_last=1,
+                                                retention_every=1))
+        writing.invoke(turn(1, config), config)
+        reader_inner.hook = lambda _rows: writing.invoke(turn(2, config), config)
+        state = build(ReducingCheckpointSaver(reader_inner, REDUCER, offload=offload)).get_state(config)
+        assert writer_inner.get_tuple(reader_inner.seen[0].config) is None
+        assert ids(state) == ["h1", "a1", "h2", "a2"]
+        assert state.values["image"] == image(2, config["configurable"]["thread_id"])
