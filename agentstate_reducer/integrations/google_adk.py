@@ -24,7 +24,7 @@ Both bound ``llm_request.contents`` (google-genai ``Content`` objects) before ev
   response content right after it answering its other calls, and ADK's own compaction summaries
   (kept first). They are never summarized, pruned or repaired away. Any other unanswered call (a
   run that died before its tool answered, a result that came late or split over two contents)
-  is repaired like in every integration: the request never holds a call nothing answers but
+  is repaired as in every integration: the request never holds a call nothing answers but
   the ones ADK itself leaves pending.
 * ``__call__`` is async (ADK awaits a callback's awaitable), so an async summarizer works; a
   sync summarizer runs as is. ``Runner.run`` and ``Runner.run_async`` both work; one object may
