@@ -64,6 +64,7 @@ from agentstate_reducer.messages import read_message
 from agentstate_reducer.reducer import MessageReducer
 
 from ._common import NativeSummaries, build_reducer
+from .openai_responses import summary_item, summary_text
 
 logger = logging.getLogger("agentstate_reducer.sessions")
 
@@ -74,27 +75,6 @@ _METHODS = ("get_items", "add_items", "pop_item", "clear_session")
 _REPLACE_ATTEMPTS = 5
 
 _WHAT = "ReducingSession"
-
-
-def _summary_item(content: str) -> dict[str, Any]:
-    """The running summary as the session stores it: a plain user message, the one item shape
-    every model of the SDK takes (Responses, Chat Completions, LiteLLM), as the runner stores
-    the user's text input."""
-    return {"role": "user", "content": content}
-
-
-def _summary_text(item: Any) -> str | None:
-    """The text of a user message item (text content, or one ``input_text`` part); None for
-    any other item. The summary is the user message whose text starts with its header."""
-    if not isinstance(item, Mapping) or item.get("role") != "user":
-        return None
-    if item.get("type", "message") != "message":
-        return None
-    content = item.get("content")
-    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], Mapping):
-        if content[0].get("type") == "input_text":
-            content = content[0].get("text")
-    return content if isinstance(content, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,9 +208,10 @@ class ReducingSession:
         built = build_reducer(
             reducer, reducer_kwargs, preserve_first=preserve_first, summarizer=summarizer, what=_WHAT
         )
-        self._native = NativeSummaries(_summary_item, _summary_text)
+        #: the running summary as the item the session stores (None: the reducer injects none)
+        self._native = NativeSummaries(summary_item, summary_text) if built.config.inject_summary else None
         #: the reducer the session runs (its summarizer and hooks see the items the session stores)
-        self.reducer = self._native.speaking_natively(built)
+        self.reducer = self._native.speaking_natively(built) if self._native is not None else built
         self.session = session
         self.session_id: str = session.session_id
         self._items: list[Any] | None = None  # what the inner session holds, when known
@@ -319,6 +300,9 @@ class ReducingSession:
         """Reduce the stored ``items`` (plus ``new`` ones): the summary item the session stores
         is the core's summary while reduced, and the item the session stores again after."""
         native = self._native
+        if native is None:
+            result = await self.reducer.areduce(items, new, namespace=self._namespace)
+            return _Reduced(result.surviving, bool(result.pruned))
         if new is None:
             result = await self.reducer.areduce(native.inward(items), namespace=self._namespace)
         else:
