@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
+import httpx2
 from agents import Model, OpenAIChatCompletionsModel, OpenAIResponsesModel
 from openai import AsyncOpenAI
 
@@ -44,11 +44,11 @@ class ScriptedAPI:
         self.replies.extend(replies)
 
     def client(self) -> AsyncOpenAI:
-        transport = httpx.MockTransport(self._handle)
+        transport = httpx2.MockTransport(self._handle)
         return AsyncOpenAI(
             api_key="test-key",
             base_url="http://scripted.test/v1",
-            http_client=httpx.AsyncClient(transport=transport),
+            http_client=httpx2.AsyncClient(transport=transport),
             max_retries=0,
         )
 
@@ -58,17 +58,17 @@ class ScriptedAPI:
             return OpenAIResponsesModel("gpt-test", self.client())
         return OpenAIChatCompletionsModel("gpt-test", self.client())
 
-    def _handle(self, request: httpx.Request) -> httpx.Response:
+    def _handle(self, request: httpx2.Request) -> httpx2.Response:
         body = json.loads(request.content)
         self.requests.append(body)
         self.paths.append(request.url.path)
         if not self.replies:
-            return httpx.Response(500, json={"error": {"message": "the script has no reply left"}})
+            return httpx2.Response(500, json={"error": {"message": "the script has no reply left"}})
         reply = self.replies.popleft()
         n = len(self.requests)
         if request.url.path.endswith("/responses"):
-            return httpx.Response(200, json=_response(body["model"], n, reply))
-        return httpx.Response(200, json=_completion(body["model"], n, reply))
+            return httpx2.Response(200, json=_response(body["model"], n, reply))
+        return httpx2.Response(200, json=_completion(body["model"], n, reply))
 
 
 def _response(model: str, n: int, reply: Reply) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from agents import Agent, Runner, SQLiteSession, set_tracing_disabled
+from agents import Agent, Runner, SQLiteSession, TResponseInputItem, set_tracing_disabled
 
 from agentstate_reducer.integrations.openai_agents import ReducingSession
 from tests.convo import Spec
@@ -181,7 +181,7 @@ async def test_generated_histories_through_the_runner(tmp_path: Path, api: Api) 
         for (kind, mid, *_), items in zip(history.spec, steps, strict=True):
             if kind == "human":
                 scripted.extend([Reply(text=_text(f"r{mid}"))])
-                result = await Runner.run(agent, items, session=session)
+                result = await Runner.run(agent, cast("list[TResponseInputItem]", items), session=session)
                 assert result.final_output == _text(f"r{mid}")
             else:
                 await session.add_items(items)

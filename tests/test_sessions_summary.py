@@ -77,8 +77,8 @@ async def test_the_running_summary_reaches_every_model_call_after_a_reduction(
     agent = Agent(name="assistant", instructions="Use lookup.", model=scripted.model(api), tools=[lookup])
     runs: list[tuple[int, int]] = []  # the requests of each run
     for turn in range(1, 13):
-        call = (f"call_{turn}", "lookup", {"q": f"x{turn}"})
-        scripted.extend([Reply(calls=(call,)), Reply(text=f"a{turn}")])
+        lookup_call = (f"call_{turn}", "lookup", {"q": f"x{turn}"})
+        scripted.extend([Reply(calls=(lookup_call,)), Reply(text=f"a{turn}")])
         before = len(scripted.requests)
         result = await Runner.run(agent, f"q{turn}", session=session)
         assert result.final_output == f"a{turn}"
@@ -176,10 +176,13 @@ async def test_a_summary_written_by_another_process_is_recognised(tmp_path: Path
     )
     first.close()
     seen: list[list[Any]] = []
+
+    def summarize(items: list[Any]) -> str:
+        seen.append(items)
+        return "new"
+
     inner = SQLiteSession("s", db)
-    session = ReducingSession(
-        inner, min_messages=2, max_messages=4, summarizer=lambda items: seen.append(items) or "new"
-    )
+    session = ReducingSession(inner, min_messages=2, max_messages=4, summarizer=summarize)
     assert (await session.get_items())[0]["content"] == f"{HEADER} (4 messages):\nold"
     await session.add_items(pairs(2, start=3))
     stored: list[Any] = await inner.get_items()
