@@ -78,10 +78,20 @@ _WHAT = "ReducingSession"
 
 
 @dataclass(frozen=True, slots=True)
-class _Reduced:
-    """One reduction of the stored items: what the session stores afterwards."""
+class _Held:
+    """The items of the inner session, and the same items as the reducer reads them (the running
+    summary as the core's summary message; the same list without a summarizer)."""
 
     items: list[Any]
+    readable: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Reduced:
+    """One reduction of the stored items: what the session holds afterwards, and whether it
+    pruned (then the stored items are to be replaced)."""
+
+    held: _Held
     pruned: bool
 
 
@@ -214,7 +224,7 @@ class ReducingSession:
         self.reducer = self._native.speaking_natively(built) if self._native is not None else built
         self.session = session
         self.session_id: str = session.session_id
-        self._items: list[Any] | None = None  # what the inner session holds, when known
+        self._held: _Held | None = None  # what the inner session holds, when known
         self._lock = asyncio.Lock()
 
     @property
@@ -243,14 +253,14 @@ class ReducingSession:
         """The reduced history (the stored items replaced when the reduction prunes), or at most
         ``limit`` of its newest items, cut at the start only, to a start that can be sent."""
         async with self._lock:
-            self._items = None  # unknown until what is stored is reduced
+            self._held = None  # unknown until what is stored is reduced
             stored = await self._read_all()
             reduced = await self._reduce(stored)
             if reduced.pruned:
                 await self._replace(stored, reduced)
             else:
-                self._items = reduced.items
-            view = list(self._items if self._items is not None else reduced.items)
+                self._held = reduced.held
+            view = list((self._held if self._held is not None else reduced.held).items)
         if limit is None:
             limit = self._own_limit()
             if limit is None:
@@ -268,7 +278,7 @@ class ReducingSession:
         if not batch:
             return
         async with self._lock:
-            known, self._items = self._items, None  # unknown until this write is reduced
+            known, self._held = self._held, None  # unknown until this write is reduced
             await self.session.add_items(batch)
             if known is None:
                 previous: list[Any] = await self._read_all()
@@ -276,40 +286,44 @@ class ReducingSession:
                     previous[-len(batch) :] = batch
                 reduced = await self._reduce(previous)
             else:
-                previous = [*known, *batch]
-                reduced = await self._reduce(known, batch)
+                previous = [*known.items, *batch]
+                reduced = await self._reduce(previous, known, len(batch))
             if reduced.pruned:
                 await self._replace(previous, reduced)
             else:
-                self._items = reduced.items
+                self._held = reduced.held
 
     async def pop_item(self) -> Any:
         async with self._lock:
             item = await self.session.pop_item()
-            self._items = None  # read again on the next add
+            self._held = None  # read again on the next add
             return item
 
     async def clear_session(self) -> None:
         async with self._lock:
             await self.session.clear_session()
-            self._items = []
+            self._held = _Held([], [])
 
     # -- reducing -------------------------------------------------------------------------------
 
-    async def _reduce(self, items: list[Any], new: list[Any] | None = None) -> _Reduced:
-        """Reduce the stored ``items`` (plus ``new`` ones): the summary item the session stores
-        is the core's summary while reduced, and the item the session stores again after."""
+    async def _reduce(self, items: list[Any], known: _Held | None = None, new: int = 0) -> _Reduced:
+        """Reduce the stored ``items``: the summary item the session stores is the core's summary
+        while reduced, and the item the session stores again after. With ``known``, ``items`` is
+        its items plus ``new`` more, and only those are read again (the untriggered path)."""
         native = self._native
-        if native is None:
-            result = await self.reducer.areduce(items, new, namespace=self._namespace)
-            return _Reduced(result.surviving, bool(result.pruned))
-        if new is None:
-            result = await self.reducer.areduce(native.inward(items), namespace=self._namespace)
+        readable: list[Any]
+        if known is None:
+            readable = native.inward(items) if native is not None else items
+            result = await self.reducer.areduce(readable, namespace=self._namespace)
         else:
-            result = await self.reducer.areduce(
-                native.inward(items), native.inward(new), namespace=self._namespace
-            )
-        return _Reduced(native.outward(result.surviving), bool(result.pruned))
+            batch = items[len(items) - new :]
+            readable = native.inward(batch) if native is not None else batch
+            result = await self.reducer.areduce(known.readable, readable, namespace=self._namespace)
+        surviving = list(result.surviving)
+        if not result.pruned:  # all kept: the items themselves, each readable as it was read
+            return _Reduced(_Held(items, surviving), False)
+        held = _Held(native.outward(surviving) if native is not None else surviving, surviving)
+        return _Reduced(held, True)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -357,12 +371,12 @@ class ReducingSession:
     # -- replacing ------------------------------------------------------------------------------
 
     async def _replace(self, previous: list[Any], reduced: _Reduced) -> None:
-        """Replace the stored ``previous`` items with ``reduced.items``, atomically where the
-        inner session can; ``self._items`` is what it holds afterwards (None: unknown)."""
+        """Replace the stored ``previous`` items with ``reduced.held.items``, atomically where the
+        inner session can; ``self._held`` is what it holds afterwards (None: unknown)."""
         reader = getattr(self.session, "_get_compaction_snapshot", None)
         if callable(reader) and await self._replace_atomically(reader, previous, reduced):
             return
-        await self._rewrite(previous, reduced.items)
+        await self._rewrite(previous, reduced.held)
 
     async def _replace_atomically(
         self, reader: Callable[[int], Awaitable[_Snapshot | None]], previous: list[Any], reduced: _Reduced
@@ -382,15 +396,15 @@ class ReducingSession:
                 previous = stored
                 reduced = await self._reduce(stored)
                 if not reduced.pruned:
-                    self._items = reduced.items
+                    self._held = reduced.held
                     return True
             try:
-                replaced = await snapshot.replace_suffix(0, list(reduced.items))
+                replaced = await snapshot.replace_suffix(0, list(reduced.held.items))
             except BaseException:
-                self._items = None  # the transaction rolled back: read again next time
+                self._held = None  # the transaction rolled back: read again next time
                 raise
             if replaced:
-                self._items = reduced.items
+                self._held = reduced.held
                 return True
         logger.warning(
             "session %r: its stored items kept changing while being replaced (%d attempts); they "
@@ -398,23 +412,23 @@ class ReducingSession:
             self.session_id,
             _REPLACE_ATTEMPTS,
         )
-        self._items = None
+        self._held = None
         return True
 
-    async def _rewrite(self, previous: Sequence[Any], surviving: Sequence[Any]) -> None:
-        """Replace the stored items with ``surviving`` through the protocol (clear, then add); on
-        failure put ``previous`` back, then raise."""
+    async def _rewrite(self, previous: Sequence[Any], surviving: _Held) -> None:
+        """Replace the stored items with ``surviving.items`` through the protocol (clear, then
+        add); on failure put ``previous`` back, then raise."""
         cleared = False
         try:
             await self.session.clear_session()
             cleared = True
-            if surviving:
-                await self.session.add_items(list(surviving))
+            if surviving.items:
+                await self.session.add_items(list(surviving.items))
         except BaseException:
-            self._items = None
+            self._held = None
             await asyncio.shield(self._restore(previous, cleared))
             raise
-        self._items = list(surviving)
+        self._held = surviving
 
     async def _restore(self, previous: Sequence[Any], cleared: bool) -> None:
         try:
