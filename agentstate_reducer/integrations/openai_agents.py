@@ -63,8 +63,7 @@ from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.reducer import MessageReducer
 
-from ._common import NativeSummaries, build_reducer
-from .openai_responses import summary_item, summary_text
+from ._common import NativeSummaries, build_reducer, responses_summary_item, responses_summary_text
 
 logger = logging.getLogger("agentstate_reducer.sessions")
 
@@ -219,7 +218,9 @@ class ReducingSession:
             reducer, reducer_kwargs, preserve_first=preserve_first, summarizer=summarizer, what=_WHAT
         )
         #: the running summary as the item the session stores (None: the reducer injects none)
-        self._native = NativeSummaries(summary_item, summary_text) if built.config.inject_summary else None
+        self._native: NativeSummaries | None = None
+        if built.config.inject_summary:
+            self._native = NativeSummaries(responses_summary_item, responses_summary_text)
         #: the reducer the session runs (its summarizer and hooks see the items the session stores)
         self.reducer = self._native.speaking_natively(built) if self._native is not None else built
         self.session = session

@@ -11,10 +11,9 @@ asks for it with ``reduce_chained=True``. Server-side compaction
 (``context_management=[{"type": "compaction", "compact_threshold": N}]``) and the ``compaction``
 items it returns need nothing here: the reducer keeps the newest one and prunes what it replaced
 first (docs/providers.md). With a reducer that injects a running summary (``inject_summary``),
-the summary is a plain user message in ``input`` (``summary_item``), and the next request that
-sends it back has it recognised by its header (``summary_text``): the reducer's own summary
-message carries an id and a marker key the Responses API does not take. Importing this module
-imports no SDK.
+the summary goes into ``input`` as a plain user message (the reducer's own summary message
+carries an id and a marker key the Responses API does not take), and a request that sends it
+back has it recognised by its header. Importing this module imports no SDK.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from typing import Any
 
 from agentstate_reducer.reducer import MessageReducer
 
-from ._common import NativeSummaries
+from ._common import NativeSummaries, responses_summary_item, responses_summary_text
 
 logger = logging.getLogger("agentstate_reducer.responses")
 
@@ -38,29 +37,8 @@ _warned: weakref.WeakKeyDictionary[MessageReducer, set[str]] = weakref.WeakKeyDi
 MAX_WARNED_CONVERSATIONS = 4096
 
 
-def summary_item(content: str) -> dict[str, Any]:
-    """The running summary as a Responses input item: a plain user message, the shape every model
-    of the Agents SDK takes (Responses, Chat Completions, LiteLLM), and the one its runner stores
-    for text input."""
-    return {"role": "user", "content": content}
-
-
-def summary_text(item: Any) -> str | None:
-    """The text of a user message item (text content, or one ``input_text`` part); None for any
-    other item. The running summary is the user message whose text starts with its header."""
-    if not isinstance(item, Mapping) or item.get("role") != "user":
-        return None
-    if item.get("type", "message") != "message":
-        return None
-    content = item.get("content")
-    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], Mapping):
-        if content[0].get("type") == "input_text":
-            content = content[0].get("text")
-    return content if isinstance(content, str) else None
-
-
 #: the running summaries ``reduce_request`` put into requests, shared by every reducer
-_summaries = NativeSummaries(summary_item, summary_text)
+_summaries = NativeSummaries(responses_summary_item, responses_summary_text)
 
 
 def _conversation(request: Mapping[str, Any]) -> str | None:
