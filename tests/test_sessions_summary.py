@@ -250,6 +250,8 @@ def test_the_words_of_every_integration(tmp_path: Path) -> None:
         ({"reducer": MessageReducer(), "max_messages": 4}, r"not both"),
         ({"reducer": MessageReducer}, r"reducer is the class MessageReducer: pass an instance"),
         ({"min_messages": 9, "max_messages": 4}, r"min_messages \(9\) must be <= max_messages \(4\)"),
+        ({"on_reduce": print}, r"takes no on_reduce=: a session sees no model call; on_prune="),
+        ({"validate": True}, r"takes no validate=: the stored history is always kept sendable"),
     ],
 )  # fmt: skip
 def test_a_wrong_word_gets_a_precise_error(tmp_path: Path, kwargs: dict[str, Any], match: str) -> None:

@@ -75,6 +75,13 @@ _REPLACE_ATTEMPTS = 5
 
 _WHAT = "ReducingSession"
 
+#: words of the model-call integrations that a session, which sees no model call, does not take
+_NOT_HERE = {
+    "on_reduce": "a session sees no model call; on_prune=[hook] gets what each reduction pruned "
+    "(hook(items, namespace)), and get_items() returns what the next run sends",
+    "validate": "the stored history is always kept sendable (the SDK's runner reads it whole)",
+}
+
 
 @dataclass(frozen=True, slots=True)
 class _Held:
@@ -177,8 +184,8 @@ class ReducingSession:
         TypeError: ``session`` lacks a method of the protocol or is an
             ``OpenAIConversationsSession``; a reducer that is no ``MessageReducer`` or a config
             that is no ``ReducerConfig``; two of reducer, config and keyword arguments; an
-            unknown keyword argument; a summarizer that is not callable; a ``preserve_first``
-            that is no bool.
+            unknown keyword argument, or ``on_reduce``/``validate`` (a session sees no model
+            call); a summarizer that is not callable; a ``preserve_first`` that is no bool.
         ValueError: keyword arguments that are no valid ``ReducerConfig``.
     """
 
@@ -203,6 +210,9 @@ class ReducingSession:
                 f"{_WHAT} wraps local sessions (SQLiteSession and the like); an "
                 "OpenAIConversationsSession keeps the conversation on OpenAI's servers"
             )
+        for word, why in _NOT_HERE.items():
+            if word in reducer_kwargs:
+                raise TypeError(f"{_WHAT} takes no {word}=: {why}")
         if config is not None:
             if not isinstance(config, ReducerConfig):
                 raise TypeError(f"{_WHAT}: config must be a ReducerConfig, got {type(config).__name__}")
