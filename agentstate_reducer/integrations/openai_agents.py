@@ -44,7 +44,8 @@ reasoning item with the item after it, the newest whole turns are kept.
   text input, which the SDK's Responses and Chat Completions models (and LiteLLM) send as a user
   message. Read back, a user message with that header is the running summary: the next
   reduction replaces it, and the summarizer gets it first with the newly pruned items. A
-  summarizer that fails prunes nothing (``on_summary_error="keep"``).
+  summarizer that fails prunes nothing (``on_summary_error="keep"``). A ``limit`` (given or the
+  inner session's) returns the newest items only: the summary is among them while it is.
 
 Not for server-side sessions (``OpenAIConversationsSession``): the conversation lives on OpenAI's
 servers, which manage its length. Importing this module imports no SDK.
