@@ -28,7 +28,7 @@ from agentstate_reducer.integrations._common import Mode, ReduceRecord, build_re
 from agentstate_reducer.reducer import MessageReducer, ReducerResult
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo, is_summary_message
 
-from ._repair import RequestRepair, merge_system
+from ._repair import RequestRepair, merge_system, trailing_answers
 from ._summarizer import summary_fields
 from ._triggers import (
     Clause,
@@ -498,6 +498,10 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 system = merge_system(system, held)
             messages, removed = self._repair(messages)
             repaired += removed
+            answers = trailing_answers(messages)
+            if answers:
+                repaired += messages[-answers:]
+                messages = messages[:-answers]
         messages, cleared = self._cleared_view(messages)
         pruned = result.pruned if result is not None else []
         if pruned and result is not None and result.stats.repaired:  # no trigger: only broken parts went
