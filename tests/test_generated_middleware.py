@@ -84,7 +84,7 @@ def sent_request(mw: ReducerMiddleware, messages: list[Any]) -> list[BaseMessage
         messages=messages,
         system_message=SystemMessage(SYSTEM),
         runtime=RUNTIME,
-        state={"messages": messages},  # type: ignore[typeddict-item]
+        state={"messages": messages},  # type: ignore[arg-type]
     )
     mw.wrap_model_call(request, handler)
     (sent,) = got

@@ -92,6 +92,7 @@ def test_the_defaults_without_limits_are_the_integrations() -> None:
         ({"summarizer": len, "summarize_fn": len}, "pass summarizer= or summarize_fn=, not both"),
         ({"reducer": MessageReducer}, "pass an instance, MessageReducer(...)"),
         ({"validate": "yes"}, "validate must be a bool, got 'yes'"),
+        ({"config": ReducerConfig(), "preserve_first": 1}, "ReducerMiddleware: preserve_first must be"),
     ],
 )
 def test_a_wrong_word_is_named_before_anything_runs(kwargs: dict[str, Any], match: str) -> None:

@@ -44,10 +44,11 @@ def test_max_messages_bounds_the_messages_the_model_receives() -> None:
     # a task renders 7 messages (the task, 3 steps of a call and its observation): counted in
     # steps, max_messages=20 let requests of 35 messages through
     assert max(after.sizes) <= MAX
-    for request, (_, step) in zip(model.requests, model.places, strict=True):
+    for request, place in zip(model.requests, model.places, strict=True):
         assert request_errors(openai_dicts(request)) == []
         # the system prompt, the memory; at a run's first call also the task run() just added
-        assert len(request) <= 1 + MAX + (1 if step == 0 else 0), len(request)
+        first_call = place is not None and place[1] == 0
+        assert len(request) <= 1 + MAX + (1 if first_call else 0), len(request)
     assert max(len(r) for r in model.requests) > MIN  # the bound is reached, not undercut
     assert isinstance(agent.memory.steps[1], SummaryStep)
 
@@ -62,7 +63,8 @@ def test_min_messages_is_what_a_reduction_keeps() -> None:
 
 
 def test_the_record_counts_rendered_messages_and_tokens() -> None:
-    model, records = ScriptedModel(), []
+    model = ScriptedModel()
+    records: list[ReduceRecord] = []
     reduce = ReduceMemory(max_messages=MAX, min_messages=MIN, token_counter=lambda step: 7,
                           on_reduce=records.append)  # fmt: skip
     seen: list[tuple[int, int]] = []

@@ -94,6 +94,8 @@ def _reducer_of(
                 f"{_WHAT}: pass reducer=, config= or ReducerConfig fields, one of them "
                 f"(got config= and {given})"
             )
+        if not isinstance(preserve_first, bool):
+            raise TypeError(f"{_WHAT}: preserve_first must be a bool, got {preserve_first!r}")
         return MessageReducer(config=config)
     fields = {f.name for f in dataclasses.fields(ReducerConfig)}
     for name in sorted(set(kwargs) - fields):
