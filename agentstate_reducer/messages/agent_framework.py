@@ -55,9 +55,10 @@ def af_contents(msg: Any) -> list[Any] | None:
 
 
 def _item_id(item: Any, kind: str) -> str | None:
-    if kind in ("function_approval_request", "function_approval_response"):
-        return _str(_get(item, "id"))
-    return _str(_get(item, "call_id"))
+    """The call a call item makes or a result item answers; an empty id is an id (``read.call_id``)."""
+    approval = kind in ("function_approval_request", "function_approval_response")
+    value = _get(item, "id" if approval else "call_id")
+    return str.__str__(value) if isinstance(value, str) else None
 
 
 def read_agent_framework(msg: Any, contents: list[Any]) -> Reading:
