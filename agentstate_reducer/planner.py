@@ -536,6 +536,8 @@ def extend_tail(tail: Tail, infos: Iterable[MessageInfo]) -> Tail | None:
             rids = info.result_ids
             if open_lead or not rids or not unanswered.issuperset(rids):
                 return None  # an orphan, a late result or a second result for a call
+            if len(rids) > 1 and len(set(rids)) < len(rids):
+                return None  # one result message answering a call twice
             unanswered = unanswered.difference(rids)
         elif kind == "human" or kind == "ai":
             if unanswered or (open_lead and kind == "human"):
