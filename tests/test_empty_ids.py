@@ -86,7 +86,9 @@ def test_the_langgraph_send_react_interrupt_state_keeps_the_result() -> None:
     """LangGraph's own ``test_send_react_interrupt`` shape: a call whose id is ``""`` sent to a
     tool node with ``Send``, interrupted before the tool and resumed; the saver of a
     ``MessageReducer()`` stores the call with its result, a history that can be sent."""
-    ai_message = AIMessage("", id="ai1", tool_calls=[ToolCall(name="foo", args={"hi": [1, 2, 3]}, id="")])
+    ai_message = AIMessage(
+        "", id="ai1", tool_calls=[ToolCall(name="foo", args={"hi": [1, 2, 3]}, id="", type="tool_call")]
+    )
 
     def agent(state: MessagesState) -> dict[str, Any]:
         return {"messages": ai_message}
@@ -102,7 +104,8 @@ def test_the_langgraph_send_react_interrupt_state_keeps_the_result() -> None:
 
     builder = StateGraph(MessagesState)
     builder.add_node(agent)
-    builder.add_node(foo)
+    tool_node: Any = foo  # a Send node: its input is the call, not the graph's state
+    builder.add_node("foo", tool_node)
     builder.add_edge(START, "agent")
     builder.add_conditional_edges("agent", route)
     saver = ReducingCheckpointSaver(InMemorySaver(), MessageReducer())
@@ -113,7 +116,7 @@ def test_the_langgraph_send_react_interrupt_state_keeps_the_result() -> None:
     graph.invoke(None, config)
     stored = graph.get_state(config).values["messages"]
     assert [m.id for m in stored] == ["h1", "ai1", "tool1"]
-    payload = [
+    payload: list[dict[str, Any]] = [
         {"role": "user", "content": "hello"},
         {"role": "assistant", "content": "", "tool_calls": [{"id": "", "function": {"name": "foo"}}]},
         {"role": "tool", "content": stored[2].content, "tool_call_id": stored[2].tool_call_id},
