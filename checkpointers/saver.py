@@ -52,6 +52,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from agentstate_reducer import MessageReducer
 
 from . import retention as _retention
+from ._flow import adrive, drive
+from .delta import DeltaOp, GetTuple, TaskPaths, delta_update, rebuilt_value_flow, with_snapshot
 from .offload.checkpoint import (
     BlobCache,
     restored_history_flow,
@@ -69,6 +71,8 @@ from .reduction import (
     OnReduce,
     SummaryMemo,
     _namespace,
+    _report,
+    _with_messages,
     areduce_for_put,
     reduce_for_put,
     resolve_memo,
@@ -204,6 +208,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self._backend: _retention.Backend | None = (
             _retention.backend_for(self) if self._keep_last is not None else None
         )
+        self._task_paths = TaskPaths()
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -328,10 +333,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> RunnableConfig:
         if not self._passthrough:
             self._absent_key.check("ReducingCheckpointSaver", config, checkpoint, self._messages_key)
-            checkpoint = reduce_for_put(
-                self._reducer, config, checkpoint, new_versions,
-                self._messages_key, self._on_reduce, self._summary_memo,
-            )
+            checkpoint = self._reduced(config, checkpoint, new_versions)
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
         if self._blobs is not None:
@@ -352,10 +354,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> RunnableConfig:
         if not self._passthrough:
             self._absent_key.check("ReducingCheckpointSaver", config, checkpoint, self._messages_key)
-            checkpoint = await areduce_for_put(
-                self._reducer, config, checkpoint, new_versions,
-                self._messages_key, self._on_reduce, self._summary_memo,
-            )
+            checkpoint = await self._areduced(config, checkpoint, new_versions)
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
         if self._blobs is not None:
@@ -367,6 +366,69 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             await self._schedule.aafter_put(self._backend, saved, metadata)
         return saved
 
+    # -- DeltaChannel messages channels (checkpointers.delta) ------------------------------------
+
+    def _reduced(self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions) -> Checkpoint:
+        key = self._messages_key
+        if _delta_unchanged(checkpoint, key, new_versions):
+            return self._delta_skipped(config, checkpoint)
+        if not delta_update(checkpoint, key, new_versions):
+            return reduce_for_put(
+                self._reducer, config, checkpoint, new_versions, key, self._on_reduce, self._summary_memo
+            )
+        try:
+            value = drive(rebuilt_value_flow(config, key, self._task_paths), self._perform_delta)
+        except Exception:
+            logger.exception(_REBUILD_FAILED, key, _thread(config))
+            return checkpoint
+        if value is None:
+            return checkpoint
+        listed = _with_messages(checkpoint, key, value)
+        reduced = reduce_for_put(
+            self._reducer, config, listed, new_versions, key, self._on_reduce, self._summary_memo
+        )
+        return with_snapshot(checkpoint, key, reduced["channel_values"][key])
+
+    async def _areduced(
+        self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
+    ) -> Checkpoint:
+        key = self._messages_key
+        if _delta_unchanged(checkpoint, key, new_versions):
+            return self._delta_skipped(config, checkpoint)
+        if not delta_update(checkpoint, key, new_versions):
+            return await areduce_for_put(
+                self._reducer, config, checkpoint, new_versions, key, self._on_reduce, self._summary_memo
+            )
+        try:
+            value = await adrive(rebuilt_value_flow(config, key, self._task_paths), self._aperform_delta)
+        except Exception:
+            logger.exception(_REBUILD_FAILED, key, _thread(config))
+            return checkpoint
+        if value is None:
+            return checkpoint
+        listed = _with_messages(checkpoint, key, value)
+        reduced = await areduce_for_put(
+            self._reducer, config, listed, new_versions, key, self._on_reduce, self._summary_memo
+        )
+        return with_snapshot(checkpoint, key, reduced["channel_values"][key])
+
+    def _delta_skipped(self, config: RunnableConfig, checkpoint: Checkpoint) -> Checkpoint:
+        # the channel keeps the value of the ancestor that last updated it, reduced there
+        if self._on_reduce is not None:
+            _report(config, checkpoint, self._messages_key, False, "delta channel unchanged", None, self._on_reduce)
+        return checkpoint
+
+    def _perform_delta(self, op: DeltaOp) -> Any:
+        if isinstance(op, GetTuple):
+            return self.get_tuple(op.config)
+        return self.get_delta_channel_history(config=op.config, channels=[op.channel])[op.channel]
+
+    async def _aperform_delta(self, op: DeltaOp) -> Any:
+        if isinstance(op, GetTuple):
+            return await self.aget_tuple(op.config)
+        history = await self.aget_delta_channel_history(config=op.config, channels=[op.channel])
+        return history[op.channel]
+
     def put_writes(
         self,
         config: RunnableConfig,
@@ -376,6 +438,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> None:
         # Writes are raw node output, replayed by LangGraph through the channel reducer: never
         # reduced, only offloaded (and restored on read).
+        self._task_paths.record(task_id, task_path)
         if self._blobs is not None:
             writes = self._blobs.run(
                 stored_writes_flow(self._blobs.offloader, config, writes, task_id, self._messages_key)
@@ -391,6 +454,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         task_id: str,
         task_path: str = "",
     ) -> None:
+        self._task_paths.record(task_id, task_path)
         if self._blobs is not None:
             writes = await self._blobs.arun(
                 stored_writes_flow(self._blobs.offloader, config, writes, task_id, self._messages_key)
@@ -512,6 +576,21 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         if self._blobs is None:
             return history
         return await self._blobs.arun(restored_history_flow(history, config, self._blobs.where))
+
+
+_REBUILD_FAILED = (
+    "could not rebuild DeltaChannel %r of thread %r to reduce it; the checkpoint is stored unreduced"
+)
+
+
+def _thread(config: RunnableConfig) -> Any:
+    return (config.get("configurable") or {}).get("thread_id")
+
+
+def _delta_unchanged(checkpoint: Checkpoint, key: str, new_versions: ChannelVersions) -> bool:
+    """A ``DeltaChannel`` ``key`` this checkpoint does not update: nothing stored, nothing to do."""
+    values = checkpoint.get("channel_values") or {}
+    return key not in values and key in (checkpoint.get("channel_versions") or {}) and key not in new_versions
 
 
 # -- optional capabilities: mirrored per class ------------------------------------------------
