@@ -527,8 +527,9 @@ class MessageReducer:
                 and archives once per pruned message on ``DeltaChannel`` threads too.
         """
         c = self._config
-        given = [name for name, value in (("summarize_fn", c.summarize_fn), ("asummarize_fn", c.asummarize_fn),
-                                          ("on_prune", c.on_prune)) if value]
+        fields = (("summarize_fn", c.summarize_fn), ("asummarize_fn", c.asummarize_fn),
+                  ("on_prune", c.on_prune))
+        given = [name for name, value in fields if value]
         if given:
             raise ValueError(
                 f"as_delta_reducer() needs a reducer without {', '.join(given)}: LangGraph replays a "

@@ -25,8 +25,12 @@ new checkpoint), the reducer reduces it, and the checkpoint is stored with
 * writes of one step are replayed in ``writes_sort_key`` order, ``(task_path, task_id, idx)``, as
   the live run applied them; the task paths come from ``put_writes`` calls this process saw
   (``TaskPaths``), a write stored by another process sorts as one without a path;
-* the writes the rebuilt value comes from are the ones in storage: a put's reduction never depends
-  on what one process remembers.
+* a checkpoint that does not update the channel carries the value of its parent as a snapshot
+  too (row savers such as SQLite store ``channel_values`` whole; blob savers keep the blob of the
+  unchanged version and ignore it), so the newest checkpoint of a thread always holds the reduced
+  value and retention may cut every checkpoint before it;
+* the writes the rebuilt value comes from are the ones in storage; the only thing remembered in
+  process is the value this saver stored at a checkpoint (``StoredValues``), which never changes.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from langgraph.graph.message import _messages_delta_reducer
 __all__ = [
     "GetHistory",
     "GetTuple",
+    "StoredValues",
     "TaskPaths",
     "delta_update",
     "rebuilt_value_flow",
@@ -123,6 +128,41 @@ class TaskPaths:
 
     def sort_key(self, write: PendingWrite, idx: int) -> tuple[str, str, int]:
         return (self._paths.get(write[0], ""), write[0], idx)
+
+
+class StoredValues:
+    """The value this saver stored for the channel at its newest checkpoints (bounded, newest kept),
+    by ``(thread_id, checkpoint_ns, checkpoint_id)``: a stored checkpoint never changes, so a put
+    whose parent is here carries the value on without reading it back."""
+
+    __slots__ = ("_lock", "_size", "_values")
+
+    def __init__(self, size: int = 1024) -> None:
+        self._values: OrderedDict[tuple[Any, str, str], list[Any]] = OrderedDict()
+        self._lock = threading.Lock()
+        self._size = size
+
+    @staticmethod
+    def _key(config: RunnableConfig, checkpoint_id: str | None = None) -> tuple[Any, str, str] | None:
+        conf = config.get("configurable") or {}
+        cid = checkpoint_id or conf.get("checkpoint_id")
+        return None if not cid else (conf.get("thread_id"), conf.get("checkpoint_ns", ""), str(cid))
+
+    def get(self, config: RunnableConfig) -> list[Any] | None:
+        """The value stored at the checkpoint ``config`` names, if this saver stored it."""
+        key = self._key(config)
+        with self._lock:
+            return None if key is None else self._values.get(key)
+
+    def record(self, config: RunnableConfig, checkpoint_id: str, value: list[Any]) -> None:
+        key = self._key(config, checkpoint_id)
+        if key is None:
+            return
+        with self._lock:
+            self._values[key] = value
+            self._values.move_to_end(key)
+            while len(self._values) > self._size:
+                self._values.popitem(last=False)
 
 
 def _parent(config: RunnableConfig) -> bool:

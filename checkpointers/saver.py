@@ -53,7 +53,15 @@ from agentstate_reducer import MessageReducer
 
 from . import retention as _retention
 from ._flow import adrive, drive
-from .delta import DeltaOp, GetTuple, TaskPaths, delta_update, rebuilt_value_flow, with_snapshot
+from .delta import (
+    DeltaOp,
+    GetTuple,
+    StoredValues,
+    TaskPaths,
+    delta_update,
+    rebuilt_value_flow,
+    with_snapshot,
+)
 from .offload.checkpoint import (
     BlobCache,
     restored_history_flow,
@@ -209,6 +217,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             _retention.backend_for(self) if self._keep_last is not None else None
         )
         self._task_paths = TaskPaths()
+        self._delta_values = StoredValues()
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -368,55 +377,68 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
 
     # -- DeltaChannel messages channels (checkpointers.delta) ------------------------------------
 
-    def _reduced(self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions) -> Checkpoint:
+    def _reduced(
+        self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
+    ) -> Checkpoint:
         key = self._messages_key
-        if _delta_unchanged(checkpoint, key, new_versions):
-            return self._delta_skipped(config, checkpoint)
-        if not delta_update(checkpoint, key, new_versions):
+        unchanged = _delta_unchanged(checkpoint, key, new_versions)
+        if not unchanged and not delta_update(checkpoint, key, new_versions):
             return reduce_for_put(
                 self._reducer, config, checkpoint, new_versions, key, self._on_reduce, self._summary_memo
             )
-        try:
-            value = drive(rebuilt_value_flow(config, key, self._task_paths), self._perform_delta)
-        except Exception:
-            logger.exception(_REBUILD_FAILED, key, _thread(config))
-            return checkpoint
+        value = self._delta_values.get(config) if unchanged else None
         if value is None:
-            return checkpoint
+            try:
+                value = drive(rebuilt_value_flow(config, key, self._task_paths), self._perform_delta)
+            except Exception:
+                logger.exception(_REBUILD_FAILED, key, _thread(config))
+                return checkpoint
+            if value is None:
+                return checkpoint
+        if unchanged:
+            return self._delta_carried(config, checkpoint, value)
         listed = _with_messages(checkpoint, key, value)
         reduced = reduce_for_put(
             self._reducer, config, listed, new_versions, key, self._on_reduce, self._summary_memo
         )
-        return with_snapshot(checkpoint, key, reduced["channel_values"][key])
+        return self._delta_stored(config, checkpoint, reduced["channel_values"][key])
 
     async def _areduced(
         self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
     ) -> Checkpoint:
         key = self._messages_key
-        if _delta_unchanged(checkpoint, key, new_versions):
-            return self._delta_skipped(config, checkpoint)
-        if not delta_update(checkpoint, key, new_versions):
+        unchanged = _delta_unchanged(checkpoint, key, new_versions)
+        if not unchanged and not delta_update(checkpoint, key, new_versions):
             return await areduce_for_put(
                 self._reducer, config, checkpoint, new_versions, key, self._on_reduce, self._summary_memo
             )
-        try:
-            value = await adrive(rebuilt_value_flow(config, key, self._task_paths), self._aperform_delta)
-        except Exception:
-            logger.exception(_REBUILD_FAILED, key, _thread(config))
-            return checkpoint
+        value = self._delta_values.get(config) if unchanged else None
         if value is None:
-            return checkpoint
+            try:
+                value = await adrive(rebuilt_value_flow(config, key, self._task_paths), self._aperform_delta)
+            except Exception:
+                logger.exception(_REBUILD_FAILED, key, _thread(config))
+                return checkpoint
+            if value is None:
+                return checkpoint
+        if unchanged:
+            return self._delta_carried(config, checkpoint, value)
         listed = _with_messages(checkpoint, key, value)
         reduced = await areduce_for_put(
             self._reducer, config, listed, new_versions, key, self._on_reduce, self._summary_memo
         )
-        return with_snapshot(checkpoint, key, reduced["channel_values"][key])
+        return self._delta_stored(config, checkpoint, reduced["channel_values"][key])
 
-    def _delta_skipped(self, config: RunnableConfig, checkpoint: Checkpoint) -> Checkpoint:
-        # the channel keeps the value of the ancestor that last updated it, reduced there
+    def _delta_carried(self, config: RunnableConfig, checkpoint: Checkpoint, value: list[Any]) -> Checkpoint:
+        """An unchanged channel: the parent's value, already reduced, carried as a snapshot."""
         if self._on_reduce is not None:
-            _report(config, checkpoint, self._messages_key, False, "delta channel unchanged", None, self._on_reduce)
-        return checkpoint
+            key = self._messages_key
+            _report(config, checkpoint, key, False, "delta channel unchanged", None, self._on_reduce)
+        return self._delta_stored(config, checkpoint, value)
+
+    def _delta_stored(self, config: RunnableConfig, checkpoint: Checkpoint, value: list[Any]) -> Checkpoint:
+        self._delta_values.record(config, checkpoint["id"], value)
+        return with_snapshot(checkpoint, self._messages_key, value)
 
     def _perform_delta(self, op: DeltaOp) -> Any:
         if isinstance(op, GetTuple):

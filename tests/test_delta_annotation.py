@@ -60,7 +60,9 @@ def a_write(draw: st.DrawFn) -> Any:
 
 REDUCERS = {
     "count": MessageReducer(min_messages=3, max_messages=MAX),
-    "tokens": MessageReducer(config=ReducerConfig(max_tokens=60, target_tokens=30, token_counter=lambda m: 10)),
+    "tokens": MessageReducer(
+        config=ReducerConfig(max_tokens=60, target_tokens=30, token_counter=lambda m: 10)
+    ),
     "no first": MessageReducer(config=ReducerConfig(min_messages=2, max_messages=5, preserve_first=False)),
 }
 
@@ -73,7 +75,7 @@ def test_batching_invariant(name: str, writes: list[Any], cuts: list[int]) -> No
     whole = reduce_writes([], writes)
     state: list[Any] = []
     start = 0
-    for cut in sorted({min(c, len(writes)) for c in cuts}) + [len(writes)]:
+    for cut in [*sorted({min(c, len(writes)) for c in cuts}), len(writes)]:
         state = reduce_writes(state, writes[start:cut])
         start = cut
     assert shape(state) == shape(whole)
@@ -131,7 +133,7 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 def test_a_graph_reads_back_the_bounded_list_it_ran_with(saver: Any) -> None:
     reducer = MessageReducer(min_messages=3, max_messages=MAX)
-    State = TypedDict(  # noqa: N806, UP013  (a class body's annotations would be strings here)
+    State = TypedDict(  # noqa: UP013  (a class body's annotations would be strings here)
         "State", {"messages": Annotated[list, DeltaChannel(reducer.as_delta_reducer(), snapshot_frequency=4)]}
     )
 

@@ -67,7 +67,7 @@ CHANNEL_REDUCERS = [
 
 
 def delta_state(channel_reducer: Callable[..., Any], snapshot_frequency: int = 50) -> Any:
-    return TypedDict(  # noqa: UP013  (a class body's annotations would be strings here)
+    return TypedDict(
         "DeltaState",
         {"messages": Annotated[list, DeltaChannel(channel_reducer, snapshot_frequency=snapshot_frequency)]},
         total=False,
