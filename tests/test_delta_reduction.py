@@ -30,8 +30,10 @@ from tests.scenario_graph import (
     arun_turns,
     build_graph,
     contract_violations,
+    human_message,
     open_saver,
     run_turns,
+    system_message,
     thread_config,
     turn_ids,
 )
@@ -282,3 +284,17 @@ def test_time_travel_forks_from_a_reduced_checkpoint(inner: Any) -> None:
     out = graph.invoke({"messages": [HumanMessage("fork", id="h99")]}, turn3.config)
     assert ids(out["messages"])[: len(expected_after(3))] == expected_after(3)
     assert ids(graph.get_state(thread_config(thread)).values["messages"])[-1] == "ai99-final"
+
+
+@pytest.mark.parametrize("durability", ["exit", "async"])
+def test_other_durability_modes(inner: Any, durability: str) -> None:
+    """``exit`` stores one checkpoint per run, its writes under an anchor parent; ``async`` puts in
+    the background while the next step runs."""
+    saver = ReducingCheckpointSaver(inner, reducer())
+    graph = build_graph(saver, state_schema=delta_state(batch_add_messages))
+    thread = new_thread(durability)
+    for turn in range(8):
+        first = [system_message()] if turn == 0 else []
+        turn_input = {"messages": [*first, human_message(turn)]}
+        graph.invoke(turn_input, thread_config(thread), durability=durability)
+        assert ids(graph.get_state(thread_config(thread)).values["messages"]) == expected_after(turn), turn
