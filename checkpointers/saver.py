@@ -11,6 +11,9 @@
 * ``put``/``aput`` reduce ``checkpoint["channel_values"][messages_key]`` through
   ``checkpointers.reduction`` (the one reduction path, shared with ``CosmosDBSaver``) and hand the
   inner saver a new checkpoint; the given one is never mutated. Everything else is delegated.
+* a ``DeltaChannel`` ``messages_key`` (no value in the checkpoint) is rebuilt from the parent
+  checkpoint and its writes (``checkpointers.delta``), reduced the same way, and stored as a
+  ``_DeltaSnapshot``: every checkpoint put through the wrapper holds the reduced value.
 * Optional capabilities (``delete_for_runs``, ``copy_thread``, ``prune`` and their async forms)
   exist on the wrapper's class exactly when the inner class has them, because LangGraph detects
   them on the class; ``prune``/``aprune`` also where ``checkpointers.retention`` implements them.
