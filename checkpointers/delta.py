@@ -37,9 +37,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
@@ -99,7 +99,7 @@ def with_snapshot(checkpoint: Checkpoint, key: str, value: Any) -> Checkpoint:
     unchanged (its dicts are the live run's)."""
     values = dict(checkpoint["channel_values"])
     values[key] = _DeltaSnapshot(value)
-    return {**checkpoint, "channel_values": values}  # type: ignore[typeddict-item]
+    return {**checkpoint, "channel_values": values}
 
 
 class TaskPaths:
@@ -170,8 +170,12 @@ def _parent(config: RunnableConfig) -> bool:
     return bool(conf.get("checkpoint_id"))
 
 
+#: LangGraph's batch merge for a messages DeltaChannel, typed as DeltaChannel takes it
+_MERGE = cast("Callable[[Any, Sequence[Any]], Any]", _messages_delta_reducer)
+
+
 def _replayed(seed: Any, writes: Sequence[PendingWrite]) -> list[Any]:
-    channel: DeltaChannel[Any] = DeltaChannel(_messages_delta_reducer)
+    channel: DeltaChannel[Any] = DeltaChannel(_MERGE)
     rebuilt = channel.from_checkpoint(seed)
     rebuilt.replay_writes(writes)
     return list(rebuilt.value)

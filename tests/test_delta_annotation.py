@@ -137,7 +137,7 @@ def test_a_graph_reads_back_the_bounded_list_it_ran_with(saver: Any) -> None:
         "State", {"messages": Annotated[list, DeltaChannel(reducer.as_delta_reducer(), snapshot_frequency=4)]}
     )
 
-    def agent(state: dict[str, Any]) -> dict[str, Any]:
+    def agent(state: Any) -> dict[str, Any]:
         last = read_message(state["messages"][-1])
         return {"messages": [AIMessage(f"answer to {last.id}", id=f"a-{last.id}")]}
 

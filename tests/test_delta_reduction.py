@@ -69,11 +69,12 @@ CHANNEL_REDUCERS = [
 
 
 def delta_state(channel_reducer: Callable[..., Any], snapshot_frequency: int = 50) -> Any:
-    return TypedDict(
+    DeltaState = TypedDict(  # noqa: UP013  (a class body's annotations would be strings here)
         "DeltaState",
         {"messages": Annotated[list, DeltaChannel(channel_reducer, snapshot_frequency=snapshot_frequency)]},
         total=False,
     )
+    return DeltaState
 
 
 def reducer(**kwargs: Any) -> MessageReducer:
@@ -225,21 +226,21 @@ def _editing_graph(saver: Any, channel_reducer: Any) -> Any:
     """One run grows the list past the trigger (the saver prunes its head at a put), then removes
     and edits messages the stored value no longer holds but the live run does."""
 
-    def this_run(state: dict[str, Any]) -> tuple[str, int]:
+    def this_run(state: Any) -> tuple[str, int]:
         """The run's human message id and how many messages the run added after it."""
         msgs = state["messages"]
         last = max(i for i, m in enumerate(msgs) if read_message(m).kind == "human")
         return str(read_message(msgs[last]).id), len(msgs) - last
 
-    def grow(state: dict[str, Any]) -> dict[str, Any]:
+    def grow(state: Any) -> dict[str, Any]:
         human, n = this_run(state)
         return {"messages": [AIMessage(f"step {n}", id=f"m{n}" if human == "h" else f"{human}-{n}")]}
 
-    def route(state: dict[str, Any]) -> str:
+    def route(state: Any) -> str:
         _, n = this_run(state)
         return "grow" if n < 24 else ("edit" if n == 24 else "__end__")
 
-    def edit(state: dict[str, Any]) -> dict[str, Any]:
+    def edit(state: Any) -> dict[str, Any]:
         if this_run(state)[0] != "h":
             return {"messages": []}
         return {"messages": [RemoveMessage(id="m2"), AIMessage("edited", id="m3")]}
