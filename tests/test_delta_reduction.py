@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph import START, StateGraph
 from langgraph.graph.message import _messages_delta_reducer as langgraph_reducer
 from langgraph.graph.message import add_messages
+from langgraph.types import Command
 
 from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from checkpointers import PutReduction, ReducingCheckpointSaver
@@ -299,3 +300,31 @@ def test_other_durability_modes(inner: Any, durability: str) -> None:
         turn_input = {"messages": [*first, human_message(turn)]}
         graph.invoke(turn_input, thread_config(thread), durability=durability)
         assert ids(graph.get_state(thread_config(thread)).values["messages"]) == expected_after(turn), turn
+
+
+def test_interrupt_and_resume_on_the_reduced_state(inner: Any) -> None:
+    saver = ReducingCheckpointSaver(inner, reducer())
+    graph = build_graph(saver, state_schema=delta_state(batch_add_messages), approve_tools=True)
+    config = thread_config(new_thread("approve"))
+    for turn in range(6):
+        msgs: list[Any] = [human_message(turn)] if turn else [system_message(), human_message(turn)]
+        paused = graph.invoke({"messages": msgs}, config)
+        [intr] = paused["__interrupt__"]
+        assert intr.value == {"approve": [f"c{turn}-0-0"]}
+        pending = graph.get_state(config)
+        assert pending.next == ("tools",)
+        before = expected_after(turn - 1) if turn else ["sys"]
+        assert ids(pending.values["messages"]) == [*before, f"h{turn}", f"ai{turn}-0"]
+        done = graph.invoke(Command(resume=True), config)
+        assert ids(done["messages"])[-2:] == [f"t{turn}-0-0", f"ai{turn}-final"]
+        assert ids(graph.get_state(config).values["messages"]) == expected_after(turn)
+
+
+def test_subgraph_checkpoints_are_reduced(inner: Any) -> None:
+    saver = ReducingCheckpointSaver(inner, reducer())
+    graph = build_graph(saver, state_schema=delta_state(langgraph_reducer), as_subgraph=True)
+    thread = new_thread("sub")
+    run_turns(graph, 8, thread_id=thread)
+    assert ids(graph.get_state(thread_config(thread)).values["messages"]) == expected_after(7)
+    namespaces = {t.config["configurable"]["checkpoint_ns"] for t in saver.list(thread_config(thread))}
+    assert "" in namespaces and len([ns for ns in namespaces if ns.startswith("agent_loop:")]) == 8
