@@ -9,7 +9,9 @@ put whose checkpoint updates the channel (``messages_key`` in ``new_versions``, 
 LangGraph's own), ``rebuilt_value_flow`` rebuilds the channel's value from storage (the parent
 checkpoint's value, or its seed and writes, plus the writes stored at the parent, which produced the
 new checkpoint), the reducer reduces it, and the checkpoint is stored with
-``_DeltaSnapshot(reduced)``. Invariants:
+``_DeltaSnapshot(reduced)``. ``reduced_checkpoint_flow`` is the whole put-time decision, a flow of
+``GetTuple``/``GetHistory``/``Reduce`` operations each saver performs with its own reads and its
+reducer (``ReducingCheckpointSaver``, the Cosmos DB savers). Invariants:
 
 * a checkpoint that updates the channel holds the reduced value itself, so loading it replays no
   write; a checkpoint that does not update it reads the value of the nearest ancestor that did
@@ -35,6 +37,7 @@ new checkpoint), the reducer reduces it, and the checkpoint is stored with
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Mapping, Sequence
@@ -43,20 +46,33 @@ from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
-from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, DeltaChannelHistory, PendingWrite
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointTuple,
+    DeltaChannelHistory,
+    PendingWrite,
+)
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.graph.message import _messages_delta_reducer
 
+from .reduction import OnReduce, _report, _with_messages
+
 __all__ = [
+    "DeltaMemo",
     "GetHistory",
     "GetTuple",
+    "Reduce",
     "StoredValues",
     "TaskPaths",
     "delta_update",
     "rebuilt_value_flow",
+    "reduced_checkpoint_flow",
     "snapshot",
     "with_snapshot",
 ]
+
+logger = logging.getLogger("agentstate_reducer.checkpointers")
 
 #: what a checkpoint's ``channel_values`` lacks for a channel it does not hold
 _ABSENT: Any = object()
@@ -77,7 +93,17 @@ class GetHistory:
     channel: str
 
 
-DeltaOp = GetTuple | GetHistory
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    """Reduce the list ``checkpoint`` holds with the saver's reducer (``reduce_for_put`` or
+    ``areduce_for_put``); the result is the checkpoint to store."""
+
+    config: RunnableConfig
+    checkpoint: Checkpoint
+    new_versions: ChannelVersions
+
+
+DeltaOp = GetTuple | GetHistory | Reduce
 
 
 def delta_update(checkpoint: Mapping[str, Any], key: str, new_versions: Mapping[str, Any]) -> bool:
@@ -215,3 +241,61 @@ def rebuilt_value_flow(
         held = history.get("seed", None)
         before = list(history["writes"])
     return _replayed(held, [*before, *_step_writes(tup, key, paths)])
+
+
+class DeltaMemo:
+    """What one saver remembers for its ``DeltaChannel`` puts: task paths and stored values."""
+
+    __slots__ = ("task_paths", "values")
+
+    def __init__(self) -> None:
+        self.task_paths = TaskPaths()
+        self.values = StoredValues()
+
+
+def _unchanged(checkpoint: Mapping[str, Any], key: str, new_versions: Mapping[str, Any]) -> bool:
+    """A ``DeltaChannel`` ``key`` this checkpoint does not update (nothing stored for it here)."""
+    values = checkpoint.get("channel_values") or {}
+    return key not in values and key in (checkpoint.get("channel_versions") or {}) and key not in new_versions
+
+
+def reduced_checkpoint_flow(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
+    key: str,
+    memo: DeltaMemo,
+    on_reduce: OnReduce | None,
+) -> Generator[DeltaOp, Any, Checkpoint]:
+    """The checkpoint a saver stores for ``checkpoint``: a list channel reduced as it is (one
+    ``Reduce``); a ``DeltaChannel`` rebuilt (``rebuilt_value_flow``), reduced where the checkpoint
+    updates it and stored as a snapshot either way. A value that cannot be rebuilt leaves the
+    checkpoint as LangGraph gave it (logged): nothing is lost, that put is just not reduced."""
+    unchanged = _unchanged(checkpoint, key, new_versions)
+    if not unchanged and not delta_update(checkpoint, key, new_versions):
+        reduced: Checkpoint = yield Reduce(config, checkpoint, new_versions)
+        return reduced
+    value = memo.values.get(config) if unchanged else None
+    if value is None:
+        try:
+            value = yield from rebuilt_value_flow(config, key, memo.task_paths)
+        except Exception:
+            thread = (config.get("configurable") or {}).get("thread_id")
+            logger.exception(
+                "could not rebuild DeltaChannel %r of thread %r to reduce it; the checkpoint is "
+                "stored unreduced", key, thread,
+            )
+            return checkpoint
+        if value is None:
+            return checkpoint
+    if unchanged:
+        # the parent's value, reduced there: carried so the newest checkpoint holds it
+        if on_reduce is not None:
+            _report(config, checkpoint, key, False, "delta channel unchanged", None, on_reduce)
+    else:
+        reduced = yield Reduce(config, _with_messages(checkpoint, key, value), new_versions)
+        value = reduced["channel_values"][key]
+    assert value is not None
+    memo.values.record(config, checkpoint["id"], value)
+    return with_snapshot(checkpoint, key, value)
+

@@ -56,15 +56,7 @@ from agentstate_reducer import MessageReducer
 
 from . import retention as _retention
 from ._flow import adrive, drive
-from .delta import (
-    DeltaOp,
-    GetTuple,
-    StoredValues,
-    TaskPaths,
-    delta_update,
-    rebuilt_value_flow,
-    with_snapshot,
-)
+from .delta import DeltaMemo, DeltaOp, GetTuple, Reduce, reduced_checkpoint_flow
 from .offload.checkpoint import (
     BlobCache,
     restored_history_flow,
@@ -82,8 +74,6 @@ from .reduction import (
     OnReduce,
     SummaryMemo,
     _namespace,
-    _report,
-    _with_messages,
     areduce_for_put,
     reduce_for_put,
     resolve_memo,
@@ -219,8 +209,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self._backend: _retention.Backend | None = (
             _retention.backend_for(self) if self._keep_last is not None else None
         )
-        self._task_paths = TaskPaths()
-        self._delta_values = StoredValues()
+        self._delta = DeltaMemo()
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -383,72 +372,35 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     def _reduced(
         self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
     ) -> Checkpoint:
-        key = self._messages_key
-        unchanged = _delta_unchanged(checkpoint, key, new_versions)
-        if not unchanged and not delta_update(checkpoint, key, new_versions):
-            return reduce_for_put(
-                self._reducer, config, checkpoint, new_versions, key, self._on_reduce, self._summary_memo
-            )
-        value = self._delta_values.get(config) if unchanged else None
-        if value is None:
-            try:
-                value = drive(rebuilt_value_flow(config, key, self._task_paths), self._perform_delta)
-            except Exception:
-                logger.exception(_REBUILD_FAILED, key, _thread(config))
-                return checkpoint
-            if value is None:
-                return checkpoint
-        if unchanged:
-            return self._delta_carried(config, checkpoint, value)
-        listed = _with_messages(checkpoint, key, value)
-        reduced = reduce_for_put(
-            self._reducer, config, listed, new_versions, key, self._on_reduce, self._summary_memo
+        flow = reduced_checkpoint_flow(
+            config, checkpoint, new_versions, self._messages_key, self._delta, self._on_reduce
         )
-        return self._delta_stored(config, checkpoint, reduced["channel_values"][key])
+        return drive(flow, self._perform_delta)
 
     async def _areduced(
         self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
     ) -> Checkpoint:
-        key = self._messages_key
-        unchanged = _delta_unchanged(checkpoint, key, new_versions)
-        if not unchanged and not delta_update(checkpoint, key, new_versions):
-            return await areduce_for_put(
-                self._reducer, config, checkpoint, new_versions, key, self._on_reduce, self._summary_memo
-            )
-        value = self._delta_values.get(config) if unchanged else None
-        if value is None:
-            try:
-                value = await adrive(rebuilt_value_flow(config, key, self._task_paths), self._aperform_delta)
-            except Exception:
-                logger.exception(_REBUILD_FAILED, key, _thread(config))
-                return checkpoint
-            if value is None:
-                return checkpoint
-        if unchanged:
-            return self._delta_carried(config, checkpoint, value)
-        listed = _with_messages(checkpoint, key, value)
-        reduced = await areduce_for_put(
-            self._reducer, config, listed, new_versions, key, self._on_reduce, self._summary_memo
+        flow = reduced_checkpoint_flow(
+            config, checkpoint, new_versions, self._messages_key, self._delta, self._on_reduce
         )
-        return self._delta_stored(config, checkpoint, reduced["channel_values"][key])
-
-    def _delta_carried(self, config: RunnableConfig, checkpoint: Checkpoint, value: list[Any]) -> Checkpoint:
-        """An unchanged channel: the parent's value, already reduced, carried as a snapshot."""
-        if self._on_reduce is not None:
-            key = self._messages_key
-            _report(config, checkpoint, key, False, "delta channel unchanged", None, self._on_reduce)
-        return self._delta_stored(config, checkpoint, value)
-
-    def _delta_stored(self, config: RunnableConfig, checkpoint: Checkpoint, value: list[Any]) -> Checkpoint:
-        self._delta_values.record(config, checkpoint["id"], value)
-        return with_snapshot(checkpoint, self._messages_key, value)
+        return await adrive(flow, self._aperform_delta)
 
     def _perform_delta(self, op: DeltaOp) -> Any:
+        if isinstance(op, Reduce):
+            return reduce_for_put(
+                self._reducer, op.config, op.checkpoint, op.new_versions,
+                self._messages_key, self._on_reduce, self._summary_memo,
+            )
         if isinstance(op, GetTuple):
             return self.get_tuple(op.config)
         return self.get_delta_channel_history(config=op.config, channels=[op.channel])[op.channel]
 
     async def _aperform_delta(self, op: DeltaOp) -> Any:
+        if isinstance(op, Reduce):
+            return await areduce_for_put(
+                self._reducer, op.config, op.checkpoint, op.new_versions,
+                self._messages_key, self._on_reduce, self._summary_memo,
+            )
         if isinstance(op, GetTuple):
             return await self.aget_tuple(op.config)
         history = await self.aget_delta_channel_history(config=op.config, channels=[op.channel])
@@ -463,7 +415,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> None:
         # Writes are raw node output, replayed by LangGraph through the channel reducer: never
         # reduced, only offloaded (and restored on read).
-        self._task_paths.record(task_id, task_path)
+        self._delta.task_paths.record(task_id, task_path)
         if self._blobs is not None:
             writes = self._blobs.run(
                 stored_writes_flow(self._blobs.offloader, config, writes, task_id, self._messages_key)
@@ -479,7 +431,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         task_id: str,
         task_path: str = "",
     ) -> None:
-        self._task_paths.record(task_id, task_path)
+        self._delta.task_paths.record(task_id, task_path)
         if self._blobs is not None:
             writes = await self._blobs.arun(
                 stored_writes_flow(self._blobs.offloader, config, writes, task_id, self._messages_key)
@@ -601,21 +553,6 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         if self._blobs is None:
             return history
         return await self._blobs.arun(restored_history_flow(history, config, self._blobs.where))
-
-
-_REBUILD_FAILED = (
-    "could not rebuild DeltaChannel %r of thread %r to reduce it; the checkpoint is stored unreduced"
-)
-
-
-def _thread(config: RunnableConfig) -> Any:
-    return (config.get("configurable") or {}).get("thread_id")
-
-
-def _delta_unchanged(checkpoint: Checkpoint, key: str, new_versions: ChannelVersions) -> bool:
-    """A ``DeltaChannel`` ``key`` this checkpoint does not update: nothing stored, nothing to do."""
-    values = checkpoint.get("channel_values") or {}
-    return key not in values and key in (checkpoint.get("channel_versions") or {}) and key not in new_versions
 
 
 # -- optional capabilities: mirrored per class ------------------------------------------------
