@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .messages import is_message_like, read_message
@@ -457,3 +457,66 @@ def make_state_reducer(reduce: Callable[[list[Any]], list[Any]]) -> Callable[[An
     reduce_state.__name__ = "agentstate_reduce_messages"
     reduce_state.__qualname__ = "agentstate_reduce_messages"
     return reduce_state
+
+
+def make_delta_reducer(
+    reduce: Callable[[list[Any]], list[Any]],
+) -> Callable[[Any, Sequence[Any]], list[Any]]:
+    """``(state, writes) -> list`` for ``Annotated[list, DeltaChannel(...)]``: each write in turn is
+    merged (``merge_messages``) and the result reduced (``reduce``, which must do no I/O).
+
+    LangGraph replays a ``DeltaChannel``'s stored writes through its reducer on every load, in
+    batches of its choosing, so the reducer must be deterministic and batching-invariant:
+    ``r(r(s, xs), ys) == r(s, xs + ys)``. A left fold over the writes is both by construction: the
+    result after a write depends only on the value before it and the write, whichever batch carries
+    it, so the bound applies after every write (a count window cut at the batch's end would give
+    another list for another batching). A message without an id gets one derived from the value it
+    is merged into and its place in the write, never a random one: a replay rebuilds the same ids
+    (LangGraph stamps ids on message objects before it stores a write; strings and tuples it leaves).
+    """
+    last: list[Any] = [None]
+
+    def reduce_writes(state: Any, writes: Sequence[Any]) -> list[Any]:
+        if isinstance(writes, str | bytes) or not isinstance(writes, Sequence):
+            raise TypeError(
+                f"writes is {_a(writes)}: a DeltaChannel reducer takes (state, [write, ...]); "
+                "use reducer.as_langgraph_reducer() for Annotated[list, reducer] channels"
+            )
+        value: Any = state
+        for write in writes:
+            value = reduce(merge_messages(value, _with_stable_ids(value, write), trusted=last[0]))
+            last[0] = value
+        return value if isinstance(value, list) else _as_messages(value, "existing", _base_message())
+
+    reduce_writes.__name__ = "agentstate_reduce_delta_writes"
+    reduce_writes.__qualname__ = "agentstate_reduce_delta_writes"
+    return reduce_writes
+
+
+def _with_stable_ids(state: Any, write: Any) -> Any:
+    """``write`` with an id on every message lacking one, derived from ``state`` (its length and its
+    newest message's id) and the message's place in the write; the caller's objects unchanged."""
+    items = write if isinstance(write, list) else [write]
+    if not any(isinstance(m, str) or _is_role_pair(m) or read_message(m).id is None for m in items):
+        return write
+    held = state if isinstance(state, list) else []
+    anchor = f"{len(held)}/{read_message(held[-1]).id if held else ''}"
+    out = [_with_id(m, uuid.uuid5(_STABLE_IDS, f"{anchor}/{i}").hex) for i, m in enumerate(items)]
+    return out if isinstance(write, list) else out[0]
+
+
+#: the uuid5 namespace of the ids ``_with_stable_ids`` derives
+_STABLE_IDS = uuid.UUID("6f1c2a8e-3b7d-5e4f-9a10-4c2d8b7e6a51")
+
+
+def _with_id(m: Any, new_id: str) -> Any:
+    if isinstance(m, str):
+        return {"role": "user", "content": m, "id": new_id}
+    if _is_role_pair(m):
+        return {"role": m[0], "content": m[1], "id": new_id}
+    if read_message(m).id is not None:
+        return m
+    if isinstance(m, Mapping):
+        return {**m, "id": new_id}
+    model_copy = getattr(m, "model_copy", None)
+    return model_copy(update={"id": new_id}) if callable(model_copy) else m

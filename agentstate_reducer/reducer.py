@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from bisect import bisect_left
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +18,7 @@ from . import _columns
 from . import summary as _summary
 from ._columns import CountColumns, PrefixMemo, Remembered, Sendable, TableState
 from .config import ReducerConfig
-from .merge import make_state_reducer
+from .merge import make_delta_reducer, make_state_reducer
 from .messages import MessageInfo, is_message_like, read_message
 from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
 from .results import Mode, ReducerResult, ReducerStats
@@ -510,6 +510,34 @@ class MessageReducer:
         """A ``(existing, new) -> list`` for ``Annotated[list, reducer.as_langgraph_reducer()]``:
         merges with ``add_messages`` semantics, then prunes (see ``agentstate_reducer.merge``)."""
         return make_state_reducer(lambda messages: self.reduce(messages).surviving)
+
+    def as_delta_reducer(self) -> Callable[[Any, Sequence[Any]], list[Any]]:
+        """A batch ``(state, [write, ...]) -> list`` for LangGraph's ``DeltaChannel``:
+        ``Annotated[list, DeltaChannel(reducer.as_delta_reducer(), snapshot_frequency=50)]``.
+
+        Each write is merged with ``add_messages`` semantics (as ``as_langgraph_reducer``) and the
+        list reduced after it, so the function is deterministic and batching-invariant
+        (``r(r(s, xs), ys) == r(s, xs + ys)``), as LangGraph's replay of stored writes needs
+        (``agentstate_reducer.merge.make_delta_reducer``).
+
+        Raises:
+            ValueError: the reducer has a summarizer or ``on_prune`` hooks. LangGraph replays the
+                writes through this function on every load, so they would run again on each load;
+                bound the stored history with ``ReducingCheckpointSaver`` instead, which summarizes
+                and archives once per pruned message on ``DeltaChannel`` threads too.
+        """
+        c = self._config
+        fields = (("summarize_fn", c.summarize_fn), ("asummarize_fn", c.asummarize_fn),
+                  ("on_prune", c.on_prune))
+        given = [name for name, value in fields if value]
+        if given:
+            raise ValueError(
+                f"as_delta_reducer() needs a reducer without {', '.join(given)}: LangGraph replays a "
+                "DeltaChannel's writes through it on every load, which would run them again each "
+                "time; use a MessageReducer without them here, and summarize or archive with "
+                "ReducingCheckpointSaver(inner, reducer) on the checkpointer"
+            )
+        return make_delta_reducer(lambda messages: self.reduce(messages).surviving)
 
 
 __all__ = ["MessageReducer", "Mode", "ReducerResult", "ReducerStats", "as_message_list"]

@@ -15,7 +15,8 @@ its users is in ``docs/savers.md``. Invariants:
   ``channel_values`` whole on every put, and that value is the live run's full list);
   ``PutReduction.new_version`` tells the two cases apart;
 * a ``DeltaChannel`` messages channel (value absent, or a ``_DeltaSnapshot``) is left as it is,
-  with one warning per process;
+  with one warning per process: there is no value here to reduce (the savers rebuild it from
+  storage first, ``checkpointers.delta``, and hand this module the rebuilt list);
 * with a summarizer and a ``SummaryMemo``, the reducer gets the list the memo cut
   (``agentstate_reducer.summary.SummaryMemo`` says how); one memo per saver.
 """
@@ -89,9 +90,9 @@ def _warn_delta(key: str) -> None:
     if not _warned_delta.is_set():
         _warned_delta.set()
         logger.warning(
-            "channel %r looks like a DeltaChannel: its checkpoints are left unreduced (editing a "
-            "snapshot would not match the replayed writes); use Annotated[list, "
-            "reducer.as_langgraph_reducer()] to bound such a channel",
+            "channel %r looks like a DeltaChannel: this checkpoint holds no value to reduce; "
+            "ReducingCheckpointSaver and the Cosmos DB savers rebuild it from storage first, or use "
+            "Annotated[list, DeltaChannel(reducer.as_delta_reducer())] to bound such a channel",
             key,
         )
 

@@ -11,6 +11,9 @@
 * ``put``/``aput`` reduce ``checkpoint["channel_values"][messages_key]`` through
   ``checkpointers.reduction`` (the one reduction path, shared with ``CosmosDBSaver``) and hand the
   inner saver a new checkpoint; the given one is never mutated. Everything else is delegated.
+* a ``DeltaChannel`` ``messages_key`` (no value in the checkpoint) is rebuilt from the parent
+  checkpoint and its writes (``checkpointers.delta``), reduced the same way, and stored as a
+  ``_DeltaSnapshot``: every checkpoint put through the wrapper holds the reduced value.
 * Optional capabilities (``delete_for_runs``, ``copy_thread``, ``prune`` and their async forms)
   exist on the wrapper's class exactly when the inner class has them, because LangGraph detects
   them on the class; ``prune``/``aprune`` also where ``checkpointers.retention`` implements them.
@@ -55,6 +58,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from agentstate_reducer import MessageReducer
 
 from . import retention as _retention
+from ._flow import adrive, drive
+from .delta import DeltaMemo, DeltaOp, GetTuple, Reduce, reduced_checkpoint_flow
 from .offload.checkpoint import (
     BlobCache,
     aread_restored,
@@ -210,6 +215,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self._backend: _retention.Backend | None = (
             _retention.backend_for(self) if self._keep_last is not None else None
         )
+        self._delta = DeltaMemo()
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -334,10 +340,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> RunnableConfig:
         if not self._passthrough:
             self._absent_key.check("ReducingCheckpointSaver", config, checkpoint, self._messages_key)
-            checkpoint = reduce_for_put(
-                self._reducer, config, checkpoint, new_versions,
-                self._messages_key, self._on_reduce, self._summary_memo,
-            )
+            checkpoint = self._reduced(config, checkpoint, new_versions)
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
         if self._blobs is not None:
@@ -358,10 +361,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> RunnableConfig:
         if not self._passthrough:
             self._absent_key.check("ReducingCheckpointSaver", config, checkpoint, self._messages_key)
-            checkpoint = await areduce_for_put(
-                self._reducer, config, checkpoint, new_versions,
-                self._messages_key, self._on_reduce, self._summary_memo,
-            )
+            checkpoint = await self._areduced(config, checkpoint, new_versions)
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
         if self._blobs is not None:
@@ -373,6 +373,45 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             await self._schedule.aafter_put(self._backend, saved, metadata)
         return saved
 
+    # -- DeltaChannel messages channels (checkpointers.delta) ------------------------------------
+
+    def _reduced(
+        self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
+    ) -> Checkpoint:
+        flow = reduced_checkpoint_flow(
+            config, checkpoint, new_versions, self._messages_key, self._delta, self._on_reduce
+        )
+        return drive(flow, self._perform_delta)
+
+    async def _areduced(
+        self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
+    ) -> Checkpoint:
+        flow = reduced_checkpoint_flow(
+            config, checkpoint, new_versions, self._messages_key, self._delta, self._on_reduce
+        )
+        return await adrive(flow, self._aperform_delta)
+
+    def _perform_delta(self, op: DeltaOp) -> Any:
+        if isinstance(op, Reduce):
+            return reduce_for_put(
+                self._reducer, op.config, op.checkpoint, op.new_versions,
+                self._messages_key, self._on_reduce, self._summary_memo,
+            )
+        if isinstance(op, GetTuple):
+            return self.get_tuple(op.config)
+        return self.get_delta_channel_history(config=op.config, channels=[op.channel])[op.channel]
+
+    async def _aperform_delta(self, op: DeltaOp) -> Any:
+        if isinstance(op, Reduce):
+            return await areduce_for_put(
+                self._reducer, op.config, op.checkpoint, op.new_versions,
+                self._messages_key, self._on_reduce, self._summary_memo,
+            )
+        if isinstance(op, GetTuple):
+            return await self.aget_tuple(op.config)
+        history = await self.aget_delta_channel_history(config=op.config, channels=[op.channel])
+        return history[op.channel]
+
     def put_writes(
         self,
         config: RunnableConfig,
@@ -382,6 +421,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> None:
         # Writes are raw node output, replayed by LangGraph through the channel reducer: never
         # reduced, only offloaded (and restored on read).
+        self._delta.task_paths.record(task_id, task_path)
         if self._blobs is not None:
             writes = self._blobs.run(
                 stored_writes_flow(self._blobs.offloader, config, writes, task_id, self._messages_key)
@@ -397,6 +437,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         task_id: str,
         task_path: str = "",
     ) -> None:
+        self._delta.task_paths.record(task_id, task_path)
         if self._blobs is not None:
             writes = await self._blobs.arun(
                 stored_writes_flow(self._blobs.offloader, config, writes, task_id, self._messages_key)

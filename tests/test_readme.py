@@ -61,6 +61,7 @@ EXTRA_OF_IMPORT: tuple[tuple[str, str], ...] = (
     ("smolagents", "smolagents"),
     ("agentstate_reducer.integrations.agno", "agno"),
     ("agno", "agno"),
+    ("deepagents", "deepagents"),
     ("langchain", "langchain"),
     ("agentstate_reducer.sessions", "openai-agents"),
     ("agents", "openai-agents"),
@@ -70,7 +71,11 @@ EXTRA_OF_IMPORT: tuple[tuple[str, str], ...] = (
     ("langchain_core", "langgraph"),
     ("checkpointers", "langgraph"),
 )
-IMPLIED_BY = {"langgraph": ("langchain", "all"), "sqlite": ("langgraph", "langchain", "all")}
+IMPLIED_BY = {
+    "langgraph": ("langchain", "deepagents", "all"),
+    "langchain": ("deepagents",),
+    "sqlite": ("langgraph", "langchain", "deepagents", "all"),
+}
 #: extras whose examples run in an environment of their own (they cannot share the main one):
 #: extra -> (variable naming its interpreter, the default scripts/test.sh makes)
 OWN_ENVIRONMENT = {"crewai": ("CREWAI_PYTHON", ROOT / ".venv-crewai" / "bin" / "python")}

@@ -21,7 +21,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from agentstate_reducer import MessageReducer
 
 from .. import retention as _retention
-from .._flow import Flow
+from .._flow import Flow, adrive, drive
+from ..delta import DeltaMemo, DeltaOp, GetTuple, Reduce, reduced_checkpoint_flow
 from ..offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow, stored_writes_flow
 from ..offload.config import BlobOffload, BlobRunner
 from ..offload.follow import drop_refs_flow
@@ -223,6 +224,7 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         self.on_reduce = on_reduce
         self.summary_memo = resolve_memo(summary_memo)
         self._absent_key = AbsentKeyCheck()
+        self._delta = DeltaMemo()
         self._init_retention(keep_last, retention_every, branch_grace)
         self._offload: BlobOffload | None = None
         self._blobs: BlobRunner | None = None
@@ -428,10 +430,33 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         if self._reducer is None:
             return checkpoint
         self._absent_key.check(type(self).__name__, config, checkpoint, self._messages_key)
-        return reduce_for_put(
-            self._reducer, config, checkpoint, new_versions,
-            self._messages_key, self._on_reduce, self._summary_memo,
-        )  # fmt: skip
+        flow = reduced_checkpoint_flow(
+            config, checkpoint, new_versions, self._messages_key, self._delta, self._on_reduce
+        )
+        return drive(flow, self._perform_delta)
+
+    def _perform_delta(self, op: DeltaOp) -> Any:
+        if isinstance(op, Reduce):
+            assert self._reducer is not None
+            return reduce_for_put(
+                self._reducer, op.config, op.checkpoint, op.new_versions,
+                self._messages_key, self._on_reduce, self._summary_memo,
+            )  # fmt: skip
+        if isinstance(op, GetTuple):
+            return self.get_tuple(op.config)
+        return self.get_delta_channel_history(config=op.config, channels=[op.channel])[op.channel]
+
+    async def _aperform_delta(self, op: DeltaOp) -> Any:
+        if isinstance(op, Reduce):
+            assert self._reducer is not None
+            return await areduce_for_put(
+                self._reducer, op.config, op.checkpoint, op.new_versions,
+                self._messages_key, self._on_reduce, self._summary_memo,
+            )  # fmt: skip
+        if isinstance(op, GetTuple):
+            return await self.aget_tuple(op.config)
+        history = await self.aget_delta_channel_history(config=op.config, channels=[op.channel])
+        return history[op.channel]
 
     async def _areduce(
         self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
@@ -439,10 +464,10 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
         if self._reducer is None:
             return checkpoint
         self._absent_key.check(type(self).__name__, config, checkpoint, self._messages_key)
-        return await areduce_for_put(
-            self._reducer, config, checkpoint, new_versions,
-            self._messages_key, self._on_reduce, self._summary_memo,
-        )  # fmt: skip
+        flow = reduced_checkpoint_flow(
+            config, checkpoint, new_versions, self._messages_key, self._delta, self._on_reduce
+        )
+        return await adrive(flow, self._aperform_delta)
 
     def _plan_put(
         self,

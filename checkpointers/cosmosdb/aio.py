@@ -306,6 +306,7 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        self._delta.task_paths.record(task_id, task_path)
         if self._blobs is not None:
             writes = await self._blobs.arun(self._stored_writes_flow(config, writes, task_id))
         ttls = self._settings.ttls

@@ -355,6 +355,7 @@ class CosmosDBSaver(CosmosSaverBase):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        self._delta.task_paths.record(task_id, task_path)
         if self._blobs is not None:
             writes = self._blobs.run(self._stored_writes_flow(config, writes, task_id))
         ttls = self._settings.ttls
