@@ -30,7 +30,7 @@ import importlib
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 __all__ = ["Reduction", "entry", "reduction_span", "retention_span", "summarizer_span"]
 
@@ -81,36 +81,69 @@ def current_entry(namespace: Any = None) -> tuple[str, str | None]:
     return name, thread
 
 
+_UNKNOWN: Final = object()
+
+
 class _Otel:
-    """The OpenTelemetry API's modules and this package's instruments, resolved once."""
+    """The OpenTelemetry API's modules and this package's instruments, resolved once.
+
+    The API sets a global provider once for good, so a tracer or meter found is kept. Until one
+    is set, each reduction asks again, reading the API's global directly: ``get_tracer_provider()``
+    looks the environment up at every call, which costs more than the rest of this module does.
+    """
 
     def __init__(self, trace: Any, metrics: Any) -> None:
         self.trace = trace
         self.metrics = metrics
         self.status = importlib.import_module("opentelemetry.trace.status")
-        self._meter_for: Any = None
+        self._metrics_globals = importlib.import_module("opentelemetry.metrics._internal")
+        # once, so that providers named by OTEL_PYTHON_*_PROVIDER variables are loaded
+        trace.get_tracer_provider()
+        metrics.get_meter_provider()
+        self._tracer: Any = None
+        self._meter: Any = None
         self._instruments: dict[str, Any] = {}
 
     def tracer(self) -> Any | None:
-        """The package's tracer, or None while no tracer provider is set (the API's proxy)."""
-        provider = self.trace.get_tracer_provider()
-        if isinstance(provider, self.trace.ProxyTracerProvider):
-            return None
-        return provider.get_tracer(INSTRUMENTATION)
+        """The package's tracer, or None while no tracer provider is set."""
+        if self._tracer is None:
+            provider: Any = getattr(self.trace, "_TRACER_PROVIDER", _UNKNOWN)
+            if provider is None:
+                return None
+            if provider is _UNKNOWN:  # an API without that global: its public call
+                provider = self.trace.get_tracer_provider()
+            if isinstance(provider, self.trace.ProxyTracerProvider):
+                return None
+            self._tracer = provider.get_tracer(INSTRUMENTATION)
+        return self._tracer
+
+    def meter(self) -> Any | None:
+        """The package's meter, or None while no meter provider is set."""
+        if self._meter is None:
+            provider: Any = getattr(self._metrics_globals, "_METER_PROVIDER", _UNKNOWN)
+            if provider is None:
+                return None
+            if provider is _UNKNOWN:
+                provider = self.metrics.get_meter_provider()
+            if type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider"):
+                return None
+            self._meter = provider.get_meter(INSTRUMENTATION)
+        return self._meter
+
+    def metering(self) -> bool:
+        """A meter provider is set."""
+        return self.meter() is not None
 
     def instrument(self, name: str) -> Any | None:
-        """The counter or histogram ``name`` on the current meter provider, or None while none is set."""
-        provider = self.metrics.get_meter_provider()
-        if type(provider).__name__ in ("_ProxyMeterProvider", "NoOpMeterProvider"):
-            return None
-        if provider is not self._meter_for:  # a new provider: new instruments
-            self._meter_for, self._instruments = provider, {}
+        """The counter or histogram ``name``, or None while no meter provider is set."""
         found = self._instruments.get(name)
         if found is None:
-            meter = provider.get_meter(INSTRUMENTATION)
+            meter = self.meter()
+            if meter is None:
+                return None
             kind, unit, text = _INSTRUMENTS[name]
             make = meter.create_counter if kind == "counter" else meter.create_histogram
-            found = self._instruments[name] = make(name, unit=unit, description=text)
+            found = self._instruments.setdefault(name, make(name, unit=unit, description=text))
         return found
 
 
@@ -165,19 +198,40 @@ class Reduction:
         return "repaired" if self.repaired else "pruned"
 
 
-@contextlib.contextmanager
-def reduction_span(report: Reduction, namespace: Any = None) -> Iterator[None]:
+class _Nothing:
+    """The context manager of a reduction nobody records: enters and exits, nothing else."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NOTHING: Final = _Nothing()
+
+
+def reduction_span(report: Reduction, namespace: Any = None) -> contextlib.AbstractContextManager[None]:
     """A span around one reduction that changes something; ``report`` is read when it ends (its
-    attributes and the metrics); ``namespace`` is the one its hooks get. Inert without the API or
-    a provider."""
+    attributes and the metrics); ``namespace`` is the one its hooks get. Without the API, or with
+    neither a tracer nor a meter provider set, a context manager that does nothing."""
     otel = _otel()
-    tracer = otel.tracer() if otel is not None else None
+    if otel is None:
+        return _NOTHING
+    tracer = otel.tracer()
+    if tracer is None and not otel.metering():
+        return _NOTHING
+    return _reduction_span(otel, tracer, report, namespace)
+
+
+@contextlib.contextmanager
+def _reduction_span(otel: _Otel, tracer: Any, report: Reduction, namespace: Any) -> Iterator[None]:
     if tracer is None:
         yield
-        if otel is not None:
-            _record_metrics(otel, report)
+        _record_metrics(otel, report)
         return
-    assert otel is not None
     name, thread = current_entry(namespace)
     with tracer.start_as_current_span(
         REDUCE_SPAN, record_exception=False, set_status_on_exception=False
