@@ -449,14 +449,18 @@ def first_unit(read: Callable[[int], MessageInfo], n: int, start: int = 0) -> li
     result for each call (a second one is a duplicate, left to the walk, which prunes it). An
     orphan tool result at index 0, a call whose results are not all there before the next AI
     message, or one sharing a result message with a later call (they form one unit, planned by
-    the walk) is not pinned; nor is a message leading to the AI message after it (a model turn
-    of several items).
+    the walk) is not pinned; nor is a reasoning item, which cannot be sent without the item
+    after it.
+
+    A message that leads (a Responses item) is pinned alone, whatever AI item follows it: what
+    follows index 0 in a reduced list is not what followed it when it was written (the newest
+    compaction, the kept part of a later turn), so joining it to that item would prune a pinned
+    message when the reduced list is reduced again (rules 2 and 7). The walk never joins a
+    pinned message to the unit after it.
     """
     first = read(start)
     if first.kind == "tool" or first.leads == LEADS_REQUIRED:
         return []
-    if first.leads and n > start + 1 and read(start + 1).kind == "ai":
-        return []  # one model turn of several items (Responses): planned by the walk
     if first.kind != "ai" or not first.call_ids:
         return [start]
     wanted = set(first.call_ids)
@@ -536,6 +540,8 @@ def extend_tail(tail: Tail, infos: Iterable[MessageInfo]) -> Tail | None:
             rids = info.result_ids
             if open_lead or not rids or not unanswered.issuperset(rids):
                 return None  # an orphan, a late result or a second result for a call
+            if len(rids) > 1 and len(set(rids)) < len(rids):
+                return None  # one result message answering a call twice
             unanswered = unanswered.difference(rids)
         elif kind == "human" or kind == "ai":
             if unanswered or (open_lead and kind == "human"):

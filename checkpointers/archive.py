@@ -254,13 +254,15 @@ def _drop_refs(ns: tuple[str, ...]) -> Flow[Any, Any, int]:
     return int(count)
 
 
-def _restored(item: Item, ns: tuple[str, ...], blobs: Mapping[str, bytes], where: str) -> Mapping[str, Any]:
-    """``item.value`` with its references restored; a blob missing or corrupt raises ``BlobError``
-    naming the item."""
-    value = item.value
-    if not value.get("blobs"):
-        return value
-    refs = references(value["message"])
+def _restored(item: Item, ns: tuple[str, ...], blobs: Mapping[str, bytes], where: str) -> Any:
+    """The message of ``item`` with its references restored; a blob missing or corrupt raises
+    ``BlobError`` naming the item. The references are read in the message rebuilt from its body,
+    the value the archive offloaded (a LangChain message's body holds its fields one level further
+    down), so the read reaches exactly what the offload reached (``offload.transform``, "Depth")."""
+    message = _deserialize(item.value)
+    if not item.value.get("blobs"):
+        return message
+    refs = references(message)
     named = f"archived message {item.key!r} in store namespace {ns!r}"
     fields = {"thread_id": reference_thread(ns), "checkpoint_ns": "", "checkpoint_id": item.key}
     for digest, ref in sorted(refs.items()):
@@ -277,7 +279,7 @@ def _restored(item: Item, ns: tuple[str, ...], blobs: Mapping[str, bytes], where
             "deleted outside agentstate-reducer. Restore it from a backup, or forget the namespace",
             digest=ref.digest, **fields)
 
-    return {**value, "message": restore(value["message"], blobs, missing)}
+    return restore(message, blobs, missing)
 
 
 class _Io:
@@ -342,14 +344,12 @@ def _messages_flow(ns: tuple[str, ...], where: str) -> StoreFlow[list[Any]]:
             break
         offset += _PAGE
     ordered = sorted(items.values(), key=lambda it: (*it.value["order"], it.key))
-    refs: set[str] = set()
-    for it in ordered:
-        if it.value.get("blobs"):
-            refs.update(references(it.value["message"]))
+    # an item lists the blobs its message names: the digests to load
+    refs = {str(d) for it in ordered for d in it.value.get("blobs") or ()}
     blobs: Mapping[str, bytes] = {}
     if refs:
         blobs = (yield BlobStep(_blob_ops(LoadBlobs(tuple(sorted(refs))))))[0]
-    return [_deserialize(_restored(it, ns, blobs, where)) for it in ordered]
+    return [_restored(it, ns, blobs, where) for it in ordered]
 
 
 def _forget_flow(ns: tuple[str, ...], bound: bool) -> StoreFlow[int]:

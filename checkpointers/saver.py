@@ -23,7 +23,10 @@
 * with ``offload``, the checkpoint and writes handed to the inner saver hold references
   (``checkpointers.offload``), their blobs and reference rows stored first; every read
   (``get``, ``get_tuple``, ``list``, ``get_delta_channel_history`` and the async forms) returns
-  them restored, or raises ``BlobError`` naming the checkpoint and the blob.
+  them restored, or raises ``BlobError`` naming the checkpoint and the blob. A read that loses a
+  race with retention (the checkpoint and its blobs deleted between its row read and its blob
+  read) reads the rows again: the state stored now, never an error
+  (``offload.checkpoint.read_restored``).
 
 The user guide (in-run vs stored state, interrupts and forks, observability, retention) is
 docs/savers.md.
@@ -54,6 +57,9 @@ from agentstate_reducer import MessageReducer
 from . import retention as _retention
 from .offload.checkpoint import (
     BlobCache,
+    aread_restored,
+    history_read_key,
+    read_restored,
     restored_history_flow,
     restored_tuple_flow,
     stored_checkpoint_flow,
@@ -409,9 +415,12 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = self._inner.get_tuple(config)
-        if self._blobs is None or tup is None:
+        blobs = self._blobs
+        if blobs is None or tup is None:
             return tup
-        return self._blobs.run(restored_tuple_flow(tup, self._blobs.where))
+        # retention may delete what was read before its blobs are: read the rows again
+        return read_restored(tup, lambda: self._inner.get_tuple(config),
+                             lambda t: blobs.run(restored_tuple_flow(t, blobs.where)))
 
     def list(
         self,
@@ -432,7 +441,11 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         assert blobs is not None
         cache = BlobCache()
         for tup in list(listed):
-            yield blobs.run(restored_tuple_flow(tup, blobs.where, cache))
+            # a checkpoint deleted since the listing read it is left out
+            restored = read_restored(tup, functools.partial(self._inner.get_tuple, tup.config),
+                                     lambda t: blobs.run(restored_tuple_flow(t, blobs.where, cache)))
+            if restored is not None:
+                yield restored
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread, then its archived messages (``forget_archived``) and, with offload,
@@ -446,9 +459,14 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         history = self._inner.get_delta_channel_history(config=config, channels=channels)
-        if self._blobs is None:
+        blobs = self._blobs
+        if blobs is None:
             return history
-        return self._blobs.run(restored_history_flow(history, config, self._blobs.where))
+        restored = read_restored(
+            history, lambda: self._inner.get_delta_channel_history(config=config, channels=channels),
+            lambda h: blobs.run(restored_history_flow(h, config, blobs.where)), history_read_key)
+        assert restored is not None  # a history is never None
+        return restored
 
     async def aget(self, config: RunnableConfig) -> Checkpoint | None:
         if self._blobs is None:
@@ -458,9 +476,11 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await self._inner.aget_tuple(config)
-        if self._blobs is None or tup is None:
+        blobs = self._blobs
+        if blobs is None or tup is None:
             return tup
-        return await self._blobs.arun(restored_tuple_flow(tup, self._blobs.where))
+        return await aread_restored(tup, lambda: self._inner.aget_tuple(config),
+                                    lambda t: blobs.arun(restored_tuple_flow(t, blobs.where)))
 
     def alist(
         self,
@@ -480,7 +500,11 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         assert blobs is not None
         cache = BlobCache()
         for tup in [t async for t in listed]:
-            yield await blobs.arun(restored_tuple_flow(tup, blobs.where, cache))
+            restored = await aread_restored(
+                tup, functools.partial(self._inner.aget_tuple, tup.config),
+                lambda t: blobs.arun(restored_tuple_flow(t, blobs.where, cache)))
+            if restored is not None:
+                yield restored
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self._inner.adelete_thread(thread_id)
@@ -509,9 +533,14 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         history = await self._inner.aget_delta_channel_history(config=config, channels=channels)
-        if self._blobs is None:
+        blobs = self._blobs
+        if blobs is None:
             return history
-        return await self._blobs.arun(restored_history_flow(history, config, self._blobs.where))
+        restored = await aread_restored(
+            history, lambda: self._inner.aget_delta_channel_history(config=config, channels=channels),
+            lambda h: blobs.arun(restored_history_flow(h, config, blobs.where)), history_read_key)
+        assert restored is not None  # a history is never None
+        return restored
 
 
 # -- optional capabilities: mirrored per class ------------------------------------------------

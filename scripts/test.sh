@@ -54,16 +54,48 @@ echo "== ruff"
 "$PY" -m ruff check .
 echo "== mypy"
 "$PY" -m mypy
+# Each pytest run's closing line is kept and printed again at the end, one per run, then the totals:
+# a failed run does not stop the others, and the script exits non-zero if any failed.
+SUMMARY=()
+PASSED=0
+FAILED=0
+STATUS=0
+count_of() {  # count_of WORD LINE: the number before WORD in a pytest closing line (0 if none)
+  awk -v word="^$1,?$" '{for (i = 1; i < NF; i++) if ($(i + 1) ~ word) s += $i} END {print s + 0}' <<<"$2"
+}
+run_pytest() {  # run_pytest NAME COMMAND...
+  local name=$1 log status line n
+  shift
+  log=$(mktemp)
+  set +e
+  "$@" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  set -e
+  line=$(grep -E '([0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)|no tests ran)[^=]* in [0-9.]+s' "$log" | tail -n 1 | sed -E 's/^=+ //; s/ =+$//' || true)
+  rm -f "$log"
+  SUMMARY+=("pytest, $name: ${line:-no closing line} (exit $status)")
+  PASSED=$((PASSED + $(count_of "passed" "$line")))
+  n=$(( $(count_of "failed" "$line") + $(count_of "errors?" "$line") ))
+  FAILED=$((FAILED + n))
+  if [ "$status" -ne 0 ] && [ "$n" -eq 0 ]; then FAILED=$((FAILED + 1)); fi  # a run that died
+  if [ "$status" -ne 0 ]; then STATUS=$status; fi
+}
+
 # pytest-xdist: one worker per CPU (PYTEST_WORKERS=N to choose, 0 for none); each worker starts
 # its own PostgreSQL and Cosmos DB servers on free ports (the fixtures are per process)
 echo "== pytest"
-"$PY" -m pytest -n "${PYTEST_WORKERS:-auto}" "$@"
+run_pytest "main" "$PY" -m pytest -n "${PYTEST_WORKERS:-auto}" "$@"
 if [ $# -eq 0 ]; then
   # the property tests again with the column path off: the reference alone gives the same answers
   echo "== pytest, reference path (AGENTSTATE_REDUCER_REFERENCE=1)"
-  AGENTSTATE_REDUCER_REFERENCE=1 "$PY" -m pytest -q tests/test_properties.py tests/test_validity.py \
-    tests/test_warm_equals_fresh.py tests/test_reference_switch.py
+  run_pytest "reference path" env AGENTSTATE_REDUCER_REFERENCE=1 "$PY" -m pytest -q tests/test_properties.py \
+    tests/test_validity.py tests/test_warm_equals_fresh.py tests/test_reference_switch.py
 
   echo "== pytest, CrewAI (tests/crewai, its own environment)"
-  "$CREWAI_PYTHON" -m pytest -q tests/crewai
+  run_pytest "CrewAI" "$CREWAI_PYTHON" -m pytest -q tests/crewai
 fi
+
+echo "== summary"
+printf '%s\n' "${SUMMARY[@]}"
+echo "total: $PASSED passed, $FAILED failed"
+exit "$STATUS"

@@ -70,6 +70,11 @@ class Steps:
         self.steps.append(memory_step)
 
 
+def _rendered(steps: list[Any]) -> int:
+    """The messages ``steps`` render: what the model receives of them."""
+    return sum(len(s.to_messages()) for s in steps)
+
+
 def _places(turns: int, first: int = 0) -> list[tuple[int, int]]:
     return [(i, n) for i in range(first, first + turns) for n in range(3)]
 
@@ -141,14 +146,16 @@ def test_thirty_turns_keep_memory_and_requests_bounded() -> None:
 
 def test_a_code_agent_is_bounded_too() -> None:
     model, summarizer = ScriptedModel(code=True), Summarizer()
-    reduce = ReduceMemory(min_messages=5, max_messages=10, summarizer=summarizer)
+    # a code step renders three messages (output, code, observation): a task renders ten
+    reduce = ReduceMemory(min_messages=12, max_messages=24, summarizer=summarizer)
     agent = code_agent(model, step_callbacks=[reduce])
 
     assert converse(agent, 12) == [f"a{i}" for i in range(12)]
 
     assert model.places == _places(12)
-    _check_requests(model, agent.system_prompt, bound=3 * 11 + 1)
-    assert len(agent.memory.steps) <= 11 and summarizer.calls > 0
+    _check_requests(model, agent.system_prompt, bound=24 + 1)  # and a new task
+    assert max(len(r) for r in model.requests) <= 1 + 24 + 1
+    assert _rendered(agent.memory.steps) <= 24 + 3 and summarizer.calls > 0
     # a CodeAgent's step holds its code and the observation as text
     code_steps = [s for s in agent.memory.steps if isinstance(s, ActionStep)]
     assert code_steps and all(s.code_action and s.tool_calls for s in code_steps)
@@ -247,13 +254,13 @@ def test_preserve_first_false_lets_the_first_task_go() -> None:
 
 def test_the_dict_form_bounds_at_planning_steps_too() -> None:
     model, summarizer = ScriptedModel(), Summarizer()
-    reduce = ReduceMemory(min_messages=4, max_messages=8, summarizer=summarizer)
+    reduce = ReduceMemory(min_messages=10, max_messages=20, summarizer=summarizer)
     agent = tool_agent(model, step_callbacks={ActionStep: reduce, PlanningStep: reduce}, planning_interval=2)
 
     assert converse(agent, 8) == [f"a{i}" for i in range(8)]
 
     steps = agent.memory.steps
-    assert len(steps) <= 9 and any(isinstance(s, PlanningStep) for s in steps)
+    assert _rendered(steps) <= 20 + 2 and any(isinstance(s, PlanningStep) for s in steps)
     assert isinstance(steps[1], SummaryStep)
     for request in model.requests:
         assert request_errors(openai_dicts(request)) == []
@@ -261,7 +268,7 @@ def test_the_dict_form_bounds_at_planning_steps_too() -> None:
 
 def test_agents_in_threads_share_one_callback() -> None:
     hook = Pruned()
-    config = ReducerConfig(min_messages=4, max_messages=8, on_prune=[hook])
+    config = ReducerConfig(min_messages=10, max_messages=20, on_prune=[hook])
     reduce = ReduceMemory(MessageReducer(config=config), summarizer=Summarizer())
     models = [ScriptedModel() for _ in range(4)]
     agents = [tool_agent(m, step_callbacks=[reduce], name=f"agent{k}") for k, m in enumerate(models)]
@@ -279,8 +286,10 @@ def test_agents_in_threads_share_one_callback() -> None:
     assert answers == {k: [f"a{i}" for i in range(10)] for k in range(4)}
     for model, agent in zip(models, agents, strict=True):
         assert model.places == _places(10)
-        _check_requests(model, agent.system_prompt, bound=2 * 9)
-        assert isinstance(agent.memory.steps[1], SummaryStep) and len(agent.memory.steps) <= 9
+        # the payload has a tool message per parallel call: the rendered request is bounded below
+        _check_requests(model, agent.system_prompt, bound=2 * (20 + 1))
+        assert max(len(r) for r in model.requests) <= 1 + 20 + 1  # system, memory, a new task
+        assert isinstance(agent.memory.steps[1], SummaryStep) and _rendered(agent.memory.steps) <= 20 + 2
     assert hook.namespaces == {("memories", f"agent{k}") for k in range(4)}
     # each agent's steps pruned once (equal summaries of two agents may be one SummaryStep)
     steps = [id(s) for s in hook.steps if not isinstance(s, SummaryStep)]
@@ -292,7 +301,7 @@ def test_a_new_run_with_reset_starts_over() -> None:
     reduce = ReduceMemory(min_messages=4, max_messages=8, summarizer=Summarizer())
     agent = tool_agent(model, step_callbacks=[reduce])
     converse(agent, 6)
-    converse(agent, 2, first=6)  # reset=True at its first task: smolagents clears the memory
+    converse(agent, 1, first=6)  # reset=True at its first task: smolagents clears the memory
     assert agent.memory.steps[0].task == question(6)
     assert not any(isinstance(s, SummaryStep) for s in agent.memory.steps)
 

@@ -547,9 +547,9 @@ def _nested(depth: int, leaf: Any) -> Any:
 
 
 def test_an_image_at_the_depth_limit_reads_back_not_as_a_reference() -> None:
-    """``Offloader`` descends up to depth 48 of each channel value and write, and reads start one
-    level further out (the channel_values dict, the list of writes): an image exactly 48 levels
-    down must read back as the image, not as ``"agentstate-blob:sha256:..."``."""
+    """``Offloader`` descends up to depth 48 of each channel value and write, and reads walk each
+    of them from the same root: an image exactly 48 levels down must read back as the image, not
+    as ``"agentstate-blob:sha256:..."``."""
     from langgraph.checkpoint.memory import InMemorySaver
 
     b64 = _b64(_image(1, 3000))
@@ -607,6 +607,6 @@ def test_the_archive_restores_an_image_at_the_depth_limit() -> None:
 
     b64 = _b64(_image(1, 3000))
     _store, archive, _saver = _archiving(InMemorySaver())
-    message = HumanMessage(id="x", content="hi", additional_kwargs={"deep": _nested(46, b64)})
+    message = HumanMessage(id="x", content="hi", additional_kwargs={"deep": _nested(47, b64)})
     archive([message], ("memories", "t"))
     assert archive.messages(("memories", "t")) == [message]

@@ -194,8 +194,11 @@ async def test_pop_and_clear_go_to_the_inner_session(tmp_path: Path) -> None:
 def test_construction_defaults_and_errors(tmp_path: Path) -> None:
     inner = SQLiteSession("s", str(tmp_path / "s.db"))
     assert ReducingSession(inner, min_messages=2, max_messages=4).reducer.config.preserve_first is False
-    mine = MessageReducer(config=ReducerConfig(min_messages=2, max_messages=4))
+    mine = MessageReducer(config=ReducerConfig(min_messages=2, max_messages=4, preserve_first=False))
     assert ReducingSession(inner, mine).reducer is mine
+    # preserve_first is the session's argument, for a given reducer too
+    pinning = MessageReducer(config=ReducerConfig(min_messages=2, max_messages=4))
+    assert ReducingSession(inner, pinning).reducer.config == mine.config
     with pytest.raises(TypeError, match="not both"):
         ReducingSession(inner, mine, max_messages=5)
     with pytest.raises(TypeError, match="has no get_items, add_items, pop_item, clear_session"):

@@ -42,6 +42,7 @@ from agentstate_reducer.messages.read import (
     ROLE_ALIASES,
     Kind,
     MessageInfo,
+    call_id,
     infos_from_columns,
     read_message,
     str_id,
@@ -176,7 +177,7 @@ def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list
         tool = list(compress(range(n), map(eq, kinds, repeat("tool"))))
         rows = list(map(attrs.__getitem__, tool))
         answered = list(map(dict.get, rows, repeat("tool_call_id"), repeat(missing)))
-        if set(map(type, answered)) == {str} and "" not in answered:
+        if set(map(type, answered)) == {str}:
             for i, one in zip(tool, zip(answered), strict=True):  # zip of one column: 1-tuples
                 results[i] = one
         else:
@@ -185,7 +186,7 @@ def _plain_group(msgs: list[Any], is_dict: bool, with_calls: bool) -> tuple[list
                     not_plain.append(i)
                     continue
                 # text content holds no tool_result blocks: an unusable tool_call_id answers nothing
-                answer = str_id(value)
+                answer = call_id(value)
                 results[i] = (answer,) if answer is not None else ()
     no_calls: Iterable[tuple[str, ...]] = repeat(())
     infos: list[MessageInfo | None] = list(
@@ -225,12 +226,12 @@ def _dict_calls(calls: Sequence[Any]) -> tuple[tuple[str, ...], list[tuple[str, 
         src = call if fn is None else fn
         if type(src) is not dict:
             return None
-        call_id = call.get("id")
-        answerable = str_id(call_id)
+        raw_id = call.get("id")
+        answerable = call_id(raw_id)
         if answerable is not None and answerable not in ids:
             ids.append(answerable)
         args = src["arguments"] if "arguments" in src else src.get("args", "")
-        payloads.append((str(call_id or ""), str(src.get("name") or ""), arguments_text(args)))
+        payloads.append((str(raw_id or ""), str(src.get("name") or ""), arguments_text(args)))
     return tuple(ids), payloads
 
 

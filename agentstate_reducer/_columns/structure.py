@@ -119,7 +119,7 @@ def _plain_calls(
     where: list[int], contents: list[Any], tool_calls: list[Any], extras: list[Any], todo: list[int]
 ) -> dict[int, tuple[str, ...]]:
     """The call ids of AI messages at ``where`` whose content is text (or None), whose tool calls
-    are a list of dicts with distinct non-empty str ids and whose extras hold no calls; every
+    are a list of dicts with distinct str ids and whose extras hold no calls; every
     other one joins ``todo``."""
     if not set(map(type, contents)) <= _TEXT:
         todo += [j for j, c in zip(where, contents, strict=True) if type(c) not in _TEXT]
@@ -135,7 +135,7 @@ def _plain_calls(
         flat = list(chain.from_iterable(made))
         if set(map(type, flat)) == {dict}:
             ids: list[Any] = list(map(dict.get, flat, repeat("id")))
-            if set(map(type, ids)) == {str} and "" not in ids:
+            if set(map(type, ids)) == {str}:
                 sizes = list(map(len, made))
                 each = iter(ids)
                 grouped: list[tuple[str, ...]] = list(map(tuple, map(islice, repeat(each), sizes)))
@@ -148,7 +148,7 @@ def _plain_calls(
             todo.append(j)
             continue
         got: tuple[Any, ...] = tuple(map(dict.get, one, repeat("id")))
-        if set(map(type, got)) != {str} or "" in got or len(set(got)) != len(got):
+        if set(map(type, got)) != {str} or len(set(got)) != len(got):
             todo.append(j)
             continue
         calls[j] = got
@@ -156,12 +156,13 @@ def _plain_calls(
 
 
 def _plain_results(where: list[int], answered: list[Any], todo: list[int]) -> dict[int, tuple[str, ...]]:
-    """The answered ids of tool messages at ``where`` with a non-empty str ``tool_call_id``."""
-    if set(map(type, answered)) == {str} and "" not in answered:
+    """The answered ids of tool messages at ``where`` with a str ``tool_call_id`` (``""`` too:
+    ``read.call_id``)."""
+    if set(map(type, answered)) == {str}:
         return dict(zip(where, zip(answered), strict=True))  # zip of one column: 1-tuples
     results: dict[int, tuple[str, ...]] = {}
     for j, value in zip(where, answered, strict=True):
-        if type(value) is str and value:
+        if type(value) is str:
             results[j] = (value,)
         else:
             todo.append(j)

@@ -9,6 +9,8 @@
 * ``RequestWindow``: request mode for messages without ids: what the running summary covers,
   by position in a history that only grows.
 * ``CallFlow``: one bounded model call, sync or async, through the pieces above.
+* ``responses_summary_item``/``responses_summary_text``: the running summary as an OpenAI
+  Responses item, for ``NativeSummaries`` (the Agents SDK session and ``reduce_request``).
 
 Imports only the core; each framework module imports its framework and this module.
 """
@@ -51,6 +53,8 @@ __all__ = [
     "build_reducer",
     "message_ids",
     "missing_extra",
+    "responses_summary_item",
+    "responses_summary_text",
 ]
 
 Mode = Literal["state", "request"]
@@ -699,3 +703,27 @@ class CallFlow:
         begun = self._begin(key, thread, history)
         result = await self.reducer.areduce(begun.messages, namespace=("memories", thread))
         return self._end(begun, result)
+
+
+# -- the running summary as a Responses item ---------------------------------------------------
+
+
+def responses_summary_item(content: str) -> dict[str, Any]:
+    """The running summary as a Responses input item: a plain user message, the shape every model
+    of the Agents SDK takes (Responses, Chat Completions, LiteLLM), and the one its runner stores
+    for text input."""
+    return {"role": "user", "content": content}
+
+
+def responses_summary_text(item: Any) -> str | None:
+    """The text of a user message item (text content, or one ``input_text`` part); None for any
+    other item. The running summary is the user message whose text starts with its header."""
+    if not isinstance(item, Mapping) or item.get("role") != "user":
+        return None
+    if item.get("type", "message") != "message":
+        return None
+    content = item.get("content")
+    if isinstance(content, list) and len(content) == 1 and isinstance(content[0], Mapping):
+        if content[0].get("type") == "input_text":
+            content = content[0].get("text")
+    return content if isinstance(content, str) else None

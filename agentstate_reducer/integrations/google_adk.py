@@ -18,11 +18,14 @@ Both bound ``llm_request.contents`` (google-genai ``Content`` objects) before ev
 * ``preserve_first`` defaults to False: the agent's instruction is
   ``llm_request.config.system_instruction``, outside the contents, so the first content is the
   first user message, not a system prompt to pin.
-* Held out of the reduction, sent as ADK built them: a content holding a function call that no
-  function response right after it answers (a long-running tool still pending: ADK keeps such
-  calls, marked in ``event.long_running_tool_ids``, while the conversation goes on), the response
-  content answering its other calls, and ADK's own compaction summaries (kept first). They are
-  never summarized, pruned or repaired away.
+* Held out of the reduction, sent as ADK built them: a content whose unanswered function calls
+  are all long-running calls ADK still waits for (marked in an event's ``long_running_tool_ids``
+  and answered by no event of the session; ADK keeps them while the conversation goes on), the
+  response content right after it answering its other calls, and ADK's own compaction summaries
+  (kept first). They are never summarized, pruned or repaired away. Any other unanswered call (a
+  run that died before its tool answered, a result that came late or split over two contents)
+  is repaired as in every integration: the request never holds a call nothing answers but
+  the ones ADK itself leaves pending.
 * ``__call__`` is async (ADK awaits a callback's awaitable), so an async summarizer works; a
   sync summarizer runs as is. ``Runner.run`` and ``Runner.run_async`` both work; one object may
   serve many sessions and threads.
@@ -32,9 +35,11 @@ Importing this module imports ADK; ``import agentstate_reducer`` does not.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.reducer import MessageReducer
@@ -72,14 +77,20 @@ def _text_of(content: Any) -> str | None:
     return text if isinstance(text, str) else None
 
 
+def _session(callback_context: Any) -> Any:
+    """The session of this call: a property of the context in 2.x; the invocation context has it
+    in 1.x as well."""
+    invocation = getattr(callback_context, "_invocation_context", None)
+    return getattr(callback_context, "session", None) or getattr(invocation, "session", None)
+
+
 def _conversation(callback_context: Any) -> tuple[Hashable, str | None]:
     """The key of the history ADK builds for this call, and the session id (the thread).
 
-    ADK builds one history per session, agent, branch and isolation scope. ``session`` is a
-    property of the context in 2.x; the invocation context has it in 1.x as well.
+    ADK builds one history per session, agent, branch and isolation scope.
     """
     invocation = getattr(callback_context, "_invocation_context", None)
-    session = getattr(callback_context, "session", None) or getattr(invocation, "session", None)
+    session = _session(callback_context)
     session_id = getattr(session, "id", None)
     thread = session_id if isinstance(session_id, str) else None
     key = (
@@ -93,12 +104,10 @@ def _conversation(callback_context: Any) -> tuple[Hashable, str | None]:
     return key, thread
 
 
-def _compaction_summaries(callback_context: Any) -> list[Any]:
-    """The summaries of ADK's events compaction in this session (``compacted_content``)."""
-    invocation = getattr(callback_context, "_invocation_context", None)
-    session = getattr(callback_context, "session", None) or getattr(invocation, "session", None)
+def _compaction_summaries(events: Sequence[Any]) -> list[Any]:
+    """The summaries of ADK's events compaction in ``events`` (``compacted_content``)."""
     out = []
-    for event in getattr(session, "events", None) or ():
+    for event in events:
         compaction = getattr(getattr(event, "actions", None), "compaction", None)
         content = getattr(compaction, "compacted_content", None)
         if content is not None:
@@ -106,21 +115,77 @@ def _compaction_summaries(callback_context: Any) -> list[Any]:
     return out
 
 
-def _held(contents: Sequence[Any], adk_summaries: Sequence[Any]) -> tuple[set[int], set[int]]:
-    """Positions of ADK's compaction summaries, and of the pending call units: a content with a
-    call that the content right after it does not answer, with that content when it answers the
-    unit's other calls (ADK puts every response right after its call)."""
+#: ADK's interrupt calls that older sessions store without ``long_running_tool_ids``: ADK
+#: waits for them all the same (``google.adk.events._interrupts``)
+_INTERRUPT_CALLS: Final = frozenset({"adk_request_input", "adk_request_credential"})
+
+
+def _parts(content: Any) -> Sequence[Any]:
+    return getattr(content, "parts", None) or ()
+
+
+def _signature(call: Any) -> tuple[str, str]:
+    """A call's name and arguments: what is left to know it by when ADK stripped its id."""
+    args = json.dumps(getattr(call, "args", None), sort_keys=True, default=repr)
+    return str(getattr(call, "name", None)), args
+
+
+@dataclass(frozen=True, slots=True)
+class _LongRunning:
+    """The long-running calls ADK still waits for in a session: marked in an event's
+    ``long_running_tool_ids`` (or an interrupt call of an older session) and answered by no
+    function response of the session. ADK sends such a call with no response after it while the
+    conversation goes on; every other unanswered call is a broken history."""
+
+    ids: frozenset[str] = frozenset()
+    #: name and arguments of each, for a request call whose ``adk-`` id ADK stripped
+    signatures: frozenset[tuple[str, str]] = frozenset()
+
+    @classmethod
+    def of(cls, events: Sequence[Any]) -> _LongRunning:
+        answered: set[str] = set()
+        marked: list[Any] = []
+        for event in events:
+            content = getattr(event, "content", None)
+            waits = set(getattr(event, "long_running_tool_ids", None) or ())
+            for part in _parts(content):
+                response = getattr(part, "function_response", None)
+                if response is not None and getattr(response, "id", None):
+                    answered.add(response.id)
+                call = getattr(part, "function_call", None)
+                if call is not None and call.id and (call.id in waits or call.name in _INTERRUPT_CALLS):
+                    marked.append(call)
+        pending = [c for c in marked if c.id not in answered]
+        return cls(frozenset(c.id for c in pending), frozenset(_signature(c) for c in pending))
+
+    def waits_for(self, call: Any) -> bool:
+        """Whether ``call`` (from the request: its ``adk-`` id may be stripped) is one of them."""
+        if not self.ids:
+            return False
+        call_id = getattr(call, "id", None)
+        return call_id in self.ids if call_id else _signature(call) in self.signatures
+
+
+def _held(
+    contents: Sequence[Any], adk_summaries: Sequence[Any], long_running: _LongRunning
+) -> tuple[set[int], set[int]]:
+    """Positions of ADK's compaction summaries, and of the pending call units: a content whose
+    calls the content right after it leaves unanswered are all long-running calls ADK waits for,
+    with that content when it answers the unit's other calls (ADK puts every response right
+    after its call)."""
     summaries = {i for i, c in enumerate(contents) if adk_summaries and any(c == s for s in adk_summaries)}
     pending: set[int] = set()
     for i, content in enumerate(contents):
-        if i in summaries or not any(getattr(p, "function_call", None) for p in content.parts or ()):
+        calls = [p.function_call for p in _parts(content) if getattr(p, "function_call", None)]
+        if i in summaries or not any(long_running.waits_for(c) for c in calls):
             continue
         info = read_message(content)
-        if not info.call_ids:
-            continue
+        if len(info.call_ids) != len(calls):
+            continue  # not read as one call per part: left to the repair
         answer = read_message(contents[i + 1]) if i + 1 < len(contents) else None
         answered = set(answer.result_ids) if answer is not None else set()
-        if set(info.call_ids) <= answered:
+        open_calls = [c for c, cid in zip(calls, info.call_ids, strict=True) if cid not in answered]
+        if not open_calls or not all(long_running.waits_for(c) for c in open_calls):
             continue
         pending.add(i)
         if answered & set(info.call_ids):
@@ -159,7 +224,8 @@ class _Bounder:
         if not contents:
             return
         key, thread = _conversation(callback_context)
-        summaries, pending = _held(contents, _compaction_summaries(callback_context))
+        events = getattr(_session(callback_context), "events", None) or ()
+        summaries, pending = _held(contents, _compaction_summaries(events), _LongRunning.of(events))
         held = summaries | pending
         history = [c for i, c in enumerate(contents) if i not in held]
         bounded = await self.flow.abound(key, history, thread=thread)

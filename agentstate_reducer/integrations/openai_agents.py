@@ -32,8 +32,20 @@ reasoning item with the item after it, the newest whole turns are kept.
 * One ``ReducingSession`` serves one session: its calls are serialized by a lock, and the
   in-memory copy is refreshed on every ``get_items``. Writes that bypass it (``inner.add_items``,
   another process) are seen at the next ``get_items``.
-* ``preserve_first`` defaults to False: the agent's instructions live outside the items, so the
-  first item is the first user message, not a system prompt worth pinning.
+* It takes the words of every integration: a ``MessageReducer``, ``config=ReducerConfig(...)``
+  or the ``ReducerConfig`` fields (``min_messages=20, max_messages=40`` when none is given),
+  ``summarizer=``, ``preserve_first=``; a misspelt one is refused with the name it resembles.
+* ``preserve_first`` defaults to False, for a given reducer or config too: the agent's
+  instructions live outside the items, so the first item is the first user message, not a
+  system prompt worth pinning.
+* With a summarizer (``summarizer=``, or a ``summarize_fn``/``asummarize_fn`` however given) a
+  reduction that prunes stores one running summary first: ``{"role": "user", "content":
+  "Summary of the earlier conversation (N messages):\n..."}``, the item the runner stores for
+  text input, which the SDK's Responses and Chat Completions models (and LiteLLM) send as a user
+  message. Read back, a user message with that header is the running summary: the next
+  reduction replaces it, and the summarizer gets it first with the newly pruned items. A
+  summarizer that fails prunes nothing (``on_summary_error="keep"``). A ``limit`` (given or the
+  inner session's) returns the newest items only: the summary is among them while it is.
 
 Not for server-side sessions (``OpenAIConversationsSession``): the conversation lives on OpenAI's
 servers, which manage its length. Importing this module imports no SDK.
@@ -45,11 +57,14 @@ import asyncio
 import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.messages import read_message
-from agentstate_reducer.reducer import MessageReducer, ReducerResult
+from agentstate_reducer.reducer import MessageReducer
+
+from ._common import NativeSummaries, build_reducer, responses_summary_item, responses_summary_text
 
 logger = logging.getLogger("agentstate_reducer.sessions")
 
@@ -58,6 +73,33 @@ _METHODS = ("get_items", "add_items", "pop_item", "clear_session")
 #: Attempts at an atomic replacement whose stored items keep changing under it (other writers);
 #: after them the items stay as they are (longer than the bound, nothing lost) until the next write.
 _REPLACE_ATTEMPTS = 5
+
+_WHAT = "ReducingSession"
+
+#: words of the model-call integrations that a session, which sees no model call, does not take
+_NOT_HERE = {
+    "on_reduce": "a session sees no model call; on_prune=[hook] gets what each reduction pruned "
+    "(hook(items, namespace)), and get_items() returns what the next run sends",
+    "validate": "the stored history is always kept sendable (the SDK's runner reads it whole)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Held:
+    """The items of the inner session, and the same items as the reducer reads them (the running
+    summary as the core's summary message; the same list without a summarizer)."""
+
+    items: list[Any]
+    readable: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class _Reduced:
+    """One reduction of the stored items: what the session holds afterwards, and whether it
+    pruned (then the stored items are to be replaced)."""
+
+    held: _Held
+    pruned: bool
 
 
 class _Snapshot(Protocol):
@@ -126,30 +168,75 @@ class ReducingSession:
     >>> inner = SQLiteSession("user-1", "chats.db")  # doctest: +SKIP
     >>> session = ReducingSession(inner, min_messages=20, max_messages=40)  # doctest: +SKIP
 
-    Pass a ``MessageReducer`` or the ``ReducerConfig`` fields (``preserve_first`` defaults to
-    False here), not both.
+    Args:
+        session: the local session that stores the items (``SQLiteSession`` and the like).
+        reducer: the ``MessageReducer`` whose settings apply (limits, token counter, hooks); or
+            pass ``config=ReducerConfig(...)``, or its fields as keyword arguments (default
+            ``min_messages=20, max_messages=40``); one of the three.
+        summarizer: ``(items) -> str`` or an async one; the pruned items (the previous summary
+            among them, as the item the session stores) become one running summary item, a
+            user message, first in the session. Replaces the reducer's summarizer; a
+            ``summarize_fn`` given any other way is injected the same way.
+        preserve_first: pin the first item. False: the agent's instructions live outside the
+            items, so the first item is the first user message, not a system prompt.
+        config: a ``ReducerConfig`` instead of its fields.
+
+    Raises:
+        TypeError: ``session`` lacks a method of the protocol or is an
+            ``OpenAIConversationsSession``; a reducer that is no ``MessageReducer`` or a config
+            that is no ``ReducerConfig``; two of reducer, config and keyword arguments; an
+            unknown keyword argument, or ``on_reduce``/``validate`` (a session sees no model
+            call); a summarizer that is not callable; a ``preserve_first`` that is no bool.
+        ValueError: keyword arguments that are no valid ``ReducerConfig``.
     """
 
-    def __init__(self, session: Any, reducer: MessageReducer | None = None, **config: Any) -> None:
+    def __init__(
+        self,
+        session: Any,
+        reducer: MessageReducer | None = None,
+        *,
+        summarizer: Callable[[list[Any]], Any] | None = None,
+        preserve_first: bool = False,
+        config: ReducerConfig | None = None,
+        **reducer_kwargs: Any,
+    ) -> None:
         missing = [m for m in _METHODS if not callable(getattr(session, m, None))]
         if missing:
             raise TypeError(
-                f"ReducingSession wraps an Agents SDK session; {type(session).__name__} has no "
+                f"{_WHAT} wraps an Agents SDK session; {type(session).__name__} has no "
                 f"{', '.join(missing)}"
             )
         if type(session).__name__ == "OpenAIConversationsSession":
             raise TypeError(
-                "ReducingSession wraps local sessions (SQLiteSession and the like); an "
+                f"{_WHAT} wraps local sessions (SQLiteSession and the like); an "
                 "OpenAIConversationsSession keeps the conversation on OpenAI's servers"
             )
-        if reducer is not None and config:
-            raise TypeError(f"pass a reducer or ReducerConfig fields, not both (got {sorted(config)})")
-        if reducer is None:
-            reducer = MessageReducer(config=ReducerConfig(**{"preserve_first": False, **config}))
+        for word, why in _NOT_HERE.items():
+            if word in reducer_kwargs:
+                raise TypeError(f"{_WHAT} takes no {word}=: {why}")
+        if config is not None:
+            if not isinstance(config, ReducerConfig):
+                raise TypeError(f"{_WHAT}: config must be a ReducerConfig, got {type(config).__name__}")
+            if reducer is not None:
+                raise TypeError(f"{_WHAT}: pass a MessageReducer or config=ReducerConfig(...), not both")
+            if reducer_kwargs:
+                raise TypeError(
+                    f"{_WHAT}: pass config=ReducerConfig(...) or its fields, not both "
+                    f"(got a config and {sorted(reducer_kwargs)})"
+                )
+            reducer = MessageReducer(config=config)
+        built = build_reducer(
+            reducer, reducer_kwargs, preserve_first=preserve_first, summarizer=summarizer, what=_WHAT
+        )
+        #: the running summary as the item the session stores (None: the reducer injects none)
+        self._native: NativeSummaries | None = None
+        if built.config.inject_summary:
+            self._native = NativeSummaries(responses_summary_item, responses_summary_text)
+        #: the reducer the session runs (its summarizer and hooks see the items the session stores)
+        self.reducer = self._native.speaking_natively(built) if self._native is not None else built
         self.session = session
-        self.reducer = reducer
         self.session_id: str = session.session_id
-        self._items: list[Any] | None = None  # what the inner session holds, when known
+        self._held: _Held | None = None  # what the inner session holds, when known
         self._lock = asyncio.Lock()
 
     @property
@@ -178,14 +265,14 @@ class ReducingSession:
         """The reduced history (the stored items replaced when the reduction prunes), or at most
         ``limit`` of its newest items, cut at the start only, to a start that can be sent."""
         async with self._lock:
-            self._items = None  # unknown until what is stored is reduced
+            self._held = None  # unknown until what is stored is reduced
             stored = await self._read_all()
-            result = await self.reducer.areduce(stored, namespace=self._namespace)
-            if result.pruned:
-                await self._replace(stored, result)
+            reduced = await self._reduce(stored)
+            if reduced.pruned:
+                await self._replace(stored, reduced)
             else:
-                self._items = result.surviving
-            view = list(self._items if self._items is not None else result.surviving)
+                self._held = reduced.held
+            view = list((self._held if self._held is not None else reduced.held).items)
         if limit is None:
             limit = self._own_limit()
             if limit is None:
@@ -203,29 +290,52 @@ class ReducingSession:
         if not batch:
             return
         async with self._lock:
-            known, self._items = self._items, None  # unknown until this write is reduced
+            known, self._held = self._held, None  # unknown until this write is reduced
             await self.session.add_items(batch)
             if known is None:
                 previous: list[Any] = await self._read_all()
-                result = await self.reducer.areduce(previous, namespace=self._namespace)
+                if previous[-len(batch) :] == batch:  # the hooks get the caller's own new items
+                    previous[-len(batch) :] = batch
+                reduced = await self._reduce(previous)
             else:
-                previous = [*known, *batch]
-                result = await self.reducer.areduce(known, batch, namespace=self._namespace)
-            if result.pruned:
-                await self._replace(previous, result)
+                previous = [*known.items, *batch]
+                reduced = await self._reduce(previous, known, len(batch))
+            if reduced.pruned:
+                await self._replace(previous, reduced)
             else:
-                self._items = result.surviving
+                self._held = reduced.held
 
     async def pop_item(self) -> Any:
         async with self._lock:
             item = await self.session.pop_item()
-            self._items = None  # read again on the next add
+            self._held = None  # read again on the next add
             return item
 
     async def clear_session(self) -> None:
         async with self._lock:
             await self.session.clear_session()
-            self._items = []
+            self._held = _Held([], [])
+
+    # -- reducing -------------------------------------------------------------------------------
+
+    async def _reduce(self, items: list[Any], known: _Held | None = None, new: int = 0) -> _Reduced:
+        """Reduce the stored ``items``: the summary item the session stores is the core's summary
+        while reduced, and the item the session stores again after. With ``known``, ``items`` is
+        its items plus ``new`` more, and only those are read again (the untriggered path)."""
+        native = self._native
+        readable: list[Any]
+        if known is None:
+            readable = native.inward(items) if native is not None else items
+            result = await self.reducer.areduce(readable, namespace=self._namespace)
+        else:
+            batch = items[len(items) - new :]
+            readable = native.inward(batch) if native is not None else batch
+            result = await self.reducer.areduce(known.readable, readable, namespace=self._namespace)
+        surviving = list(result.surviving)
+        if not result.pruned:  # all kept: the items themselves, each readable as it was read
+            return _Reduced(_Held(items, surviving), False)
+        held = _Held(native.outward(surviving) if native is not None else surviving, surviving)
+        return _Reduced(held, True)
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -272,16 +382,16 @@ class ReducingSession:
 
     # -- replacing ------------------------------------------------------------------------------
 
-    async def _replace(self, previous: list[Any], result: ReducerResult) -> None:
-        """Replace the stored ``previous`` items with ``result.surviving``, atomically where the
-        inner session can; ``self._items`` is what it holds afterwards (None: unknown)."""
+    async def _replace(self, previous: list[Any], reduced: _Reduced) -> None:
+        """Replace the stored ``previous`` items with ``reduced.held.items``, atomically where the
+        inner session can; ``self._held`` is what it holds afterwards (None: unknown)."""
         reader = getattr(self.session, "_get_compaction_snapshot", None)
-        if callable(reader) and await self._replace_atomically(reader, previous, result):
+        if callable(reader) and await self._replace_atomically(reader, previous, reduced):
             return
-        await self._rewrite(previous, result.surviving)
+        await self._rewrite(previous, reduced.held)
 
     async def _replace_atomically(
-        self, reader: Callable[[int], Awaitable[_Snapshot | None]], previous: list[Any], result: ReducerResult
+        self, reader: Callable[[int], Awaitable[_Snapshot | None]], previous: list[Any], reduced: _Reduced
     ) -> bool:
         """One transaction of the inner session (the SDK's compaction snapshot): it replaces the
         stored items only if they are still the ones read. False when the session has none."""
@@ -296,17 +406,17 @@ class ReducingSession:
             stored = list(snapshot.items)
             if stored != previous:  # another writer, or items that read back differently
                 previous = stored
-                result = await self.reducer.areduce(stored, namespace=self._namespace)
-                if not result.pruned:
-                    self._items = result.surviving
+                reduced = await self._reduce(stored)
+                if not reduced.pruned:
+                    self._held = reduced.held
                     return True
             try:
-                replaced = await snapshot.replace_suffix(0, list(result.surviving))
+                replaced = await snapshot.replace_suffix(0, list(reduced.held.items))
             except BaseException:
-                self._items = None  # the transaction rolled back: read again next time
+                self._held = None  # the transaction rolled back: read again next time
                 raise
             if replaced:
-                self._items = result.surviving
+                self._held = reduced.held
                 return True
         logger.warning(
             "session %r: its stored items kept changing while being replaced (%d attempts); they "
@@ -314,23 +424,23 @@ class ReducingSession:
             self.session_id,
             _REPLACE_ATTEMPTS,
         )
-        self._items = None
+        self._held = None
         return True
 
-    async def _rewrite(self, previous: Sequence[Any], surviving: Sequence[Any]) -> None:
-        """Replace the stored items with ``surviving`` through the protocol (clear, then add); on
-        failure put ``previous`` back, then raise."""
+    async def _rewrite(self, previous: Sequence[Any], surviving: _Held) -> None:
+        """Replace the stored items with ``surviving.items`` through the protocol (clear, then
+        add); on failure put ``previous`` back, then raise."""
         cleared = False
         try:
             await self.session.clear_session()
             cleared = True
-            if surviving:
-                await self.session.add_items(list(surviving))
+            if surviving.items:
+                await self.session.add_items(list(surviving.items))
         except BaseException:
-            self._items = None
+            self._held = None
             await asyncio.shield(self._restore(previous, cleared))
             raise
-        self._items = list(surviving)
+        self._held = surviving
 
     async def _restore(self, previous: Sequence[Any], cleared: bool) -> None:
         try:

@@ -10,7 +10,10 @@ to prune it by hand. Such a request is returned unreduced, with one warning (log
 asks for it with ``reduce_chained=True``. Server-side compaction
 (``context_management=[{"type": "compaction", "compact_threshold": N}]``) and the ``compaction``
 items it returns need nothing here: the reducer keeps the newest one and prunes what it replaced
-first (docs/providers.md). Importing this module imports no SDK.
+first (docs/providers.md). With a reducer that injects a running summary (``inject_summary``),
+the summary goes into ``input`` as a plain user message (the reducer's own summary message
+carries an id and a marker key the Responses API does not take), and a request that sends it
+back has it recognised by its header. Importing this module imports no SDK.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 
 from agentstate_reducer.reducer import MessageReducer
 
+from ._common import NativeSummaries, responses_summary_item, responses_summary_text
+
 logger = logging.getLogger("agentstate_reducer.responses")
 
 #: the conversations each reducer warned about (a ``previous_response_id`` chain has no id of its
@@ -30,6 +35,10 @@ _warned: weakref.WeakKeyDictionary[MessageReducer, set[str]] = weakref.WeakKeyDi
 #: conversations remembered per reducer; past this many the memory starts again (a long-lived
 #: server with many conversations may then warn about one again, never grows without end)
 MAX_WARNED_CONVERSATIONS = 4096
+
+
+#: the running summaries ``reduce_request`` put into requests, shared by every reducer
+_summaries = NativeSummaries(responses_summary_item, responses_summary_text)
 
 
 def _conversation(request: Mapping[str, Any]) -> str | None:
@@ -85,7 +94,10 @@ def reduce_request(
                 chained,
             )
         return out
-    out["input"] = reducer.reduce(list(items)).surviving
+    if not reducer.config.inject_summary:
+        out["input"] = reducer.reduce(list(items)).surviving
+        return out
+    out["input"] = _summaries.outward(reducer.reduce(_summaries.inward(items)).surviving)
     return out
 
 

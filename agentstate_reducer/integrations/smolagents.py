@@ -14,7 +14,9 @@ calls each step callback with the finished step and the agent, before it appends
   ``get_full_steps()`` hold the summary step; a ``RunResult``'s token usage counts the steps
   still in memory.
 * Units are whole steps: an ``ActionStep`` holds the model output, its tool calls (parallel calls
-  too) and their observations, so a call is never apart from its observation. A ``TaskStep``
+  too) and their observations, so a call is never apart from its observation. The limits count
+  what the model receives: ``max_messages``/``min_messages`` count the messages the steps render
+  (``step.to_messages()``, up to four for an ``ActionStep``), not the steps. A ``TaskStep``
   (one ``run()``'s task) opens a turn; the running task and its steps (the live turn, the
   finished step among them) are never pruned.
 * ``preserve_first=True`` (the default): the first step of the memory, the first task, is
@@ -44,12 +46,15 @@ Importing this module imports smolagents; ``import agentstate_reducer`` does not
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from agentstate_reducer.cost import CacheTracker
 from agentstate_reducer.integrations._common import (
+    Bounded,
     CallFlow,
     Mode,
     NativeSummaries,
@@ -91,6 +96,42 @@ def _summary_text(step: Any) -> str | None:
     return step.content if isinstance(step, SummaryStep) else None
 
 
+def rendered_messages(step: Any) -> int:
+    """How many messages ``step`` adds to a request: ``len(step.to_messages())``, what
+    ``agent.write_memory_to_messages()`` makes of it (1 for anything without ``to_messages``,
+    the core's running summary among them, and for a step that cannot render)."""
+    to_messages = getattr(step, "to_messages", None)
+    if not callable(to_messages):
+        return 1
+    try:
+        return len(to_messages())
+    except Exception:  # a step that cannot render is counted as one message, never raised
+        return 1
+
+
+def counting_rendered_messages(reducer: MessageReducer) -> MessageReducer:
+    """``reducer`` with its message limits counting the messages the steps render.
+
+    A count-mode reducer counts list items, and a step renders up to four messages (an
+    ``ActionStep``: the model output, the calls, the observations or the error): the same
+    selection with each step costing its messages is token mode with ``rendered_messages`` as
+    the counter, ``max_messages`` as the trigger and ``min_messages`` as the target (pinned steps
+    and the summary counted in it). A token-mode reducer, or one that never triggers, is
+    returned as it is.
+    """
+    config = reducer.config
+    if config.max_tokens is not None or config.max_messages is None:
+        return reducer
+    return MessageReducer(
+        config=dataclasses.replace(
+            config,
+            max_tokens=config.max_messages,
+            target_tokens=config.min_messages,
+            token_counter=rendered_messages,
+        )
+    )
+
+
 class ReduceMemory:
     """A step callback keeping a smolagents agent's memory, and so its requests, bounded.
 
@@ -99,9 +140,13 @@ class ReduceMemory:
     >>> agent = ToolCallingAgent(tools=[], model=model, step_callbacks=[reduce])  # doctest: +SKIP
 
     Args:
-        reducer: the ``MessageReducer`` whose settings apply (limits count steps; token
-            counter, hooks); or pass its keyword arguments instead (default ``min_messages=20,
-            max_messages=40``).
+        reducer: the ``MessageReducer`` whose settings apply (token counter, hooks); or pass
+            its keyword arguments instead (default ``min_messages=20, max_messages=40``).
+            ``max_messages``/``min_messages`` count the messages the memory renders
+            (``write_memory_to_messages()``, the system prompt aside), whole steps kept or
+            pruned: after each step the memory renders at most ``max_messages``, after a
+            reduction at most ``min_messages`` (the first task and the summary included) unless
+            the live task alone renders more.
         summarizer: ``(steps) -> str`` or an async one (run to completion in the callback);
             the pruned steps become one running ``SummaryStep``. Replaces the reducer's.
         on_reduce: called with a ``ReduceRecord`` after each bounding.
@@ -133,19 +178,27 @@ class ReduceMemory:
     ) -> None:
         if mode not in ("state", "request"):
             raise ValueError(f"{_WHAT}: mode must be 'state' or 'request', got {mode!r}")
+        if on_reduce is not None and not callable(on_reduce):
+            raise TypeError(
+                f"{_WHAT}: on_reduce must be callable(ReduceRecord) or None, got {type(on_reduce).__name__}"
+            )
         built = build_reducer(
             reducer, reducer_kwargs, preserve_first=preserve_first, summarizer=summarizer, what=_WHAT
         )
+        # the flow records nothing: its records would count steps, and rendered messages as tokens
         self._flow = CallFlow(
-            built,
+            counting_rendered_messages(built),
             mode=mode,
             validate=validate,
-            on_reduce=on_reduce,
             native=NativeSummaries(SummaryStep, _summary_text),
             logger=logger,
         )
-        #: the reducer the callback runs
+        #: the reducer the callback runs (in count mode: its limits counting rendered messages)
         self.reducer = self._flow.reducer
+        #: counts the tokens of the records (the given reducer's counter)
+        self._counter = built
+        self.on_reduce = on_reduce
+        self._sent = CacheTracker()
 
     @property
     def mode(self) -> Mode:
@@ -164,7 +217,7 @@ class ReduceMemory:
             )
         live = isinstance(memory_step, ActionStep | PlanningStep) and all(s is not memory_step for s in steps)
         history = [*steps, memory_step] if live else list(steps)
-        bounded = self._flow.bound(id(agent.memory), history, thread=_thread(agent))
+        bounded = self._bound(agent, history)
         kept = bounded.sent if self._flow.validate else (bounded.stored or history)
         if len(kept) == len(history) and all(a is b for a, b in zip(kept, history, strict=True)):
             return
@@ -178,7 +231,7 @@ class ReduceMemory:
         from its memory bounded: in request mode the memory is left whole, in state mode it is
         bounded in place first."""
         steps = _steps_of(agent, "an agent with a memory (agent.memory.steps)")
-        bounded = self._flow.bound(id(agent.memory), steps, thread=_thread(agent))
+        bounded = self._bound(agent, steps)
         sent = bounded.sent
         if self._flow.mode == "state" and (
             len(sent) != len(steps) or any(a is not b for a, b in zip(sent, steps, strict=True))
@@ -188,6 +241,34 @@ class ReduceMemory:
         for step in sent:
             out.extend(step.to_messages(summary_mode=summary_mode))
         return out
+
+    def _bound(self, agent: Any, history: list[Any]) -> Bounded:
+        key = id(agent.memory)
+        bounded = self._flow.bound(key, history, thread=_thread(agent))
+        if self.on_reduce is not None:
+            self._emit(self._record(key, bounded, history))
+        return bounded
+
+    def _record(self, key: Hashable, bounded: Bounded, history: Sequence[Any]) -> ReduceRecord:
+        """The flow's record with messages counted as rendered and tokens by the reducer's
+        counter (the flow's counter counts rendered messages)."""
+        sent = bounded.sent
+        counts = self._counter.count_tokens(list(sent)) if sent else []
+        return dataclasses.replace(
+            bounded.record,
+            messages_before=sum(map(rendered_messages, history)),
+            messages_after=sum(map(rendered_messages, sent)),
+            tokens_before=sum(self._counter.count_tokens(list(history))) if history else 0,
+            tokens_after=sum(counts),
+            prefix_tokens=self._sent.observe(key, sent, counts) if sent else 0,
+        )
+
+    def _emit(self, record: ReduceRecord) -> None:
+        assert self.on_reduce is not None
+        try:
+            self.on_reduce(record)
+        except Exception:
+            logger.exception("on_reduce callback %r failed; the agent goes on", self.on_reduce)
 
     def __repr__(self) -> str:
         return f"ReduceMemory({self.reducer!r}, mode={self.mode!r}, validate={self._flow.validate})"

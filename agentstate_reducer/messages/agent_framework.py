@@ -6,6 +6,7 @@ A ``Message(role, contents)`` holds a list of ``Content`` items, each naming its
 * ``text`` / ``text_reasoning``: text (``text``);
 * ``function_call(call_id, name, arguments)``: a tool call of an assistant message;
 * ``function_result(call_id, result)``: a tool result, in a ``tool`` message (or a ``user`` one);
+  each answers its call once, so a message holding two for one ``call_id`` answers it twice;
 * ``function_approval_request(id, function_call)`` / ``function_approval_response(id, ...)``: a
   call waiting for the user's approval and its answer, paired by the approval's ``id``.
 
@@ -55,9 +56,10 @@ def af_contents(msg: Any) -> list[Any] | None:
 
 
 def _item_id(item: Any, kind: str) -> str | None:
-    if kind in ("function_approval_request", "function_approval_response"):
-        return _str(_get(item, "id"))
-    return _str(_get(item, "call_id"))
+    """The call a call item makes or a result item answers; an empty id is an id (``read.call_id``)."""
+    approval = kind in ("function_approval_request", "function_approval_response")
+    value = _get(item, "id" if approval else "call_id")
+    return str.__str__(value) if isinstance(value, str) else None
 
 
 def read_agent_framework(msg: Any, contents: list[Any]) -> Reading:
@@ -86,7 +88,9 @@ def read_agent_framework(msg: Any, contents: list[Any]) -> Reading:
             others += 1
             texts.append(_get(item, "text"))
     call_ids = tuple(dict.fromkeys(calls))
-    result_ids = tuple(dict.fromkeys(results))
+    # every result as it is, a repeated call_id too: the planner prunes a message answering a
+    # call twice (contract rule 6), which it cannot see in ids folded into one
+    result_ids = tuple(results)
     if kind == "human" and result_ids and not others:
         kind = "tool"  # results travel in a user message: they answer calls, no new turn
     if kind != "ai":

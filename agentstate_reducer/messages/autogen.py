@@ -9,7 +9,7 @@ AutoGen's ``LLMMessage`` classes name themselves in a ``type`` field, and so do 
   of ``FunctionCall(id, arguments, name)``, its tool calls;
 * ``FunctionExecutionResultMessage(content)``: the results of tool calls, a list of
   ``FunctionExecutionResult(content, name, call_id, is_error)``, one tool message answering
-  every ``call_id`` it holds.
+  every ``call_id`` it holds, once per result (a ``call_id`` held twice answers its call twice).
 
 ``SystemMessage`` shares its class name with LangChain's and is read as a system message by the
 generic path. A call or result with an empty id (AutoGen allows them) answers by name and order:
@@ -83,7 +83,9 @@ def read_autogen(msg: Any, mtype: str) -> Reading:
         return ("ai", mtype, None, text, (), (), name, 0)
     results = content if _is_list(content) else ()
     texts = tuple(_get(r, "content") for r in results)
-    return ("tool", mtype, None, texts, (), _unique(_ids(results, "call_id")), None, 0)
+    # every result as it is, a repeated call_id too: the planner prunes a message answering a
+    # call twice (contract rule 6), which it cannot see in ids folded into one
+    return ("tool", mtype, None, texts, (), tuple(_ids(results, "call_id")), None, 0)
 
 
 def autogen_call_payloads(msg: Any) -> list[tuple[str, str, str]]:

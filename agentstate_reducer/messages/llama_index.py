@@ -54,7 +54,8 @@ def _get(obj: Any, key: str) -> Any:
 
 
 def _str_id(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    """A call id, the empty one included (``read.call_id``: a call and its result read alike)."""
+    return str.__str__(value) if isinstance(value, str) else None
 
 
 def _role(msg: Any) -> str:
@@ -103,7 +104,7 @@ def read_llama_index(msg: Any) -> Reading:
     if kind == "tool":
         extra = getattr(msg, "additional_kwargs", None)
         answered = _str_id(extra.get("tool_call_id")) if isinstance(extra, Mapping) else None
-        return ("tool", role, None, content, (), (answered,) if answered else (), None, 0)
+        return ("tool", role, None, content, (), (answered,) if answered is not None else (), None, 0)
     return (kind, role, None, content, (), (), None, 0)
 
 

@@ -69,7 +69,8 @@ def _text(value: Any) -> str:
 
 
 def _str_id(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+    """A call id, the empty one included (``read.call_id``: a call and its result read alike)."""
+    return str.__str__(value) if isinstance(value, str) else None
 
 
 def read_model_message(msg: Any) -> ModelMessageReading | None:

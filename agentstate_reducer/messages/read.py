@@ -233,8 +233,26 @@ def _class_role(name: str, body: Any) -> str | None:
 
 
 def str_id(value: Any) -> str | None:
+    """A message id: a non-empty str, an int as its text, else None (no id)."""
     if type(value) is str or isinstance(value, str):
         return value or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return None
+
+
+def call_id(value: Any) -> str | None:
+    """A tool call's id, or the id a result answers: a str, the empty one included, as an exact
+    ``str``; an int as its text; None for anything else (no id).
+
+    An empty id is an id: LangChain and OpenAI send a call named ``""`` and its result naming
+    ``""``, so the two pair like any others (a call and its result read alike). A subclass of
+    ``str`` is read as its text, so its own ``==`` or hash never decides a pairing.
+    """
+    if type(value) is str:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     return None
@@ -251,26 +269,26 @@ def tool_call_ids(get: Callable[..., Any], content: Any) -> tuple[str, ...]:
     for calls in sources:
         if _seq(calls):
             for call in calls:
-                call_id = str_id(_get(call, "id"))
-                if call_id is not None and call_id not in ids:
-                    ids.append(call_id)
+                cid = call_id(_get(call, "id"))
+                if cid is not None and cid not in ids:
+                    ids.append(cid)
     if _seq(content):
         seen: dict[str, int] = {}
         for block in content:
             btype = _get(block, "type")
             if btype == "tool_use":
-                call_id = str_id(_get(block, "id"))
+                cid = call_id(_get(block, "id"))
             elif btype is not None:
                 continue
             elif type(block) is dict and "toolUse" in block:  # Bedrock Converse
-                call_id = str_id(_get(block["toolUse"], "toolUseId"))
+                cid = call_id(_get(block["toolUse"], "toolUseId"))
             else:
                 call = _part(block, "function_call", "functionCall")  # Gemini
                 if call is None:
                     continue
-                call_id = _part_id(call, seen)
-            if call_id is not None and call_id not in ids:
-                ids.append(call_id)
+                cid = _part_id(call, seen)
+            if cid is not None and cid not in ids:
+                ids.append(cid)
     return tuple(ids)
 
 
@@ -296,10 +314,12 @@ def _part(block: Any, snake: str, camel: str) -> Any:
 
 def _part_id(call: Any, seen: dict[str, int]) -> str | None:
     """A Gemini call's or response's id: its ``id``, else ``"<name>#<k>"`` for the k-th one of
-    that name in its content, so responses without ids answer calls by name and order."""
-    call_id = str_id(_get(call, "id"))
-    if call_id is not None:
-        return call_id
+    that name in its content, so responses without ids answer calls by name and order. An empty
+    ``id`` is none here, on calls and responses alike: Gemini leaves ``id`` unset (``None``, or
+    ``""`` in a proto dump) and pairs by name and order."""
+    own = str_id(_get(call, "id"))
+    if own is not None:
+        return own
     name = _get(call, "name")
     name = name if isinstance(name, str) else ""
     k = seen.get(name, 0)
@@ -317,11 +337,11 @@ def _tool_result_ids(content: Any) -> tuple[str, ...]:
     for block in content:
         btype = _get(block, "type")
         if btype == "tool_result":
-            use_id = str_id(_get(block, "tool_use_id"))
+            use_id = call_id(_get(block, "tool_use_id"))
         elif btype is not None:
             continue
         elif type(block) is dict and "toolResult" in block:
-            use_id = str_id(_get(block["toolResult"], "toolUseId"))
+            use_id = call_id(_get(block["toolResult"], "toolUseId"))
         else:
             response = _part(block, "function_response", "functionResponse")
             if response is None:
@@ -336,21 +356,22 @@ def _responses_item(get: Callable[..., Any], mtype: str, msg_id: str | None) -> 
     """A Responses API item without a role, or None when ``mtype`` is no such item (a message of
     an unknown role: it has content)."""
     if mtype in RESPONSES_CALLS:
-        call_id = str_id(get("call_id"))
+        made = call_id(get("call_id"))
         if mtype in ("function_call", "custom_tool_call"):
             content = None  # name and arguments are read by tool_call_payloads
         else:
             content = get("action") or get("operation") or get("arguments")
-        calls = (call_id,) if call_id is not None else ()  # an anonymous tool_search_call
+        calls = (made,) if made is not None else ()  # an anonymous tool_search_call
         return MessageInfo("ai", None, msg_id, content, calls, (), None, LEADS_JOIN)
     if mtype in RESPONSES_OUTPUTS or mtype == "mcp_approval_response":
-        answered = str_id(get("call_id") if mtype != "mcp_approval_response" else get("approval_request_id"))
+        answered = call_id(get("call_id") if mtype != "mcp_approval_response" else get("approval_request_id"))
         content = get("output")
         if answered is None:  # an anonymous tool_search_output: the call before it leads to it
             return MessageInfo("ai", None, msg_id, content, (), (), None, LEADS_JOIN)
         return MessageInfo("tool", None, msg_id, content, (), (answered,), None)
     if mtype == "mcp_approval_request":
-        calls = (msg_id,) if msg_id is not None else ()
+        request = call_id(get("id"))  # answered by the response naming it, "" included
+        calls = (request,) if request is not None else ()
         return MessageInfo("ai", None, msg_id, get("arguments"), calls, (), None, LEADS_JOIN)
     if mtype == "reasoning":
         content = [get("summary"), get("content")]  # never encrypted_content
@@ -416,7 +437,7 @@ def read_message(msg: Any) -> MessageInfo:
             compaction = blocks is not None and _seq(blocks) and has_compaction_block(blocks)
             return MessageInfo(kind, raw_role, msg_id, content, calls, (), name, leads, compaction)
         if kind == "tool":
-            answered = str_id(get("tool_call_id"))
+            answered = call_id(get("tool_call_id"))
             result_ids = (answered,) if answered is not None else _tool_result_ids(content)
             return MessageInfo(kind, raw_role, msg_id, content, (), result_ids, name)
         if kind == "human" and type(content) is not str:

@@ -5,9 +5,9 @@ The real ``ToolCallingAgent`` loop with the scripted model of the tests
 parallel calls, ``final_answer``). Policies: ``none`` (smolagents as it is: every request holds
 every step of every task; ``max_steps`` bounds the steps of one run, not the memory across
 runs, and the only cut smolagents makes is of an observation over 20,000 characters),
-``ours`` (``ReduceMemory`` with ``max_messages=MAX_MESSAGES // 2, min_messages=MIN_MESSAGES //
-2`` and a summarizer: the limits count steps, and a step renders two messages, a call and its
-observation) and ``ours-request`` (the same in request mode: the memory keeps every step).
+``ours`` (``ReduceMemory`` with ``max_messages=MAX_MESSAGES, min_messages=MIN_MESSAGES`` and a
+summarizer, the limits of every integration: they count the messages the steps render) and
+``ours-request`` (the same in request mode: the memory keeps every step).
 Requests are judged through the tests' own view (native tool calls).
 ``python -m benchmarks.frameworks.smolagents [--quick]``.
 """
@@ -44,8 +44,7 @@ def _lost_turns(model: ScriptedModel) -> int:
 def measure(quick: bool) -> list[dict[str, Any]]:
     turns = QUICK_TURNS if quick else TURNS
     rows: list[dict[str, Any]] = []
-    steps_max, steps_min = MAX_MESSAGES // 2, MIN_MESSAGES // 2
-    limits = f"max_messages={steps_max}, min_messages={steps_min} (steps), summarizer"
+    limits = f"max_messages={MAX_MESSAGES}, min_messages={MIN_MESSAGES}, summarizer"
     policies: list[tuple[str, bool, str]] = [
         ("none", False, "smolagents as it is (max_steps bounds one run, not the memory)"),
         ("ours", True, f"ReduceMemory step callback, {limits}"),
@@ -55,7 +54,7 @@ def measure(quick: bool) -> list[dict[str, Any]]:
         model, summarizer = ScriptedModel(), Summarizer()
         mode: Mode = "request" if policy == "ours-request" else "state"
         reduce = ReduceMemory(
-            max_messages=steps_max, min_messages=steps_min, summarizer=summarizer, mode=mode
+            max_messages=MAX_MESSAGES, min_messages=MIN_MESSAGES, summarizer=summarizer, mode=mode
         )
         if policy == "ours-request":
             converse(request_agent(model, reduce), turns)

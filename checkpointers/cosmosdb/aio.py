@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -14,7 +15,7 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from .. import retention as _retention
 from .._flow import adrive, aiterate
-from ..offload.checkpoint import BlobCache
+from ..offload.checkpoint import BlobCache, aread_restored
 from . import _mapping as m
 from ._base import CosmosSaverBase
 from ._retention import AsyncCosmosBackend, delete_thread_retention_flow
@@ -249,10 +250,17 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
     # -- BaseCheckpointSaver, async ---------------------------------------------------------------
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = await self._run(m.get_tuple_flow(config, self.serde))
-        if self._blobs is None or tup is None:
+        tup = await self._stored_tuple(config)
+        blobs = self._blobs
+        if blobs is None or tup is None:
             return tup
-        return await self._blobs.arun(self._restored_flow(tup))
+        # retention may delete what was read before its blobs are: read the items again
+        return await aread_restored(tup, functools.partial(self._stored_tuple, config),
+                                    lambda t: blobs.arun(self._restored_flow(t)))
+
+    async def _stored_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` as stored (references not restored)."""
+        return await self._run(m.get_tuple_flow(config, self.serde))
 
     async def alist(
         self,
@@ -265,7 +273,15 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         listing = m.explaining_missing(m.list_flow(config, filter, before, limit, self.serde))
         blobs, cache = self._blobs, BlobCache()
         async for item in aiterate(listing, self._execute):
-            yield item if blobs is None else await blobs.arun(self._restored_flow(item, cache))
+            if blobs is None:
+                yield item
+                continue
+            # a checkpoint deleted since the listing read it is left out
+            restored = await aread_restored(
+                item, functools.partial(self._stored_tuple, item.config),
+                lambda t: blobs.arun(self._restored_flow(t, cache)))
+            if restored is not None:
+                yield restored
 
     async def aput(
         self,

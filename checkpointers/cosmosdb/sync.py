@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import functools
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
@@ -14,7 +15,7 @@ from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMet
 
 from .. import retention as _retention
 from .._flow import drive, iterate
-from ..offload.checkpoint import BlobCache
+from ..offload.checkpoint import BlobCache, read_restored
 from . import _mapping as m
 from ._base import CosmosSaverBase
 from ._retention import CosmosBackend, delete_thread_retention_flow
@@ -289,10 +290,17 @@ class CosmosDBSaver(CosmosSaverBase):
     # -- BaseCheckpointSaver ----------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        tup = self._run(m.get_tuple_flow(config, self.serde))
-        if self._blobs is None or tup is None:
+        tup = self._stored_tuple(config)
+        blobs = self._blobs
+        if blobs is None or tup is None:
             return tup
-        return self._blobs.run(self._restored_flow(tup))
+        # retention may delete what was read before its blobs are: read the items again
+        return read_restored(tup, functools.partial(self._stored_tuple, config),
+                             lambda t: blobs.run(self._restored_flow(t)))
+
+    def _stored_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint of ``config`` as stored (references not restored)."""
+        return self._run(m.get_tuple_flow(config, self.serde))
 
     def list(
         self,
@@ -310,7 +318,11 @@ class CosmosDBSaver(CosmosSaverBase):
         blobs, cache = self._blobs, BlobCache()
         assert blobs is not None
         for tup in listed:
-            yield blobs.run(self._restored_flow(tup, cache))
+            # a checkpoint deleted since the listing read it is left out
+            restored = read_restored(tup, functools.partial(self._stored_tuple, tup.config),
+                                     lambda t: blobs.run(self._restored_flow(t, cache)))
+            if restored is not None:
+                yield restored
 
     def put(
         self,

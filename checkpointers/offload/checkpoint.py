@@ -7,13 +7,20 @@ written once for sync and async savers (``checkpointers._flow``).
 * ``restored_tuple_flow``: a ``CheckpointTuple`` read back with every reference replaced, each blob
   checked against its digest; a blob missing or corrupt raises ``BlobError`` naming the checkpoint
   and the blob, before anything is returned.
+* ``read_restored``/``aread_restored``: a read (row, then blobs) that tells a lost race from a
+  missing blob. Rows and blobs are read in two steps, and retention (``keep_last`` of another
+  saver, ``sweep``, ``compact_store``, ``prune``) may delete the checkpoint and collect its blobs
+  between them; the read then starts again from the rows, so it returns the state stored now (the
+  thread's newest, or nothing when the checkpoint asked for is gone). A blob is only reported
+  missing when the same checkpoint, read again, still names it: retention deletes a blob only
+  once no stored checkpoint names it, so that is a blob lost outside agentstate-reducer.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from .._flow import Flow
 from .ops import LoadBlobs, Owner, SaveBlobs
@@ -24,13 +31,24 @@ __all__ = [
     "BlobError",
     "CorruptBlobError",
     "MissingBlobError",
+    "aread_restored",
+    "history_read_key",
     "owner_of",
+    "read_restored",
     "referenced_blobs_flow",
+    "references_in",
     "restored_history_flow",
     "restored_tuple_flow",
     "stored_checkpoint_flow",
     "stored_writes_flow",
+    "tuple_read_key",
 ]
+
+T = TypeVar("T")
+
+#: Reads in a row that lose a race with retention before a read gives up and raises: each loss
+#: needs another deletion of what it read, so a reader exhausts this only under endless churn.
+READ_ATTEMPTS = 32
 
 
 class BlobError(LookupError):
@@ -110,6 +128,15 @@ def stored_writes_flow(
     return out
 
 
+def references_in(values: Iterable[Any]) -> dict[str, Reference]:
+    """The references of each of ``values`` (channel values, write values: each walked from its
+    own root, as the put walked it), by digest."""
+    found: dict[str, Reference] = {}
+    for value in values:
+        found.update(references(value))
+    return found
+
+
 def _check(data: bytes, ref: Reference) -> bool:
     return hashlib.sha256(data).hexdigest() == ref.digest
 
@@ -119,11 +146,7 @@ def restored_history_flow(
 ) -> Flow[Any, Any, Any]:
     """A ``get_delta_channel_history`` result with the references in its writes and seeds restored
     (errors name the checkpoint of ``config``)."""
-    refs: dict[str, Reference] = {}
-    for entry in history.values():
-        refs.update(references([w[2] for w in entry.get("writes", ())]))
-        if "seed" in entry:
-            refs.update(references(entry["seed"]))
+    refs = _history_references(history)
     if not refs:
         return history
     blobs = yield LoadBlobs(tuple(sorted(refs)))
@@ -136,6 +159,16 @@ def restored_history_flow(
             new["seed"] = restore(entry["seed"], blobs, missing)
         out[channel] = new
     return out
+
+
+def _history_references(history: Mapping[str, Any]) -> dict[str, Reference]:
+    """The references in a history's writes and seeds (each walked as its put walked it)."""
+    refs: dict[str, Reference] = {}
+    for entry in history.values():
+        refs.update(references_in(w[2] for w in entry.get("writes", ())))
+        if "seed" in entry:
+            refs.update(references(entry["seed"]))
+    return refs
 
 
 def _raiser(config: Mapping[str, Any], where: str, blobs: Mapping[str, bytes],
@@ -189,8 +222,8 @@ def restored_tuple_flow(tup: Any, where: str, cache: Any = None) -> Flow[Any, An
         return None
     values = tup.checkpoint.get("channel_values") or {}
     writes = tup.pending_writes or []
-    refs = references(values)
-    refs.update(references([w[2] for w in writes]))
+    refs = references_in(values.values())
+    refs.update(references_in(w[2] for w in writes))
     if not refs:
         return tup
     known = cache if cache is not None else {}
@@ -198,8 +231,73 @@ def restored_tuple_flow(tup: Any, where: str, cache: Any = None) -> Flow[Any, An
     loaded = (yield LoadBlobs(wanted)) if wanted else {}
     blobs = {**{d: known[d] for d in refs if d in known}, **loaded}
     missing = _raiser(tup.config, where, blobs, refs, tup.checkpoint.get("id"))
-    checkpoint = {**tup.checkpoint, "channel_values": restore(values, blobs, missing)}
+    restored = {k: restore(v, blobs, missing) for k, v in values.items()}
+    checkpoint = {**tup.checkpoint, "channel_values": restored}
     if cache is not None:
         cache.add(loaded)
     pending = [(t, c, restore(v, blobs, missing)) for t, c, v in writes] if writes else tup.pending_writes
     return tup._replace(checkpoint=checkpoint, pending_writes=pending)
+
+
+def tuple_read_key(tup: Any) -> Hashable:
+    """What a repeated read of ``tup`` must differ in to have lost a race: the checkpoint and the
+    blobs it names."""
+    conf = tup.config.get("configurable", {})
+    refs = references_in((tup.checkpoint.get("channel_values") or {}).values())
+    refs.update(references_in(w[2] for w in tup.pending_writes or ()))
+    return (conf.get("thread_id"), conf.get("checkpoint_ns", ""), tup.checkpoint.get("id"), frozenset(refs))
+
+
+def history_read_key(history: Mapping[str, Any]) -> Hashable:
+    """``tuple_read_key`` for a ``get_delta_channel_history`` result: the blobs it names."""
+    return frozenset(_history_references(history))
+
+
+class _Attempts:
+    """The decision of ``read_restored``: read again after a ``MissingBlobError``, or raise it."""
+
+    def __init__(self, key: Callable[[Any], Hashable]) -> None:
+        self.key = key
+        self.failed: Hashable = None
+        self.count = 0
+
+    def lost(self, read: Any, error: MissingBlobError) -> None:
+        """Returns when ``read`` (whose restore raised ``error``) may have lost a race; raises
+        ``error`` when the read before it was the same (the blob is gone for good) or after
+        ``READ_ATTEMPTS`` losses in a row."""
+        key = self.key(read)
+        self.count += 1
+        if key == self.failed or self.count >= READ_ATTEMPTS:
+            raise error
+        self.failed = key
+
+
+def read_restored(first: T | None, again: Callable[[], T | None], restore: Callable[[T], T],
+                  key: Callable[[T], Hashable] = tuple_read_key) -> T | None:
+    """``restore(first)``; when a blob is missing, ``restore(again())`` with the rows read anew,
+    until a read restores, reads None (the checkpoint is gone: None), or is the same as the read
+    before it (the ``MissingBlobError`` is raised). ``key``: what tells two reads apart."""
+    attempts = _Attempts(key)
+    read = first
+    while read is not None:
+        try:
+            return restore(read)
+        except MissingBlobError as error:
+            attempts.lost(read, error)
+        read = again()
+    return None
+
+
+async def aread_restored(first: T | None, again: Callable[[], Awaitable[T | None]],
+                         restore: Callable[[T], Awaitable[T]],
+                         key: Callable[[T], Hashable] = tuple_read_key) -> T | None:
+    """``read_restored`` for async reads."""
+    attempts = _Attempts(key)
+    read = first
+    while read is not None:
+        try:
+            return await restore(read)
+        except MissingBlobError as error:
+            attempts.lost(read, error)
+        read = await again()
+    return None

@@ -35,11 +35,11 @@ from .._flow import Flow, translating
 from ..retention.backends import Backend, backend_for
 from ..retention.flows import ListThreads
 from ..retention.sql import PostgresDialect, Sql, SqliteDialect
-from .checkpoint import referenced_blobs_flow, stored_checkpoint_flow, stored_writes_flow
+from .checkpoint import referenced_blobs_flow, references_in, stored_checkpoint_flow, stored_writes_flow
 from .config import BlobOffload
 from .ops import HasBlobs, Owner, SaveBlobs
 from .sql import BlobSql, PostgresBlobSql, SqliteBlobSql
-from .transform import Offloader, references
+from .transform import Offloader
 
 __all__ = ["StoreOffload", "ThreadOffload", "offload_store", "rewrites_in_place"]
 
@@ -352,8 +352,8 @@ def _checkpoint_flow(run: _Run, thread: _Thread, ns: str, checkpoint_id: str) ->
               if v.key[0] == "blob" and (ns, v.channel, v.key[1]) in thread.rewritten else v
               for v in values]
     writes = yield from layout.writes_flow(thread_id, ns, checkpoint_id)
-    refs = references([v.value for v in values])
-    refs.update(references([w.value for w in writes]))
+    refs = references_in(v.value for v in values)
+    refs.update(references_in(w.value for w in writes))
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
     keep = (yield from referenced_blobs_flow(refs, config, run.where, thread.blobs)) if refs else {}
     thread.blobs.update(keep)

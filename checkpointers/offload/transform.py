@@ -25,6 +25,15 @@ bytearray), so a typed field keeps a value of its type in the stored copy:
 Invariants: the value given is never mutated; a container or object without anything to offload
 (or restore) is returned as the very same object; ``restore(offload(v))`` equals ``v`` (the objects
 rebuilt are copies with the same fields: ``model_copy(update=...)``, ``dataclasses.replace``).
+
+Depth: the walk descends into containers ``_MAX_DEPTH`` levels below the value it is given and no
+further (a cycle, or data that is not a message). Writes (``Offloader.offload``) and reads
+(``references``, ``restore``, ``text_references``) walk the same values, one at a time from the
+same root (each channel value, each write's value, each archived message), so they reach exactly
+the same strings: a reference-like string a put reaches is escaped, and the reads see it as the
+reference it became; one deeper than the limit is neither escaped nor read as a reference, so it
+round-trips as it was written. Content can never be read as a reference, and no read reaches
+further than the put did.
 """
 
 from __future__ import annotations
@@ -59,12 +68,9 @@ _DATA_URL_RE = re.compile(r"data:[^,;]{0,200}(;[^,;]{0,200})*;base64,")
 _TOOL_BLOCK_TYPES = frozenset({"tool_result", "function_call_output", "custom_tool_call_output",
                                "mcp_tool_result", "tool"})
 _TOOL_BLOCK_KEYS = frozenset({"toolResult", "function_response", "functionResponse"})
-#: Deeper than this, a value is left as it is (a cycle, or data that is not a message).
+#: Deeper than this, a value is left as it is (a cycle, or data that is not a message), by writes
+#: and reads alike (module doc, "Depth").
 _MAX_DEPTH = 48
-#: Reads (``references``, ``restore``) reach this many levels further than a put's walk: they
-#: start from what holds the values a put walked one by one (a checkpoint's channel_values, a list
-#: of writes and their tuples, an archive item), so they find every reference a put made.
-_READ_MARGIN = 4
 
 
 class Reference(NamedTuple):
@@ -279,7 +285,8 @@ class Offloader:
 
 
 def references(value: Any) -> dict[str, Reference]:
-    """Every reference inside a stored value, by digest."""
+    """Every reference inside ``value``, by digest: one stored value, as a put offloaded it (a
+    channel value, a write's value, a message), so the walk reaches what the put reached."""
     found: dict[str, Reference] = {}
 
     def leaf(item: Any, tool: bool) -> Any:
@@ -289,25 +296,26 @@ def references(value: Any) -> dict[str, Reference]:
                 found[ref.digest] = ref
         return item
 
-    _walk(value, leaf, False, -_READ_MARGIN)
+    _walk(value, leaf, False, 0)
     return found
 
 
 def text_references(value: Any) -> Any:
-    """``value`` with each bytes reference as the same reference in text (it still restores to
-    bytes), for a store that keeps JSON."""
+    """``value`` (one stored value, as for ``references``) with each bytes reference as the same
+    reference in text (it still restores to bytes), for a store that keeps JSON."""
 
     def leaf(item: Any, tool: bool) -> Any:
         if isinstance(item, (bytes, bytearray)) and is_reference(item):
             return bytes(item).decode("ascii")
         return item
 
-    return _walk(value, leaf, False, -_READ_MARGIN)
+    return _walk(value, leaf, False, 0)
 
 
 def restore(value: Any, blobs: Mapping[str, bytes], missing: Callable[[Reference], Any]) -> Any:
-    """``value`` with every reference replaced by what it stands for, from ``blobs`` (digest ->
-    bytes); ``missing(ref)`` is called for a reference whose blob ``blobs`` lacks (it raises)."""
+    """``value`` (one stored value, as for ``references``) with every reference replaced by what it
+    stands for, from ``blobs`` (digest -> bytes); ``missing(ref)`` is called for a reference whose
+    blob ``blobs`` lacks (it raises)."""
 
     def leaf(item: Any, tool: bool) -> Any:
         if not is_reference(item):
@@ -320,4 +328,4 @@ def restore(value: Any, blobs: Mapping[str, bytes], missing: Callable[[Reference
             return missing(ref)
         return ref.restore(data)
 
-    return _walk(value, leaf, False, -_READ_MARGIN)
+    return _walk(value, leaf, False, 0)

@@ -26,7 +26,9 @@ Invariants, in both modes:
   message at the front (the agent's system prompt, then system messages held in state, merged),
   a user turn first after it, every tool result after its call, every call answered once. The
   repair is the planner's untriggered plan of the request read as if a user turn followed it
-  (``_repair.RequestRepair``), so a call at the end still waiting for results goes too.
+  (``_repair.RequestRepair``), so a call at the end still waiting for results goes too; an
+  assistant answer left last (its later results removed) is not sent: the model is called
+  after a user message or tool results.
   Repairs are logged with the ids they removed. In request mode they change only the request; in
   state mode the reduction of the state prunes, untriggered, what the contract names broken
   (orphan, late and second results, calls left unanswered) from the state too, and only the

@@ -8,6 +8,7 @@ in ``_summarizer``, the request repair in ``_repair``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
@@ -20,13 +21,14 @@ from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
+from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.cost import CacheTracker
 from agentstate_reducer.integrations._bounded import BoundedMap
-from agentstate_reducer.integrations._common import Mode, ReduceRecord
+from agentstate_reducer.integrations._common import Mode, ReduceRecord, build_reducer
 from agentstate_reducer.reducer import MessageReducer, ReducerResult
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo, is_summary_message
 
-from ._repair import RequestRepair, merge_system
+from ._repair import RequestRepair, merge_system, trailing_answers
 from ._summarizer import summary_fields
 from ._triggers import (
     Clause,
@@ -44,6 +46,17 @@ __all__ = ["Mode", "ReduceRecord", "ReducerMiddleware"]
 
 logger = logging.getLogger("agentstate_reducer.middleware")
 
+_WHAT = "ReducerMiddleware"
+
+#: the middleware's own keyword arguments, for the "did you mean" hint of a misspelt one
+_OWN_ARGUMENTS = (
+    "reducer", "config", "mode", "trigger", "keep", "model", "summarizer", "preserve_first",
+    "validate", "clear_tool_results", "on_reduce", "summary_memo",
+)  # fmt: skip
+
+#: a ``trigger`` replaces these reducer limits, a ``keep`` those: giving both is ambiguous
+_REPLACED_BY = {"trigger": ("max_messages", "max_tokens"), "keep": ("min_messages", "target_tokens")}
+
 #: ``_reduced_at``'s answer for a thread no reduction has pruned (an AI message id may be None)
 _NOT_REDUCED = object()
 
@@ -53,6 +66,58 @@ def _ids(messages: Sequence[Any]) -> tuple[str | None, ...]:
 
 
 # -- the middleware --------------------------------------------------------------------------------
+
+
+def _reducer_of(
+    reducer: Any,
+    config: Any,
+    kwargs: Mapping[str, Any],
+    *,
+    trigger: Any,
+    keep: Any,
+    summarizer: Any,
+    preserve_first: Any,
+) -> MessageReducer:
+    """The reducer the middleware starts from: ``reducer``, ``MessageReducer(config=config)`` or
+    one built from ``ReducerConfig`` keyword arguments by ``build_reducer``, as every integration
+    builds it (its "did you mean" error for a misspelt field, its defaults). A given ``reducer``
+    is returned itself: the caller applies ``preserve_first`` and the summarizer to a copy of
+    its config, and counts tokens with it (its counter's cache)."""
+    if config is not None:
+        if not isinstance(config, ReducerConfig):
+            raise TypeError(
+                f"{_WHAT}: config must be an agentstate_reducer.ReducerConfig, got {type(config).__name__}"
+            )
+        if reducer is not None or kwargs:
+            given = "a reducer" if reducer is not None else f"{sorted(kwargs)}"
+            raise TypeError(
+                f"{_WHAT}: pass reducer=, config= or ReducerConfig fields, one of them "
+                f"(got config= and {given})"
+            )
+        if not isinstance(preserve_first, bool):
+            raise TypeError(f"{_WHAT}: preserve_first must be a bool, got {preserve_first!r}")
+        return MessageReducer(config=config)
+    fields = {f.name for f in dataclasses.fields(ReducerConfig)}
+    for name in sorted(set(kwargs) - fields):
+        close = difflib.get_close_matches(name, [*_OWN_ARGUMENTS, *fields], n=1)
+        if close and close[0] in _OWN_ARGUMENTS:  # a misspelt argument of the middleware itself
+            raise TypeError(
+                f"{_WHAT}: unknown keyword argument {name!r} (did you mean {close[0]!r}?); besides its "
+                f"own arguments {sorted(_OWN_ARGUMENTS)} it takes the fields of "
+                f"agentstate_reducer.ReducerConfig: {sorted(fields)}"
+            )
+    for own, value in (("trigger", trigger), ("keep", keep)):
+        clash = [name for name in _REPLACED_BY[own] if name in kwargs]
+        if value is not None and clash:
+            raise TypeError(
+                f"{_WHAT}: pass {own}= or {clash[0]}=, not both ({own} replaces the reducer's "
+                f"{' and '.join(_REPLACED_BY[own])})"
+            )
+    both = sorted({"summarize_fn", "asummarize_fn"} & set(kwargs))
+    if summarizer is not None and both:
+        raise TypeError(f"{_WHAT}: pass summarizer= or {both[0]}=, not both (summarizer= replaces it)")
+    built = build_reducer(reducer, kwargs, preserve_first=preserve_first, what=_WHAT)
+    return built if reducer is None else reducer
 
 
 class _Pending:
@@ -70,9 +135,21 @@ class _Pending:
 class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
     """Keep a ``create_agent`` agent's context bounded without ever breaking a model call.
 
+    The reducer is given the way every integration takes it: a ``MessageReducer``, a
+    ``ReducerConfig`` (``config=``, as ``MessageReducer(config=...)``), or the ``ReducerConfig``
+    fields as keyword arguments (``ReducerMiddleware(min_messages=10, max_messages=20)``); one
+    of the three. A misspelt keyword is a ``TypeError`` naming the closest argument or field.
+
+    >>> ReducerMiddleware(min_messages=10, max_messages=20)
+    ReducerMiddleware(mode='state', trigger=('messages', 21), keep=('messages', 10))
+
     Args:
         reducer: the ``MessageReducer`` whose contract and settings apply (summarizer, hooks,
             token counter, ``on_summary_error``...). Default: ``min_messages=20, max_messages=40``.
+        config: a ``ReducerConfig`` instead of ``reducer``.
+        **reducer_kwargs: ``ReducerConfig`` fields instead of ``reducer`` (``min_messages``,
+            ``max_messages``, ``max_tokens``, ``target_tokens``, ``token_counter``,
+            ``on_prune``...); ``min_messages=20, max_messages=40`` unless either is given.
         mode: ``"state"`` (reduce the stored state in ``before_model``) or ``"request"`` (reduce
             only what is sent, in ``wrap_model_call``; the state keeps everything).
         trigger: when to reduce, in LangChain's forms (see the package docstring); replaces the
@@ -95,7 +172,10 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             then never summarizes what the saver already summarized).
 
     Raises:
-        TypeError, ValueError: a bad argument, named; a fraction in state mode without ``model``
+        TypeError, ValueError: a bad argument, named; an unknown keyword; a reducer given two
+            ways; ``trigger`` with ``max_messages``/``max_tokens`` or ``keep`` with
+            ``min_messages``/``target_tokens`` (each replaces the other); ``summarizer`` with
+            ``summarize_fn``/``asummarize_fn``; a fraction in state mode without ``model``
             having a profile; a keep over the trigger.
     """
 
@@ -113,24 +193,28 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         clear_tool_results: ClearToolUsesEdit | None = None,
         on_reduce: Callable[[ReduceRecord], Any] | None = None,
         summary_memo: SummaryMemo | None = None,
+        config: ReducerConfig | None = None,
+        **reducer_kwargs: Any,
     ) -> None:
         super().__init__()
-        if reducer is None:
-            reducer = MessageReducer(min_messages=20, max_messages=40)
-        elif not isinstance(reducer, MessageReducer):
-            raise TypeError(
-                f"reducer must be an agentstate_reducer.MessageReducer, got {type(reducer).__name__}"
-            )
+        reducer = _reducer_of(
+            reducer,
+            config,
+            reducer_kwargs,
+            trigger=trigger,
+            keep=keep,
+            summarizer=summarizer,
+            preserve_first=preserve_first,
+        )
         if mode not in ("state", "request"):
             raise ValueError(f"mode must be 'state' or 'request', got {mode!r}")
-        for name, flag in (("preserve_first", preserve_first), ("validate", validate)):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {flag!r}")
         if clear_tool_results is not None and not isinstance(clear_tool_results, ClearToolUsesEdit):
             raise TypeError(
                 "clear_tool_results must be a langchain.agents.middleware.ClearToolUsesEdit, "
                 f"got {type(clear_tool_results).__name__}"
             )
+        if not isinstance(validate, bool):
+            raise TypeError(f"validate must be a bool, got {validate!r}")
         if on_reduce is not None and not callable(on_reduce):
             raise TypeError(
                 f"on_reduce must be callable(ReduceRecord) or None, got {type(on_reduce).__name__}"
@@ -416,6 +500,10 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 system = merge_system(system, held)
             messages, removed = self._repair(messages)
             repaired += removed
+            answers = trailing_answers(messages)
+            if answers:
+                repaired += messages[-answers:]
+                messages = messages[:-answers]
         messages, cleared = self._cleared_view(messages)
         pruned = result.pruned if result is not None else []
         if pruned and result is not None and result.stats.repaired:  # no trigger: only broken parts went

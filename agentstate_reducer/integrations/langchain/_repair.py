@@ -1,7 +1,8 @@
 """Request repair for ``ReducerMiddleware``: the messages of a model call made sendable.
 
 ``merge_system`` folds the system messages held in state into the request's one system message;
-``RequestRepair`` prunes the rest by the planner's rules (README, "The pruning contract").
+``RequestRepair`` prunes the rest by the planner's rules (README, "The pruning contract");
+``trailing_answers`` finds the assistant answers a request must not end with.
 """
 
 from __future__ import annotations
@@ -12,7 +13,25 @@ from langchain_core.messages import SystemMessage
 
 from agentstate_reducer.integrations._common import RequestRepair
 
-__all__ = ["RequestRepair", "merge_system"]
+__all__ = ["RequestRepair", "merge_system", "trailing_answers"]
+
+
+def trailing_answers(messages: list[Any]) -> int:
+    """How many assistant messages without tool calls end ``messages`` after its last user
+    message or tool result (0 when nothing precedes them).
+
+    A model is called after a user message or tool results; an answer at the end is left when
+    the repair removed the results after it (a result that came after the model's next message).
+    Anthropic takes a final assistant message as a prefill to continue (models with extended
+    thinking refuse it), so the request is sent without it: the model answers the turn again.
+    """
+    n = 0
+    for m in reversed(messages):
+        if getattr(m, "type", None) != "ai" or getattr(m, "tool_calls", None):
+            break
+        n += 1
+    return n if n < len(messages) else 0
+
 
 def merge_system(first: SystemMessage | None, held: list[Any]) -> SystemMessage | None:
     """One system message: the request's prompt, then the system messages held in state."""
