@@ -537,7 +537,12 @@ class MessageReducer:
     def as_langgraph_reducer(self) -> Callable[[Any, Any], list[Any]]:
         """A ``(existing, new) -> list`` for ``Annotated[list, reducer.as_langgraph_reducer()]``:
         merges with ``add_messages`` semantics, then prunes (see ``agentstate_reducer.merge``)."""
-        return make_state_reducer(lambda messages: self.reduce(messages).surviving)
+
+        def reduce_state(messages: list[Any]) -> list[Any]:
+            with _telemetry.entry("state"):
+                return self.reduce(messages).surviving
+
+        return make_state_reducer(reduce_state)
 
 
 __all__ = ["MessageReducer", "Mode", "ReducerResult", "ReducerStats", "as_message_list"]
