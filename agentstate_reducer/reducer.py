@@ -16,6 +16,7 @@ from typing import Any
 
 from . import _columns
 from . import summary as _summary
+from . import telemetry as _telemetry
 from ._columns import CountColumns, PrefixMemo, Remembered, Sendable, TableState
 from .config import ReducerConfig
 from .merge import make_delta_reducer, make_state_reducer
@@ -81,6 +82,21 @@ class _Step:
         but those a compaction replaced (their content is in the compaction)."""
         fresh = self.pruned[self.covered :]
         return [*self.held, *fresh] if fresh else []
+
+
+def _describe(
+    report: _telemetry.Reduction, result: ReducerResult, message: Any, error: Exception | None
+) -> None:
+    """Fill ``report`` (what the reduction's span and metrics say) from its result."""
+    stats = result.stats
+    report.mode = "tokens" if stats.mode == "tokens" else "count"
+    report.messages_before, report.messages_after = stats.messages_before, stats.messages_after
+    report.tokens_before, report.tokens_after = stats.tokens_before, stats.tokens_after
+    report.pruned = stats.pruned_count
+    report.repaired = stats.repaired
+    report.summary_created = message is not None and error is None
+    report.summary_covered = _summary.summary_count(message) if report.summary_created else 0
+    report.summary_error = error is not None
 
 
 def _read_by(
@@ -329,16 +345,22 @@ class MessageReducer:
         if whole is not None:
             return whole
         step = self._begin(messages, call)
-        text, message, error = None, None, None
-        if self._summarizes and step.to_summarize:
-            try:
-                text = _summary.summarize(self._config, step.to_summarize)
-                message = self._summary_message(step, text)
-            except Exception as exc:
-                error = exc
-        result = self._finish(step, text, message, error, call)
-        if result.pruned:
-            self._run_hooks(result.pruned, namespace)
+        if not step.pruned:  # nothing to summarize, no hook to run, nothing to report
+            return self._finish(step, None, None, None, call)
+        report = _telemetry.Reduction()
+        with _telemetry.reduction_span(report, namespace):
+            text, message, error = None, None, None
+            if self._summarizes and step.to_summarize:
+                try:
+                    with _telemetry.summarizer_span(len(step.to_summarize)):
+                        text = _summary.summarize(self._config, step.to_summarize)
+                    message = self._summary_message(step, text)
+                except Exception as exc:
+                    error = exc
+            result = self._finish(step, text, message, error, call)
+            _describe(report, result, message, error)
+            if result.pruned:
+                self._run_hooks(result.pruned, namespace)
         return result
 
     async def areduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
@@ -349,16 +371,22 @@ class MessageReducer:
         if whole is not None:
             return whole
         step = self._begin(messages, call)
-        text, message, error = None, None, None
-        if self._summarizes and step.to_summarize:
-            try:
-                text = await _summary.asummarize(self._config, step.to_summarize)
-                message = self._summary_message(step, text)
-            except Exception as exc:
-                error = exc
-        result = self._finish(step, text, message, error, call)
-        if result.pruned:
-            await self._arun_hooks(result.pruned, namespace)
+        if not step.pruned:
+            return self._finish(step, None, None, None, call)
+        report = _telemetry.Reduction()
+        with _telemetry.reduction_span(report, namespace):
+            text, message, error = None, None, None
+            if self._summarizes and step.to_summarize:
+                try:
+                    with _telemetry.summarizer_span(len(step.to_summarize)):
+                        text = await _summary.asummarize(self._config, step.to_summarize)
+                    message = self._summary_message(step, text)
+                except Exception as exc:
+                    error = exc
+            result = self._finish(step, text, message, error, call)
+            _describe(report, result, message, error)
+            if result.pruned:
+                await self._arun_hooks(result.pruned, namespace)
         return result
 
     def _start(self, existing: Any, new: Any) -> tuple[list[Any], _Call]:
@@ -509,7 +537,12 @@ class MessageReducer:
     def as_langgraph_reducer(self) -> Callable[[Any, Any], list[Any]]:
         """A ``(existing, new) -> list`` for ``Annotated[list, reducer.as_langgraph_reducer()]``:
         merges with ``add_messages`` semantics, then prunes (see ``agentstate_reducer.merge``)."""
-        return make_state_reducer(lambda messages: self.reduce(messages).surviving)
+
+        def reduce_state(messages: list[Any]) -> list[Any]:
+            with _telemetry.entry("state"):
+                return self.reduce(messages).surviving
+
+        return make_state_reducer(reduce_state)
 
     def as_delta_reducer(self) -> Callable[[Any, Sequence[Any]], list[Any]]:
         """A batch ``(state, [write, ...]) -> list`` for LangGraph's ``DeltaChannel``:

@@ -66,6 +66,7 @@ EXTRA_OF_IMPORT: tuple[tuple[str, str], ...] = (
     ("agentstate_reducer.sessions", "openai-agents"),
     ("agents", "openai-agents"),
     ("tiktoken", "tokens"),
+    ("opentelemetry", "otel"),
     ("matplotlib", "plot"),
     ("langgraph", "langgraph"),
     ("langchain_core", "langgraph"),

@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from agentstate_reducer import telemetry
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.cost import CacheTracker
 from agentstate_reducer.messages import read_message
@@ -610,6 +611,8 @@ class CallFlow:
         self.on_reduce = on_reduce
         self.native = native
         self._logger = logger
+        #: the name its reductions report in telemetry spans: the framework's module name
+        self.entry = logger.name.rsplit(".", 1)[-1]
         preserve_first = reducer.config.preserve_first
         self._repair = RequestRepair(preserve_first=preserve_first)
         self._window: RequestWindow | None = None
@@ -695,13 +698,15 @@ class CallFlow:
     def bound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
         """Bound one model call's ``history``; hooks get the namespace ``("memories", thread)``."""
         begun = self._begin(key, thread, history)
-        result = self.reducer.reduce(begun.messages, namespace=("memories", thread))
+        with telemetry.entry(self.entry, thread=thread):
+            result = self.reducer.reduce(begun.messages, namespace=("memories", thread))
         return self._end(begun, result)
 
     async def abound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
         """``bound`` with the async summarizer and hooks."""
         begun = self._begin(key, thread, history)
-        result = await self.reducer.areduce(begun.messages, namespace=("memories", thread))
+        with telemetry.entry(self.entry, thread=thread):
+            result = await self.reducer.areduce(begun.messages, namespace=("memories", thread))
         return self._end(begun, result)
 
 

@@ -60,6 +60,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeGuard
 
+from agentstate_reducer import telemetry
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.reducer import MessageReducer
@@ -324,13 +325,14 @@ class ReducingSession:
         its items plus ``new`` more, and only those are read again (the untriggered path)."""
         native = self._native
         readable: list[Any]
-        if known is None:
-            readable = native.inward(items) if native is not None else items
-            result = await self.reducer.areduce(readable, namespace=self._namespace)
-        else:
-            batch = items[len(items) - new :]
-            readable = native.inward(batch) if native is not None else batch
-            result = await self.reducer.areduce(known.readable, readable, namespace=self._namespace)
+        with telemetry.entry("openai_agents"):
+            if known is None:
+                readable = native.inward(items) if native is not None else items
+                result = await self.reducer.areduce(readable, namespace=self._namespace)
+            else:
+                batch = items[len(items) - new :]
+                readable = native.inward(batch) if native is not None else batch
+                result = await self.reducer.areduce(known.readable, readable, namespace=self._namespace)
         surviving = list(result.surviving)
         if not result.pruned:  # all kept: the items themselves, each readable as it was read
             return _Reduced(_Held(items, surviving), False)

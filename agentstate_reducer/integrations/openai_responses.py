@@ -23,6 +23,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+from agentstate_reducer import telemetry
 from agentstate_reducer.reducer import MessageReducer
 
 from ._common import NativeSummaries, responses_summary_item, responses_summary_text
@@ -94,10 +95,12 @@ def reduce_request(
                 chained,
             )
         return out
-    if not reducer.config.inject_summary:
-        out["input"] = reducer.reduce(list(items)).surviving
-        return out
-    out["input"] = _summaries.outward(reducer.reduce(_summaries.inward(items)).surviving)
+    model = out.get("model")
+    with telemetry.entry("openai_responses", model=model if isinstance(model, str) else None):
+        if not reducer.config.inject_summary:
+            out["input"] = reducer.reduce(list(items)).surviving
+        else:
+            out["input"] = _summaries.outward(reducer.reduce(_summaries.inward(items)).surviving)
     return out
 
 

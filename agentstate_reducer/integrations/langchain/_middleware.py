@@ -21,6 +21,7 @@ from langchain_core.messages import RemoveMessage
 from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 
+from agentstate_reducer import telemetry
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.cost import CacheTracker
 from agentstate_reducer.integrations._bounded import BoundedMap
@@ -130,6 +131,15 @@ class _Pending:
         self.tokens_before = tokens_before
         self.result = result
         self.triggered = triggered
+
+
+def _model_name(model: Any) -> str | None:
+    """The name a chat model calls itself (``model_name``, ``model`` or ``model_id``), for spans."""
+    for attr in ("model_name", "model", "model_id"):
+        name = getattr(model, attr, None)
+        if isinstance(name, str) and name:
+            return name
+    return None
 
 
 class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
@@ -452,7 +462,8 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         key, messages = inputs
         run = self._memo_start(key, messages)
         reducer, triggered = self._plan(key, run.messages, self.model)
-        result = reducer.reduce(run.messages, namespace=self._namespace(runtime))
+        with telemetry.entry("middleware", model=_model_name(self.model)):
+            result = reducer.reduce(run.messages, namespace=self._namespace(runtime))
         run.record(result)
         return self._state_update(key, messages, result, triggered)
 
@@ -464,7 +475,8 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         key, messages = inputs
         run = self._memo_start(key, messages)
         reducer, triggered = self._plan(key, run.messages, self.model)
-        result = await reducer.areduce(run.messages, namespace=self._namespace(runtime))
+        with telemetry.entry("middleware", model=_model_name(self.model)):
+            result = await reducer.areduce(run.messages, namespace=self._namespace(runtime))
         run.record(result)
         return self._state_update(key, messages, result, triggered)
 
@@ -579,14 +591,16 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 request, key, thread, before, tokens_before, list(request.messages), result, triggered
             )
         key, thread, messages, run, reducer, triggered = self._begin(request)
-        result = reducer.reduce(run.messages, namespace=self._namespace(request.runtime))
+        with telemetry.entry("middleware", thread=thread, model=_model_name(request.model)):
+            result = reducer.reduce(run.messages, namespace=self._namespace(request.runtime))
         return self._reduced_request(request, key, thread, messages, run, result, triggered)
 
     async def _arequest(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         if self.mode == "state":
             return self._request(request)
         key, thread, messages, run, reducer, triggered = self._begin(request)
-        result = await reducer.areduce(run.messages, namespace=self._namespace(request.runtime))
+        with telemetry.entry("middleware", thread=thread, model=_model_name(request.model)):
+            result = await reducer.areduce(run.messages, namespace=self._namespace(request.runtime))
         return self._reduced_request(request, key, thread, messages, run, result, triggered)
 
     def _reduced_request(
