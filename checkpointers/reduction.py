@@ -26,10 +26,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message
+from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message, telemetry
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo
 
 if TYPE_CHECKING:  # importable without langgraph: the types are only for the checker
@@ -241,7 +242,8 @@ def reduce_checkpoint(
     messages = value if type(value) is list else list(value)  # the reducer takes a list
     memoized = _memoized(reducer, config, messages, summary_memo)
     to_reduce = messages if memoized is None else memoized.messages
-    result = reducer.reduce(to_reduce, namespace=_namespace(config))
+    with _entry(config):
+        result = reducer.reduce(to_reduce, namespace=_namespace(config))
     stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
     return stored, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
@@ -264,7 +266,8 @@ async def areduce_checkpoint(
     messages = value if type(value) is list else list(value)  # the reducer takes a list
     memoized = _memoized(reducer, config, messages, summary_memo)
     to_reduce = messages if memoized is None else memoized.messages
-    result = await reducer.areduce(to_reduce, namespace=_namespace(config))
+    with _entry(config):
+        result = await reducer.areduce(to_reduce, namespace=_namespace(config))
     stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
     return stored, _report(config, checkpoint, messages_key, new_version, None, result, on_reduce)
 
@@ -291,7 +294,8 @@ def reduce_for_put(
     messages = value if type(value) is list else list(value)  # the reducer takes a list
     memoized = _memoized(reducer, config, messages, summary_memo)
     to_reduce = messages if memoized is None else memoized.messages
-    result = reducer.reduce(to_reduce, namespace=_namespace(config))
+    with _entry(config):
+        result = reducer.reduce(to_reduce, namespace=_namespace(config))
     stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
     if on_reduce is not None or result.pruned:
         _report(config, checkpoint, messages_key, messages_key in new_versions, None, result, on_reduce)
@@ -316,11 +320,18 @@ async def areduce_for_put(
     messages = value if type(value) is list else list(value)  # the reducer takes a list
     memoized = _memoized(reducer, config, messages, summary_memo)
     to_reduce = messages if memoized is None else memoized.messages
-    result = await reducer.areduce(to_reduce, namespace=_namespace(config))
+    with _entry(config):
+        result = await reducer.areduce(to_reduce, namespace=_namespace(config))
     stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
     if on_reduce is not None or result.pruned:
         _report(config, checkpoint, messages_key, messages_key in new_versions, None, result, on_reduce)
     return stored
+
+
+def _entry(config: Mapping[str, Any]) -> AbstractContextManager[None]:
+    """The telemetry entry of a saver's reduction: ``saver``, for the config's thread."""
+    conf = config.get("configurable") or {}
+    return telemetry.entry("saver", thread=conf.get("thread_id"))
 
 
 def _summarizes(reducer: MessageReducer) -> bool:
