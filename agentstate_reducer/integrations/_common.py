@@ -448,17 +448,24 @@ def _find(covered: Sequence[Any], items: Sequence[Any]) -> tuple[list[int], list
 
 
 def _with_calls(items: Sequence[Any], covered: frozenset[int]) -> frozenset[int]:
-    """``covered`` without the calls an uncovered result answers (a result a framework moved
-    or replaced travels with its call: ADK answering a confirmed call sends the call and its
-    result last)."""
+    """``covered`` without the calls an uncovered result answers in place of a covered result
+    the history lacks (a result a framework moved or replaced travels with its call: ADK,
+    answering a confirmed call, cuts the history back to the call and sends its real result
+    last). A call whose covered result is still in the history stays covered: a result for it
+    that is not covered is a second one (replayed, duplicated), which the request repair drops;
+    bringing the call back would summarize and archive it again."""
     uncover: set[int] = set()
     calls: dict[str, int] = {}  # call id -> position of the newest call with it
+    answered: set[str] = set()  # call ids of those calls a covered result in ``items`` answers
     for i, m in enumerate(items):
         info = read_message(m)
-        if i not in covered:
-            uncover.update(calls[r] for r in info.result_ids if calls.get(r) in covered)
+        if i in covered:
+            answered.update(info.result_ids)
+        else:
+            uncover.update(calls[r] for r in info.result_ids if r not in answered and calls.get(r) in covered)
         for c in info.call_ids:
             calls[c] = i
+            answered.discard(c)
     return covered - uncover if uncover else covered
 
 
