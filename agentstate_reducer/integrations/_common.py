@@ -201,6 +201,23 @@ class RequestRepair:
         kept = list(the_plan.kept)
         assert kept and kept[-1] == len(messages), "the planner dropped the live turn"
         kept.pop()
+        chosen = self._opened(messages, kept)
+        if len(chosen) == len(messages):
+            return messages, []
+        return dataclasses.replace(the_plan, kept=chosen, runs=None).split(messages)
+
+    def opening(self, messages: list[Any]) -> tuple[list[Any], list[Any]]:
+        """``(sent, removed)`` for ``messages`` that the planner's rules already keep whole (with
+        the next turn after them): only the cut before the first user message."""
+        chosen = self._opened(messages, list(range(len(messages))))
+        if len(chosen) == len(messages):
+            return messages, []
+        taken = set(chosen)
+        return [messages[i] for i in chosen], [m for i, m in enumerate(messages) if i not in taken]
+
+    def _opened(self, messages: Sequence[Any], kept: list[int]) -> list[int]:
+        """Of ``kept`` (ascending), the request: from the first user message on, with the
+        pinned messages before it."""
         infos = [read_message(messages[i]) for i in kept]
         pinned = [
             j
@@ -208,10 +225,7 @@ class RequestRepair:
             if info.kind == "system" or (self._preserve_first and i == 0)
         ]
         start = next((j for j, info in enumerate(infos) if info.kind == "human"), 0)
-        chosen = sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
-        if len(chosen) == len(messages):
-            return messages, []
-        return dataclasses.replace(the_plan, kept=chosen, runs=None).split(messages)
+        return sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
 
 
 # -- what an integration did ---------------------------------------------------------------------
@@ -565,6 +579,22 @@ class Bounded:
     record: ReduceRecord
 
 
+def _joined(result: ReducerResult, fixed: ReducerResult) -> ReducerResult:
+    """``result`` followed by ``fixed``, a reduction of ``result.surviving`` plus the next turn
+    (its last message, dropped here): one reduction's surviving, pruned, summary and stats."""
+    surviving = list(fixed.surviving[:-1])
+    pruned = [*result.pruned, *fixed.pruned]
+    stats = dataclasses.replace(
+        result.stats,
+        messages_after=len(surviving),
+        pruned_count=len(pruned),
+        summary_error=result.stats.summary_error or fixed.stats.summary_error,
+        repaired=result.stats.repaired or (bool(fixed.pruned) and not result.stats.triggered),
+    )
+    summary = fixed.summary if fixed.summary is not None else result.summary
+    return ReducerResult(surviving, pruned, summary, stats)
+
+
 @dataclass(frozen=True, slots=True)
 class _Begun:
     key: Hashable
@@ -580,7 +610,15 @@ class CallFlow:
     in), reduce it (state mode: the history itself; request mode: through a ``RequestWindow``),
     repair the request, give the summary the framework's class again, record.
 
-    ``bound`` and ``abound`` share every step but the reduction (``reduce`` / ``areduce``, which
+    Each message of the history is kept, or reaches the summarizer and ``on_prune`` hooks, once.
+    What the request repair removes is still in the framework's history in request mode, and in
+    state mode the stored history is the reduction (``Bounded.stored``), which keeps it. With
+    ``stores_request`` (state mode for a framework that stores the very list it sends: Pydantic
+    AI's run history, CrewAI's executor list) the request is the stored history, so the repair is
+    a reduction: what it removes (a trailing call group the model call leaves unanswered, say) is
+    pruned through the summarizer and hooks like any pruned message.
+
+    ``bound`` and ``abound`` share every step but the reductions (``reduce`` / ``areduce``, which
     runs the async summarizer and hooks). Thread-safe: one flow may serve many conversations at
     once, each named by its ``key``.
     """
@@ -595,9 +633,12 @@ class CallFlow:
         native: NativeSummaries | None = None,
         logger: logging.Logger,
         max_threads: int = 1024,
+        stores_request: bool = False,
     ) -> None:
         if mode not in ("state", "request"):
             raise ValueError(f"mode must be 'state' or 'request', got {mode!r}")
+        if stores_request and mode != "state":
+            raise ValueError("stores_request applies to state mode only")
         if not isinstance(validate, bool):
             raise TypeError(f"validate must be a bool, got {validate!r}")
         if on_reduce is not None and not callable(on_reduce):
@@ -615,6 +656,12 @@ class CallFlow:
         self._logger = logger
         preserve_first = reducer.config.preserve_first
         self._repair = RequestRepair(preserve_first=preserve_first)
+        #: stores_request: the repair as a reduction (the reducer's summarizer and hooks, no
+        #: trigger), planned with the next turn after the history as ``RequestRepair`` plans it
+        self._fixer: MessageReducer | None = None
+        if stores_request and validate:
+            untriggered = {"min_messages": 0, "max_messages": None, "max_tokens": None, "target_tokens": None}
+            self._fixer = MessageReducer(config=dataclasses.replace(reducer.config, **untriggered))
         self._window: RequestWindow | None = None
         if mode == "request":
             self._window = RequestWindow(preserve_first=preserve_first, max_threads=max_threads)
@@ -639,22 +686,34 @@ class CallFlow:
         messages = view.messages if view is not None else readable
         return _Begun(key, thread, items, view, messages, self._tokens(items))
 
-    def _end(self, begun: _Begun, result: ReducerResult) -> Bounded:
+    def _end(self, begun: _Begun, result: ReducerResult, fixed: ReducerResult | None = None) -> Bounded:
+        """Record, repair and report one call; ``fixed`` is the fixer's reduction of
+        ``result.surviving`` (stores_request), whose last message is the next turn."""
         if begun.view is not None:
             assert self._window is not None
             self._window.record(begun.view, result)
+        fixes: list[Any] = []
+        if fixed is not None:
+            fixes = list(fixed.pruned)
+            result = _joined(result, fixed)
         surviving = list(result.surviving)
         out = self.native.outward(surviving) if self.native is not None else surviving
+        if fixed is not None:
+            sent, removed = self._repair.opening(out)
+        else:
+            sent, removed = self._repair(out) if self.validate else (out, [])
         stored: list[Any] | None = None
+        kept = sent if fixed is not None else out
         if self.mode == "state" and (
-            len(out) != len(begun.history) or any(a is not b for a, b in zip(out, begun.history, strict=True))
+            len(kept) != len(begun.history)
+            or any(a is not b for a, b in zip(kept, begun.history, strict=True))
         ):
-            stored = out
-        sent, removed = self._repair(out) if self.validate else (out, [])
-        if removed:
-            self._log_repair(begun.key, removed)
-        pruned = list(result.pruned)
-        repaired = list(removed)
+            stored = kept
+        fixes = [m for m in fixes if not is_summary_message(m)]
+        if fixes or removed:
+            self._log_repair(begun.key, [*fixes, *removed])
+        pruned = [m for m in result.pruned if not any(m is f for f in fixes)]
+        repaired = [*fixes, *removed]
         if pruned and result.stats.repaired:  # nothing triggered: only broken parts went
             repaired, pruned = [*pruned, *repaired], []
         counted, counts = self._counts(sent)
@@ -698,11 +757,19 @@ class CallFlow:
     def bound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
         """Bound one model call's ``history``; hooks get the namespace ``("memories", thread)``."""
         begun = self._begin(key, thread, history)
-        result = self.reducer.reduce(begun.messages, namespace=("memories", thread))
-        return self._end(begun, result)
+        namespace = ("memories", thread)
+        result = self.reducer.reduce(begun.messages, namespace=namespace)
+        fixed = None
+        if self._fixer is not None and result.surviving:
+            fixed = self._fixer.reduce([*result.surviving, _NEXT_TURN], namespace=namespace)
+        return self._end(begun, result, fixed)
 
     async def abound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
         """``bound`` with the async summarizer and hooks."""
         begun = self._begin(key, thread, history)
-        result = await self.reducer.areduce(begun.messages, namespace=("memories", thread))
-        return self._end(begun, result)
+        namespace = ("memories", thread)
+        result = await self.reducer.areduce(begun.messages, namespace=namespace)
+        fixed = None
+        if self._fixer is not None and result.surviving:
+            fixed = await self._fixer.areduce([*result.surviving, _NEXT_TURN], namespace=namespace)
+        return self._end(begun, result, fixed)

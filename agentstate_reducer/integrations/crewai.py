@@ -189,6 +189,7 @@ class ReducerHook:
             on_reduce=on_reduce,
             native=NativeSummaries(_summary_message, _user_text),
             logger=logger,
+            stores_request=True,
         )
         self._global: _Registered | None = None
 

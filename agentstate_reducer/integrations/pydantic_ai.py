@@ -177,6 +177,7 @@ class ReduceHistory(ProcessHistory[Any]):
             on_reduce=on_reduce,
             native=NativeSummaries(summary_request, summary_text),
             logger=logger,
+            stores_request=True,
         )
         self.reducer = self._flow.reducer
         super().__init__(processor=self._process)
