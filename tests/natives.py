@@ -41,7 +41,8 @@ from pydantic_ai.messages import (
 )
 
 from tests.convo import Spec
-from tests.histories import History, Ledger, text_id
+from tests.histories import History, Ledger, calls, text_id
+from tests.provider_rules import request_errors
 
 
 def text(mid: str) -> str:
@@ -49,11 +50,19 @@ def text(mid: str) -> str:
     return f"message {mid} " + "x" * 20
 
 
-def _steps(spec: Spec, merge: bool) -> list[list[tuple[Any, ...]]]:
-    """The spec in stored messages: consecutive results in one when ``merge``."""
+def _steps(spec: Spec, merge: bool, *, duplicates: bool = False) -> list[list[tuple[Any, ...]]]:
+    """The spec in stored messages: consecutive results in one when ``merge``; a second result
+    for a call (a retried tool) in a message of its own unless ``duplicates``."""
     out: list[list[tuple[Any, ...]]] = []
     for step in spec:
-        if merge and step[0] == "tool" and out and out[-1][0][0] == "tool":
+        group = out[-1] if out else []
+        if (
+            merge
+            and step[0] == "tool"
+            and group
+            and group[0][0] == "tool"
+            and (duplicates or all(s[2] != step[2] for s in group))
+        ):
             out[-1].append(step)
         else:
             out.append([step])
@@ -369,3 +378,75 @@ class Count:
 
     def errors(self, kept: Sequence[Any]) -> list[str]:
         return self.ledger.errors(i for m in kept for i in self.ids_of(m))
+
+
+# -- driving -------------------------------------------------------------------------------------
+
+
+def model_calls(history: History, convert: Callable[[Spec], list[Any]]) -> list[tuple[Spec, list[Any]]]:
+    """The model calls of ``history`` (``tests.histories.calls``): each call's spec and the
+    messages new since the previous call, all of them objects of one conversion of the whole
+    spec (so the caller's objects can be told by identity)."""
+    whole = convert(history.spec)
+    out: list[tuple[Spec, list[Any]]] = []
+    put = 0
+    for prefix in calls(history):
+        n = len(convert(prefix))
+        out.append((prefix, whole[put:n]))
+        put = n
+    return out
+
+
+def is_model_call(spec: Spec) -> bool:
+    """A spec the model answers next (the whole history ends with the model's own answer)."""
+    return spec[-1][0] in ("human", "tool")
+
+
+def dump(message: Any) -> Any:
+    """What a message holds, to tell whether it was mutated."""
+    for name in ("model_dump", "to_dict"):
+        method = getattr(message, name, None)
+        if callable(method):
+            return method()
+    return repr(message)
+
+
+def foreign(messages: Iterable[Any], given: Sequence[Any], ids_of: Callable[[Any], list[str]]) -> list[Any]:
+    """The messages holding spec messages that are not the caller's own objects (``given``)."""
+    own = {id(m) for m in given}
+    return [m for m in messages if ids_of(m) and id(m) not in own]
+
+
+def answered_calls(
+    history: History, convert: Callable[[Spec], list[Any]]
+) -> tuple[list[tuple[list[Any], Any]], list[Any]]:
+    """``history`` for a framework that stores the model's answers itself: each model call as the
+    messages new since the previous one and the answer the model gives (the history's next
+    ``ai`` or ``call`` message), then the messages after the last answer. The model is called
+    where a user message or a result is followed by its answer; messages that no answer
+    follows (a late result after a user message, say) go with the next call."""
+    spec = history.spec
+    whole = convert(spec)
+    out: list[tuple[list[Any], Any]] = []
+    put = 0
+    for p in range(1, len(spec)):
+        if spec[p][0] in ("ai", "call") and spec[p - 1][0] in ("human", "tool"):
+            n = len(convert(spec[:p]))
+            out.append((whole[put:n], whole[n]))
+            put = n + 1
+    return out, whole[put:]
+
+
+#: the one rule a request may break when the model has nothing new to answer
+_ENDS_WITH_USER = "anthropic: the request does not end with a user message"
+
+
+def request_problems(payload: list[dict[str, Any]], spec: Spec, history: History) -> list[str]:
+    """``tests.provider_rules.request_errors`` of one model call's request; when the call's last
+    message is one a repair may drop (a late, duplicate or orphan result, the second half of a
+    split step), the request may end with the model's own last answer: nothing came after it
+    that can be sent, and a repair invents no user message."""
+    errors = request_errors(payload)
+    if spec[-1][1] in history.defect_ids:
+        errors = [e for e in errors if e != _ENDS_WITH_USER]
+    return errors
