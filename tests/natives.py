@@ -379,6 +379,15 @@ class Count:
     def errors(self, kept: Sequence[Any]) -> list[str]:
         return self.ledger.errors(i for m in kept for i in self.ids_of(m))
 
+    def request_errors(self, last_request: Sequence[Any]) -> list[str]:
+        """``errors`` in request mode, where the framework keeps every message: kept is the last
+        request and what follows its last message in the history (a trailing call the last
+        request left out, still pending in the framework's history)."""
+        ids = [i for m in last_request for i in self.ids_of(m)]
+        order = self.ledger.history.ids
+        after = order[max((order.index(i) for i in ids if i in order), default=-1) + 1 :]
+        return self.ledger.errors([*ids, *(i for i in after if not self.ledger.pruned[i])])
+
 
 # -- driving -------------------------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
-"""Request mode: a replayed result for a call the running summary covers is summarized once.
+"""Request mode: a late or replayed result for a call the running summary covers is summarized once.
 
 A framework in request mode sends its whole stored history at every model call; the running
 summary stands for the oldest messages (``_common.RequestWindow``). A result sent again late in
-the history (a replayed write), answering a call the summary already covers, must not bring that
-call back: it would be summarized and archived a second time. Through each request-mode entry
+the history (a replayed write), or the late result of a call a dead run left half answered,
+answering a call the summary already covers, must not bring that call back: it would be
+summarized and archived a second time. Through each request-mode entry
 point: ADK's ``ReducerCallback`` (a real ``CallbackContext`` and ``LlmRequest``), Agno's
 ``ReducingCompressionManager.compress`` and LlamaIndex's ``ReducingMemory(mode="request").aget``.
 """
@@ -35,6 +36,17 @@ REPLAY: list[tuple[Any, ...]] = [
     ("ai", "a4"), ("human", "u5"), ("tool", "x5.replay", "k1"), ("ai", "a5"), ("human", "u6"),
     ("ai", "a6"), ("human", "u7"), ("ai", "a7"),
 ]  # fmt: skip
+#: a run that died between two tools (``k1.b`` unanswered), its late result long after (``x4``)
+LATE: list[tuple[Any, ...]] = [
+    ("human", "u0"), ("ai", "a0"), ("human", "u1"), ("call", "c1", ["k1.a", "k1.b"]), ("tool", "t1", "k1.a"),
+    ("human", "u2"), ("ai", "a2"), ("human", "u3"), ("ai", "a3"), ("human", "u4"),
+    ("tool", "x4.late", "k1.b"), ("ai", "a4"), ("human", "u5"), ("ai", "a5"), ("human", "u6"),
+    ("ai", "a6"), ("human", "u7"), ("ai", "a7"),
+]  # fmt: skip
+HISTORIES = {
+    "replayed": History(REPLAY, frozenset({"replayed"}), frozenset({"x5.replay"})),
+    "late": History(LATE, frozenset({"partial", "late"}), frozenset({"x4.late"})),
+}
 LIMITS = {"max_messages": 6, "min_messages": 3}
 
 Run = Callable[[History, natives.Count], tuple[list[list[dict[str, Any]]], list[Any]]]
@@ -107,14 +119,15 @@ RUNS: dict[str, tuple[Run, Callable[[Any], list[str]]]] = {
 }
 
 
+@pytest.mark.parametrize("defect", sorted(HISTORIES))
 @pytest.mark.parametrize("framework", sorted(RUNS))
-def test_a_replayed_result_does_not_bring_its_summarized_call_back(framework: str) -> None:
+def test_a_result_for_a_summarized_call_does_not_bring_the_call_back(framework: str, defect: str) -> None:
     run, ids_of = RUNS[framework]
-    history = History(REPLAY, frozenset({"replayed"}), frozenset({"x5.replay"}))
+    history = HISTORIES[defect]
     count = natives.Count.of(history, ids_of)
     requests, last = run(history, count)
     # the last call is the whole history, which ends with the model's answer: no model call
     assert [e for r in requests[:-1] for e in request_errors(r)] == []
     assert count.ledger.summarized["c1"] == 1 and count.ledger.summarized["t1"] == 1
     assert count.ledger.pruned["c1"] == 1 and count.ledger.pruned["t1"] == 1
-    assert count.errors(last) == []
+    assert count.request_errors(last) == []

@@ -463,23 +463,32 @@ def _find(covered: Sequence[Any], items: Sequence[Any]) -> tuple[list[int], list
 
 def _with_calls(items: Sequence[Any], covered: frozenset[int]) -> frozenset[int]:
     """``covered`` without the calls an uncovered result answers in place of a covered result
-    the history lacks (a result a framework moved or replaced travels with its call: ADK,
+    the history lacks: a result a framework moved or replaced travels with its call (ADK,
     answering a confirmed call, cuts the history back to the call and sends its real result
-    last). A call whose covered result is still in the history stays covered: a result for it
-    that is not covered is a second one (replayed, duplicated), which the request repair drops;
-    bringing the call back would summarize and archive it again."""
+    right after it). Only a result in its call's block (nothing but results between them) whose
+    call no covered result in the history answers brings the call back; any other result for a
+    covered call (replayed, duplicated, late after the next turn) is one the request repair
+    drops, and bringing its call back would summarize and archive the call again."""
     uncover: set[int] = set()
     calls: dict[str, int] = {}  # call id -> position of the newest call with it
     answered: set[str] = set()  # call ids of those calls a covered result in ``items`` answers
+    block: set[str] = set()  # call ids of the newest block, while only results follow it
     for i, m in enumerate(items):
         info = read_message(m)
+        if info.kind != "tool":
+            block = set()
         if i in covered:
             answered.update(info.result_ids)
         else:
-            uncover.update(calls[r] for r in info.result_ids if r not in answered and calls.get(r) in covered)
+            uncover.update(
+                calls[r]
+                for r in info.result_ids
+                if r in block and r not in answered and calls.get(r) in covered
+            )
         for c in info.call_ids:
             calls[c] = i
             answered.discard(c)
+            block.add(c)
     return covered - uncover if uncover else covered
 
 
