@@ -453,9 +453,19 @@ _ENDS_WITH_USER = "anthropic: the request does not end with a user message"
 def request_problems(payload: list[dict[str, Any]], spec: Spec, history: History) -> list[str]:
     """``tests.provider_rules.request_errors`` of one model call's request; when the call's last
     message is one a repair may drop (a late, duplicate or orphan result, the second half of a
-    split step), the request may end with the model's own last answer: nothing came after it
-    that can be sent, and a repair invents no user message."""
+    split step) or a result of a half-answered step, the request may end with the model's own
+    last answer: nothing came after it that can be sent, and a repair invents no user message."""
     errors = request_errors(payload)
-    if spec[-1][1] in history.defect_ids:
+    if spec[-1][1] in history.defect_ids or _half_answered(spec):
         errors = [e for e in errors if e != _ENDS_WITH_USER]
     return errors
+
+
+def _half_answered(spec: Spec) -> bool:
+    """The spec ends with a result of a call step that not every result answers (a run that
+    died between two tools): the repair leaves that step out of the request."""
+    if spec[-1][0] != "tool":
+        return False
+    step = next((s for s in reversed(spec) if s[0] == "call" and spec[-1][2] in s[2]), None)
+    answered = {s[2] for s in spec if s[0] == "tool"}
+    return step is not None and not set(step[2]) <= answered

@@ -12,6 +12,7 @@ point: ADK's ``ReducerCallback`` (a real ``CallbackContext`` and ``LlmRequest``)
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -83,8 +84,9 @@ def run_agno(history: History, count: natives.Count) -> tuple[list[list[dict[str
     """Each run as Agno builds its list: the system message, then copies of the stored session."""
     manager = ReducingCompressionManager(summarizer=count.summarizer, on_prune=[count.hook], **LIMITS)
     requests, last = [], []
+    stored = natives.to_agno([("system", "sys"), *history.spec])  # the session's messages
     for spec in calls(history):
-        messages = natives.to_agno([("system", "sys"), *spec])
+        messages = [copy.deepcopy(m) for m in stored[: len(spec) + 1]]  # Agno's copies of them
         manager.compress(messages)
         requests.append(natives.agno_chat(messages))
         last = [m for m in messages if m.role != "system"]
@@ -119,8 +121,16 @@ RUNS: dict[str, tuple[Run, Callable[[Any], list[str]]]] = {
 }
 
 
-@pytest.mark.parametrize("defect", sorted(HISTORIES))
-@pytest.mark.parametrize("framework", sorted(RUNS))
+#: ADK holds every unanswered call as long-running and sends it: its own branch fixes that
+ADK_PENDING = pytest.mark.xfail(strict=True, reason="google_adk.py sends a call nothing answers")
+CASES = [
+    pytest.param(f, d, id=f"{f}-{d}", marks=ADK_PENDING if (f, d) == ("adk", "late") else ())
+    for f in sorted(RUNS)
+    for d in sorted(HISTORIES)
+]
+
+
+@pytest.mark.parametrize(("framework", "defect"), CASES)
 def test_a_result_for_a_summarized_call_does_not_bring_the_call_back(framework: str, defect: str) -> None:
     run, ids_of = RUNS[framework]
     history = HISTORIES[defect]
