@@ -27,8 +27,10 @@ objects themselves (read by ``agentstate_reducer.messages``, never converted):
   of one conversation, or the ``conversation_id=`` of ``Agent.run``): ``on_prune`` hooks get the
   namespace ``("memories", conversation_id)``.
 * ``validate=True`` repairs the request the planner's way before it is sent (what is sent is
-  what is stored); Pydantic AI's own repair (orphan results dropped, an interrupted result added
-  for a dangling call) runs after it and then finds nothing to do.
+  what is stored, so what the repair removes, a call group the model call leaves unanswered at
+  the end, is pruned through the summarizer and ``on_prune`` hooks); Pydantic AI's own repair
+  (orphan results dropped, an interrupted result added for a dangling call) runs after it and
+  then finds nothing to do.
 
 Importing this module imports pydantic-ai; ``import agentstate_reducer`` does not.
 """
