@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from llama_index.core.memory.memory import MessageStatus
 
+from agentstate_reducer.integrations._common import Mode
 from agentstate_reducer.integrations.llama_index import ReducingMemory
 from tests import natives
 from tests.histories import History, histories
@@ -26,7 +27,7 @@ from tests.histories import History, histories
 HISTORIES = histories(24, seed=500)
 
 
-async def converse(history: History, mode: str) -> tuple[natives.Count, list[str], list[Any]]:
+async def converse(history: History, mode: Mode) -> tuple[natives.Count, list[str], list[Any]]:
     count = natives.Count.of(history, natives.llama_index_ids)
     memory = ReducingMemory.from_defaults(
         session_id="s1",
@@ -57,7 +58,7 @@ async def converse(history: History, mode: str) -> tuple[natives.Count, list[str
 
 @pytest.mark.parametrize("mode", ["state", "request"])
 @pytest.mark.parametrize("history", HISTORIES, ids=lambda h: f"seed{h.seed}")
-def test_generated_history_sendable_and_each_message_once(history: History, mode: str) -> None:
+def test_generated_history_sendable_and_each_message_once(history: History, mode: Mode) -> None:
     count, problems, kept = asyncio.run(converse(history, mode))
     assert problems == []
     assert (count.errors(kept) if mode == "state" else count.request_errors(kept)) == []

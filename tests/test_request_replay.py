@@ -48,7 +48,7 @@ HISTORIES = {
     "replayed": History(REPLAY, frozenset({"replayed"}), frozenset({"x5.replay"})),
     "late": History(LATE, frozenset({"partial", "late"}), frozenset({"x4.late"})),
 }
-LIMITS = {"max_messages": 6, "min_messages": 3}
+LIMITS: dict[str, Any] = {"max_messages": 6, "min_messages": 3}
 
 Run = Callable[[History, natives.Count], tuple[list[list[dict[str, Any]]], list[Any]]]
 

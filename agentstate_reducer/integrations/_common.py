@@ -669,8 +669,10 @@ class CallFlow:
         #: trigger), planned with the next turn after the history as ``RequestRepair`` plans it
         self._fixer: MessageReducer | None = None
         if stores_request and validate:
-            untriggered = {"min_messages": 0, "max_messages": None, "max_tokens": None, "target_tokens": None}
-            self._fixer = MessageReducer(config=dataclasses.replace(reducer.config, **untriggered))
+            untriggered = dataclasses.replace(
+                reducer.config, min_messages=0, max_messages=None, max_tokens=None, target_tokens=None
+            )
+            self._fixer = MessageReducer(config=untriggered)
         self._window: RequestWindow | None = None
         if mode == "request":
             self._window = RequestWindow(preserve_first=preserve_first, max_threads=max_threads)
