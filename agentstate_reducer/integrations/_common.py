@@ -709,12 +709,12 @@ class CallFlow:
             result = _joined(result, fixed)
         surviving = list(result.surviving)
         out = self.native.outward(surviving) if self.native is not None else surviving
-        if fixed is not None:
+        if self._fixer is not None:  # planned by the fixer, or settled: only the opening cut
             sent, removed = self._repair.opening(out)
         else:
             sent, removed = self._repair(out) if self.validate else (out, [])
         stored: list[Any] | None = None
-        kept = sent if fixed is not None else out
+        kept = sent if self._fixer is not None else out
         if self.mode == "state" and (
             len(kept) != len(begun.history)
             or any(a is not b for a, b in zip(kept, begun.history, strict=True))
@@ -745,6 +745,16 @@ class CallFlow:
         self._emit(record)
         return Bounded(sent, stored, result, record)
 
+    def _to_fix(self, surviving: list[Any]) -> list[Any] | None:
+        """stores_request: the list the fixer reduces (``surviving`` and the next turn) when its
+        plan prunes something; None when the request is ``surviving`` as it is. The fixer plans
+        once, as ``RequestRepair`` would; the rare list to fix is planned again, with hooks."""
+        if self._fixer is None or not surviving:
+            return None
+        planned = [*surviving, _NEXT_TURN]
+        the_plan, _ = self._fixer.plan(planned)
+        return planned if len(the_plan.kept) < len(planned) else None
+
     def _log_repair(self, key: Hashable, removed: Sequence[Any]) -> None:
         """WARNING with what the repair removed; the same repair of the same conversation again
         (a stored history repaired at every call) at DEBUG."""
@@ -771,8 +781,10 @@ class CallFlow:
         namespace = ("memories", thread)
         result = self.reducer.reduce(begun.messages, namespace=namespace)
         fixed = None
-        if self._fixer is not None and result.surviving:
-            fixed = self._fixer.reduce([*result.surviving, _NEXT_TURN], namespace=namespace)
+        planned = self._to_fix(result.surviving)
+        if planned is not None:
+            assert self._fixer is not None
+            fixed = self._fixer.reduce(planned, namespace=namespace)
         return self._end(begun, result, fixed)
 
     async def abound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
@@ -781,6 +793,8 @@ class CallFlow:
         namespace = ("memories", thread)
         result = await self.reducer.areduce(begun.messages, namespace=namespace)
         fixed = None
-        if self._fixer is not None and result.surviving:
-            fixed = await self._fixer.areduce([*result.surviving, _NEXT_TURN], namespace=namespace)
+        planned = self._to_fix(result.surviving)
+        if planned is not None:
+            assert self._fixer is not None
+            fixed = await self._fixer.areduce(planned, namespace=namespace)
         return self._end(begun, result, fixed)
