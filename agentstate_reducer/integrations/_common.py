@@ -206,6 +206,23 @@ class RequestRepair:
         kept = list(the_plan.kept)
         assert kept and kept[-1] == len(messages), "the planner dropped the live turn"
         kept.pop()
+        chosen = self._opened(messages, kept)
+        if len(chosen) == len(messages):
+            return messages, []
+        return dataclasses.replace(the_plan, kept=chosen, runs=None).split(messages)
+
+    def opening(self, messages: list[Any]) -> tuple[list[Any], list[Any]]:
+        """``(sent, removed)`` for ``messages`` that the planner's rules already keep whole (with
+        the next turn after them): only the cut before the first user message."""
+        chosen = self._opened(messages, list(range(len(messages))))
+        if len(chosen) == len(messages):
+            return messages, []
+        taken = set(chosen)
+        return [messages[i] for i in chosen], [m for i, m in enumerate(messages) if i not in taken]
+
+    def _opened(self, messages: Sequence[Any], kept: list[int]) -> list[int]:
+        """Of ``kept`` (ascending), the request: from the first user message on, with the
+        pinned messages before it."""
         infos = [read_message(messages[i]) for i in kept]
         pinned = [
             j
@@ -213,10 +230,7 @@ class RequestRepair:
             if info.kind == "system" or (self._preserve_first and i == 0)
         ]
         start = next((j for j, info in enumerate(infos) if info.kind == "human"), 0)
-        chosen = sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
-        if len(chosen) == len(messages):
-            return messages, []
-        return dataclasses.replace(the_plan, kept=chosen, runs=None).split(messages)
+        return sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
 
 
 # -- what an integration did ---------------------------------------------------------------------
@@ -453,17 +467,33 @@ def _find(covered: Sequence[Any], items: Sequence[Any]) -> tuple[list[int], list
 
 
 def _with_calls(items: Sequence[Any], covered: frozenset[int]) -> frozenset[int]:
-    """``covered`` without the calls an uncovered result answers (a result a framework moved
-    or replaced travels with its call: ADK answering a confirmed call sends the call and its
-    result last)."""
+    """``covered`` without the calls an uncovered result answers in place of a covered result
+    the history lacks: a result a framework moved or replaced travels with its call (ADK,
+    answering a confirmed call, cuts the history back to the call and sends its real result
+    right after it). Only a result in its call's block (nothing but results between them) whose
+    call no covered result in the history answers brings the call back; any other result for a
+    covered call (replayed, duplicated, late after the next turn) is one the request repair
+    drops, and bringing its call back would summarize and archive the call again."""
     uncover: set[int] = set()
     calls: dict[str, int] = {}  # call id -> position of the newest call with it
+    answered: set[str] = set()  # call ids of those calls a covered result in ``items`` answers
+    block: set[str] = set()  # call ids of the newest block, while only results follow it
     for i, m in enumerate(items):
         info = read_message(m)
-        if i not in covered:
-            uncover.update(calls[r] for r in info.result_ids if calls.get(r) in covered)
+        if info.kind != "tool":
+            block = set()
+        if i in covered:
+            answered.update(info.result_ids)
+        else:
+            uncover.update(
+                calls[r]
+                for r in info.result_ids
+                if r in block and r not in answered and calls.get(r) in covered
+            )
         for c in info.call_ids:
             calls[c] = i
+            answered.discard(c)
+            block.add(c)
     return covered - uncover if uncover else covered
 
 
@@ -563,6 +593,22 @@ class Bounded:
     record: ReduceRecord
 
 
+def _joined(result: ReducerResult, fixed: ReducerResult) -> ReducerResult:
+    """``result`` followed by ``fixed``, a reduction of ``result.surviving`` plus the next turn
+    (its last message, dropped here): one reduction's surviving, pruned, summary and stats."""
+    surviving = list(fixed.surviving[:-1])
+    pruned = [*result.pruned, *fixed.pruned]
+    stats = dataclasses.replace(
+        result.stats,
+        messages_after=len(surviving),
+        pruned_count=len(pruned),
+        summary_error=result.stats.summary_error or fixed.stats.summary_error,
+        repaired=result.stats.repaired or (bool(fixed.pruned) and not result.stats.triggered),
+    )
+    summary = fixed.summary if fixed.summary is not None else result.summary
+    return ReducerResult(surviving, pruned, summary, stats)
+
+
 @dataclass(frozen=True, slots=True)
 class _Begun:
     key: Hashable
@@ -578,7 +624,15 @@ class CallFlow:
     in), reduce it (state mode: the history itself; request mode: through a ``RequestWindow``),
     repair the request, give the summary the framework's class again, record.
 
-    ``bound`` and ``abound`` share every step but the reduction (``reduce`` / ``areduce``, which
+    Each message of the history is kept, or reaches the summarizer and ``on_prune`` hooks, once.
+    What the request repair removes is still in the framework's history in request mode, and in
+    state mode the stored history is the reduction (``Bounded.stored``), which keeps it. With
+    ``stores_request`` (state mode for a framework that stores the very list it sends: Pydantic
+    AI's run history, CrewAI's executor list) the request is the stored history, so the repair is
+    a reduction: what it removes (a trailing call group the model call leaves unanswered, say) is
+    pruned through the summarizer and hooks like any pruned message.
+
+    ``bound`` and ``abound`` share every step but the reductions (``reduce`` / ``areduce``, which
     runs the async summarizer and hooks). Thread-safe: one flow may serve many conversations at
     once, each named by its ``key``.
     """
@@ -593,9 +647,12 @@ class CallFlow:
         native: NativeSummaries | None = None,
         logger: logging.Logger,
         max_threads: int = 1024,
+        stores_request: bool = False,
     ) -> None:
         if mode not in ("state", "request"):
             raise ValueError(f"mode must be 'state' or 'request', got {mode!r}")
+        if stores_request and mode != "state":
+            raise ValueError("stores_request applies to state mode only")
         if not isinstance(validate, bool):
             raise TypeError(f"validate must be a bool, got {validate!r}")
         if on_reduce is not None and not callable(on_reduce):
@@ -615,6 +672,14 @@ class CallFlow:
         self.entry = logger.name.rsplit(".", 1)[-1]
         preserve_first = reducer.config.preserve_first
         self._repair = RequestRepair(preserve_first=preserve_first)
+        #: stores_request: the repair as a reduction (the reducer's summarizer and hooks, no
+        #: trigger), planned with the next turn after the history as ``RequestRepair`` plans it
+        self._fixer: MessageReducer | None = None
+        if stores_request and validate:
+            untriggered = dataclasses.replace(
+                reducer.config, min_messages=0, max_messages=None, max_tokens=None, target_tokens=None
+            )
+            self._fixer = MessageReducer(config=untriggered)
         self._window: RequestWindow | None = None
         if mode == "request":
             self._window = RequestWindow(preserve_first=preserve_first, max_threads=max_threads)
@@ -639,22 +704,34 @@ class CallFlow:
         messages = view.messages if view is not None else readable
         return _Begun(key, thread, items, view, messages, self._tokens(items))
 
-    def _end(self, begun: _Begun, result: ReducerResult) -> Bounded:
+    def _end(self, begun: _Begun, result: ReducerResult, fixed: ReducerResult | None = None) -> Bounded:
+        """Record, repair and report one call; ``fixed`` is the fixer's reduction of
+        ``result.surviving`` (stores_request), whose last message is the next turn."""
         if begun.view is not None:
             assert self._window is not None
             self._window.record(begun.view, result)
+        fixes: list[Any] = []
+        if fixed is not None:
+            fixes = list(fixed.pruned)
+            result = _joined(result, fixed)
         surviving = list(result.surviving)
         out = self.native.outward(surviving) if self.native is not None else surviving
+        if self._fixer is not None:  # planned by the fixer, or settled: only the opening cut
+            sent, removed = self._repair.opening(out)
+        else:
+            sent, removed = self._repair(out) if self.validate else (out, [])
         stored: list[Any] | None = None
+        kept = sent if self._fixer is not None else out
         if self.mode == "state" and (
-            len(out) != len(begun.history) or any(a is not b for a, b in zip(out, begun.history, strict=True))
+            len(kept) != len(begun.history)
+            or any(a is not b for a, b in zip(kept, begun.history, strict=True))
         ):
-            stored = out
-        sent, removed = self._repair(out) if self.validate else (out, [])
-        if removed:
-            self._log_repair(begun.key, removed)
-        pruned = list(result.pruned)
-        repaired = list(removed)
+            stored = kept
+        fixes = [m for m in fixes if not is_summary_message(m)]
+        if fixes or removed:
+            self._log_repair(begun.key, [*fixes, *removed])
+        pruned = [m for m in result.pruned if not any(m is f for f in fixes)]
+        repaired = [*fixes, *removed]
         if pruned and result.stats.repaired:  # nothing triggered: only broken parts went
             repaired, pruned = [*pruned, *repaired], []
         counted, counts = self._counts(sent)
@@ -674,6 +751,16 @@ class CallFlow:
         )
         self._emit(record)
         return Bounded(sent, stored, result, record)
+
+    def _to_fix(self, surviving: list[Any]) -> list[Any] | None:
+        """stores_request: the list the fixer reduces (``surviving`` and the next turn) when its
+        plan prunes something; None when the request is ``surviving`` as it is. The fixer plans
+        once, as ``RequestRepair`` would; the rare list to fix is planned again, with hooks."""
+        if self._fixer is None or not surviving:
+            return None
+        planned = [*surviving, _NEXT_TURN]
+        the_plan, _ = self._fixer.plan(planned)
+        return planned if len(the_plan.kept) < len(planned) else None
 
     def _log_repair(self, key: Hashable, removed: Sequence[Any]) -> None:
         """WARNING with what the repair removed; the same repair of the same conversation again
@@ -698,16 +785,28 @@ class CallFlow:
     def bound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
         """Bound one model call's ``history``; hooks get the namespace ``("memories", thread)``."""
         begun = self._begin(key, thread, history)
+        namespace = ("memories", thread)
         with telemetry.entry(self.entry, thread=thread):
-            result = self.reducer.reduce(begun.messages, namespace=("memories", thread))
-        return self._end(begun, result)
+            result = self.reducer.reduce(begun.messages, namespace=namespace)
+            fixed = None
+            planned = self._to_fix(result.surviving)
+            if planned is not None:
+                assert self._fixer is not None
+                fixed = self._fixer.reduce(planned, namespace=namespace)
+        return self._end(begun, result, fixed)
 
     async def abound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
         """``bound`` with the async summarizer and hooks."""
         begun = self._begin(key, thread, history)
+        namespace = ("memories", thread)
         with telemetry.entry(self.entry, thread=thread):
-            result = await self.reducer.areduce(begun.messages, namespace=("memories", thread))
-        return self._end(begun, result)
+            result = await self.reducer.areduce(begun.messages, namespace=namespace)
+            fixed = None
+            planned = self._to_fix(result.surviving)
+            if planned is not None:
+                assert self._fixer is not None
+                fixed = await self._fixer.areduce(planned, namespace=namespace)
+        return self._end(begun, result, fixed)
 
 
 # -- the running summary as a Responses item ---------------------------------------------------

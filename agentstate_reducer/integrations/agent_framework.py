@@ -205,12 +205,13 @@ class ReducerCompactionStrategy:
         key = self._key(messages)
         known = self._seen.get(key) if key is not None else None
         changed = False
-        covered: list[Identity] = list(known.messages) if known is not None else []
-        if covered:
-            found = self._cover(messages, covered)
+        covered: list[Message] = []
+        if known is not None and known.messages:
+            found = self._cover(messages, known.messages)
             if found is None:  # another conversation that opens the same way: not this one's
-                known, covered = None, []
+                known = None
             else:
+                covered = found
                 for m in found:
                     changed = _exclude(m) or changed
         included = [m for m in messages if not _excluded(m)]
@@ -250,10 +251,13 @@ class ReducerCompactionStrategy:
                     messages.insert(at, summary_message(text))
                     changed = True
         pruned = {id(m) for m in bounded.result.pruned}
-        covered.extend(_identity(m) for m in newly if id(m) in pruned)
-        if key is not None and (covered or new_summary is not None):
+        # history order: the live turn's human message may stay while its tool loop is pruned,
+        # and be pruned later, after messages that follow it
+        now = {id(m) for m in covered} | {id(m) for m in newly if id(m) in pruned}
+        identities = tuple(_identity(m) for m in messages if id(m) in now)
+        if key is not None and (identities or new_summary is not None):
             summary = new_summary if new_summary is not None else (known.summary if known else None)
-            self._seen.put(key, _Covered(tuple(covered), summary))
+            self._seen.put(key, _Covered(identities, summary))
         return changed
 
     def _key(self, messages: Sequence[Message]) -> Hashable | None:
@@ -265,10 +269,12 @@ class ReducerCompactionStrategy:
         return None
 
     def _cover(self, messages: Sequence[Message], covered: Sequence[Identity]) -> list[Message] | None:
-        """The covered messages of ``messages``: the oldest conversation messages, in order (those
-        another strategy excluded and the summaries are passed over); None unless every covered
-        message is found, so a conversation that only opens like the remembered one never gets
-        its summary or exclusions."""
+        """The covered messages of ``messages``: each, in history order, the next conversation
+        message with its role and contents (the summaries are passed over, and so are messages
+        between covered ones: the human message of a tool loop longer than the limit stays while
+        the loop's older steps are pruned); None unless every covered message is found, so a
+        conversation that only opens like the remembered one never gets its summary or
+        exclusions."""
         found: list[Message] = []
         pinned = self._flow.reducer.config.preserve_first
         first = True
@@ -283,8 +289,6 @@ class ReducerCompactionStrategy:
             first = False
             if _identity(m) == covered[len(found)]:
                 found.append(m)
-            elif not _excluded(m):
-                break
         return found if len(found) == len(covered) else None
 
     def _front(self, messages: Sequence[Message], included: Sequence[Message]) -> int:

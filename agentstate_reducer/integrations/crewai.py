@@ -33,7 +33,9 @@ and the summarizer and ``on_prune`` hooks see each pruned message once.
   on CrewAI's messages (``cache_breakpoint``, ``files``) stay: the executor's dicts come back as
   they are, the same objects.
 * With ``validate=True`` every request is one OpenAI and Anthropic accept (results right after
-  their calls, no call left unanswered, a user turn first); a repair is logged with what it removed.
+  their calls, no call left unanswered, a user turn first); a repair is logged with what it
+  removed, which leaves the list too and so is pruned through the summarizer and ``on_prune``
+  hooks like any pruned message.
 * A failing summarizer prunes nothing that call (``on_summary_error="keep"``); the run goes on.
 * Direct ``llm.call(...)`` calls outside an agent's loop (CrewAI's own summarization prompts
   included) are left as they are: they have no history to keep.
@@ -189,6 +191,7 @@ class ReducerHook:
             on_reduce=on_reduce,
             native=NativeSummaries(_summary_message, _user_text),
             logger=logger,
+            stores_request=True,
         )
         self._global: _Registered | None = None
 

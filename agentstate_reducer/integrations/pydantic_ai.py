@@ -27,8 +27,10 @@ objects themselves (read by ``agentstate_reducer.messages``, never converted):
   of one conversation, or the ``conversation_id=`` of ``Agent.run``): ``on_prune`` hooks get the
   namespace ``("memories", conversation_id)``.
 * ``validate=True`` repairs the request the planner's way before it is sent (what is sent is
-  what is stored); Pydantic AI's own repair (orphan results dropped, an interrupted result added
-  for a dangling call) runs after it and then finds nothing to do.
+  what is stored, so what the repair removes, a call group the model call leaves unanswered at
+  the end, is pruned through the summarizer and ``on_prune`` hooks); Pydantic AI's own repair
+  (orphan results dropped, an interrupted result added for a dangling call) runs after it and
+  then finds nothing to do.
 
 Importing this module imports pydantic-ai; ``import agentstate_reducer`` does not.
 """
@@ -52,7 +54,14 @@ from agentstate_reducer.summary import SUMMARY_PREFIX
 
 try:
     from pydantic_ai.capabilities import ProcessHistory
-    from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        RetryPromptPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
     from pydantic_ai.tools import RunContext
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess without the package
     raise ImportError(
@@ -84,35 +93,60 @@ def summary_text(message: Any) -> str | None:
 
 
 def _is_summary_part(part: Any) -> bool:
-    return isinstance(part, UserPromptPart) and isinstance(part.content, str) and part.content.startswith(
-        _SUMMARY_START
+    return (
+        isinstance(part, UserPromptPart)
+        and isinstance(part.content, str)
+        and part.content.startswith(_SUMMARY_START)
     )
 
 
+def _is_result_part(part: Any) -> bool:
+    """A tool's result: a return, or a retry prompt sent back to the tool's call."""
+    return isinstance(part, ToolReturnPart) or (
+        isinstance(part, RetryPromptPart) and part.tool_name is not None
+    )
+
+
+def _runs(parts: Sequence[Any], calls: set[str]) -> list[list[Any]]:
+    """``parts`` cut around each summary part; where a tool result answers none of ``calls``
+    (the calls of the response right before), also between the results and the prompts. A
+    request of results and prompts reads as results: an orphan result would take the user's
+    prompt with it. Results that answer the calls keep their prompts (a tool's ``ctx.enqueue``
+    note, the prompt of a run resumed with results): one unit with the calls."""
+    orphan = any(_is_result_part(p) and p.tool_call_id not in calls for p in parts)
+    runs: list[list[Any]] = []
+    for part in parts:
+        summary = _is_summary_part(part)
+        kind_changed = orphan and bool(runs) and _is_result_part(part) != _is_result_part(runs[-1][-1])
+        if not runs or summary or _is_summary_part(runs[-1][-1]) or kind_changed:
+            runs.append([part])
+        else:
+            runs[-1].append(part)
+    return runs
+
+
 def _unmerged(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-    """``messages`` with each summary part that Pydantic AI merged into a neighbouring request
-    in a request of its own, the request's other parts before and after it in copies of that
-    request (its instructions, ids and metadata kept); every other message as it is."""
+    """``messages`` with each request Pydantic AI merged from several taken apart again where
+    the core would misread it (``_runs``): each summary part in a request of its own, the other
+    parts in copies of the request (its instructions, ids and metadata kept); every other
+    message as it is."""
     out: list[ModelMessage] = []
+    calls: set[str] = set()
     for message in messages:
         if not isinstance(message, ModelRequest):
+            calls = {p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart)}
             out.append(message)
             continue
-        parts = message.parts
-        if len(parts) < 2 or not any(_is_summary_part(p) for p in parts):
+        runs = _runs(message.parts, calls) if len(message.parts) > 1 else []
+        calls = set()
+        if len(runs) < 2:
             out.append(message)
             continue
-        run: list[Any] = []
-        for part in parts:
-            if _is_summary_part(part):
-                if run:
-                    out.append(dataclasses.replace(message, parts=run))
-                    run = []
-                out.append(ModelRequest(parts=[part]))
+        for run in runs:
+            if len(run) == 1 and _is_summary_part(run[0]):
+                out.append(ModelRequest(parts=run))
             else:
-                run.append(part)
-        if run:
-            out.append(dataclasses.replace(message, parts=run))
+                out.append(dataclasses.replace(message, parts=run))
     return out
 
 
@@ -177,6 +211,7 @@ class ReduceHistory(ProcessHistory[Any]):
             on_reduce=on_reduce,
             native=NativeSummaries(summary_request, summary_text),
             logger=logger,
+            stores_request=True,
         )
         self.reducer = self._flow.reducer
         super().__init__(processor=self._process)
