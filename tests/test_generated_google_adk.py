@@ -98,15 +98,13 @@ def _model_calls(history: History) -> list[Spec]:
     return out
 
 
-#: the defects whose results answer a call pruned (summarized) at an earlier model call: the
-#: request window counts that call again (``_common.RequestWindow``); without ids and names to
-#: tell calls apart, an orphan or a second result reads as such a result too
+#: the defects whose results answer a call pruned (summarized) at an earlier model call; without
+#: ids and names to tell calls apart, an orphan or a second result reads as such a result too
 REPLAYS: dict[str, frozenset[str]] = {
     "ids": frozenset({"late", "replayed"}),
     "adk": frozenset({"late", "replayed"}),
     "none": frozenset({"late", "replayed", "orphan", "duplicate"}),
 }
-REPLAY_REASON = "replayed result re-summarized: _common RequestWindow"
 #: results split by a model text: the repair drops the call and the results after the text and
 #: leaves the text last, a request that does not end with a user turn (``_common.RequestRepair``)
 SPLIT_REASON = "repaired split results end the request with a model turn: _common RequestRepair"
@@ -146,19 +144,18 @@ def test_every_request_valid_and_each_message_counted_once(kind: str, mode: IdMo
     for history in SEEDS:
         counted = Counted(history)
         sent = asyncio.run(_drive(_hook(kind, counted), history, mode))
-        if not history.defects & REPLAYS[mode]:  # those: test_a_replayed_result_is_counted_once
-            assert counted.errors(sent) == [], f"seed {history.seed} {sorted(history.defects)}"
+        assert counted.errors(sent) == [], f"seed {history.seed} {sorted(history.defects)}"
         pruned += sum(counted.ledger.pruned.values())
     assert pruned > 0, "no history was long enough to prune"
 
 
-@pytest.mark.xfail(strict=True, reason=REPLAY_REASON)
-def test_a_replayed_result_is_counted_once() -> None:
-    replays = [h for h in SEEDS if h.defects & REPLAYS["ids"]]
+@pytest.mark.parametrize("mode", ["ids", "adk", "none"])
+def test_a_replayed_result_is_counted_once(mode: IdMode) -> None:
+    replays = [h for h in SEEDS if h.defects & REPLAYS[mode]]
     assert replays
     for history in replays:
         counted = Counted(history)
-        sent = asyncio.run(_drive(_hook("callback", counted), history, "ids"))
+        sent = asyncio.run(_drive(_hook("callback", counted), history, mode))
         assert counted.errors(sent) == [], f"seed {history.seed} {sorted(history.defects)}"
 
 

@@ -121,13 +121,7 @@ RUNS: dict[str, tuple[Run, Callable[[Any], list[str]]]] = {
 }
 
 
-#: ADK holds every unanswered call as long-running and sends it: its own branch fixes that
-ADK_PENDING = pytest.mark.xfail(strict=True, reason="google_adk.py sends a call nothing answers")
-CASES = [
-    pytest.param(f, d, id=f"{f}-{d}", marks=ADK_PENDING if (f, d) == ("adk", "late") else ())
-    for f in sorted(RUNS)
-    for d in sorted(HISTORIES)
-]
+CASES = [pytest.param(f, d, id=f"{f}-{d}") for f in sorted(RUNS) for d in sorted(HISTORIES)]
 
 
 @pytest.mark.parametrize(("framework", "defect"), CASES)
