@@ -13,7 +13,8 @@
   inner saver a new checkpoint; the given one is never mutated. Everything else is delegated.
 * Optional capabilities (``delete_for_runs``, ``copy_thread``, ``prune`` and their async forms)
   exist on the wrapper's class exactly when the inner class has them, because LangGraph detects
-  them on the class; ``prune``/``aprune`` also where ``checkpointers.retention`` implements them.
+  them on the class; ``prune``/``aprune`` are ``checkpointers.retention``'s wherever it supports
+  the inner class (whether or not the class has its own), so they keep DeltaChannel threads right.
   ``ReducingCheckpointSaver(...)`` therefore returns an instance of a cached subclass per
   capability set (``_saver_class``); ``isinstance(x, ReducingCheckpointSaver)`` holds for all.
 * A saver that reduces by itself (a ``reducer`` attribute) is never reduced twice: it is handed
@@ -615,11 +616,11 @@ def _capabilities(
     delegated = capabilities_of(inner)
     if offload:
         delegated -= _BLOB_UNSAFE
-        if _retention.supports_retention(type(inner)):
-            return delegated - set(_OWN), frozenset(_OWN)
-    if delegated & set(_OWN) or not _retention.supports_retention(type(inner)):
-        return delegated, frozenset()  # an inner prune (sync or async) is LangGraph's own: mirrored
-    return delegated, frozenset(_OWN)
+    if _retention.supports_retention(type(inner)):
+        # retention's prune also where the inner class has one: LangGraph's PostgresSaver.prune
+        # refuses DeltaChannel threads, which retention keeps correct
+        return delegated - set(_OWN), frozenset(_OWN)
+    return delegated, frozenset()  # an inner prune (sync or async) is LangGraph's own: mirrored
 
 
 @functools.cache
