@@ -21,7 +21,7 @@ from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 
-from agentstate_reducer import MessageReducer
+from agentstate_reducer import MessageReducer, ReducerConfig
 from checkpointers import ReducingCheckpointSaver
 from checkpointers.compact import compact_store
 from checkpointers.retention import (
@@ -72,9 +72,9 @@ def _extend(state: list[Any], writes: list[Any]) -> list[Any]:
 
 @functools.cache
 def delta_state(k_messages: int, k_notes: int) -> Any:
-    """``messages`` and ``notes`` (written every other turn) are DeltaChannels snapshotting at
+    """``messages`` and ``notes`` are DeltaChannels snapshotting at
     their own cadence; ``files`` is one that is never written."""
-    return TypedDict(  # noqa: UP013  (a class body's annotations would be strings here)
+    return TypedDict(  # functional: the cadences are arguments
         "DeltaState",
         {
             "messages": Annotated[list, DeltaChannel(_add, snapshot_frequency=k_messages)],
@@ -240,6 +240,20 @@ def test_plan_walks_each_namespace_by_its_own_parent_links_and_stops_on_a_loop()
     plan = plan_retention(thread, keep_last=1, now=datetime(2000, 1, 1, tzinfo=timezone.utc))
     assert sorted(plan.kept[""]) == ["r00", "r01", "r02"]
     assert sorted(plan.kept["other"]) == ["r00", "r01", "r02"]
+
+
+def test_plan_on_a_blob_saver_keeps_the_checkpoint_that_stored_a_snapshot_a_kept_one_reads() -> None:
+    """r02 reads the snapshot r01 stored (same messages version): r01 stays with it, since blob
+    offload records the snapshot's references under r01; r00 goes."""
+    r00 = StoredCheckpoint("", "r00", delta=True, versions={"messages": "1"})
+    r01 = StoredCheckpoint("", "r01", parent="r00", delta=True, versions={"messages": "2"})
+    r02 = StoredCheckpoint("", "r02", parent="r01", delta=True, versions={"messages": "2"},
+                           held=frozenset({("messages", "2")}))
+    blobs = frozenset({("", "messages", "1"), ("", "messages", "2")})
+    plan = plan_retention(ThreadState("t", (r00, r01, r02), blobs=blobs), keep_last=1,
+                          now=datetime(2000, 1, 1, tzinfo=timezone.utc))
+    assert sorted(plan.kept[""]) == ["r01", "r02"]
+    assert plan.blobs == {("", "messages"): ("1",)}
 
 
 def test_plan_keeps_a_run_s_recent_checkpoint_on_a_row_saver_of_a_delta_thread() -> None:
@@ -423,3 +437,169 @@ async def test_async_cosmos_keep_last_and_aprune(request: pytest.FixtureRequest)
         assert_unchanged(before, await arebuilt(graph, "t"), trimmed=len(before) > 6)
         await arun(graph, "t", range(9, 11))
         assert values(await graph.aget_state(config("t"))) == expected(11)
+
+
+# -- the CLI, offload and the archive --------------------------------------------------------------
+
+
+def test_cli_compact_keep_last_trims_a_delta_sqlite_file(tmp_path: Path) -> None:
+    import checkpointers.cli.main as cli
+
+    path = tmp_path / "cli.db"
+    with open_saver("sqlite", path=path) as saver:
+        graph = build(saver)
+        run(graph, "t", range(9))
+        before = rebuilt(graph, "t")
+    assert cli.main(["compact", str(path), "--keep-last", "1", "--yes"]) == 0
+    with open_saver("sqlite", path=path) as saver:
+        graph = build(saver)
+        assert_unchanged(before, rebuilt(graph, "t"), trimmed=True)
+        run(graph, "t", range(9, 10))
+        assert values(graph.get_state(config("t"))) == expected(10)
+
+
+def _image(turn: int) -> str:
+    import base64
+
+    return base64.b64encode(bytes([turn]) * 3000).decode()
+
+
+def contents(snapshot: Any) -> tuple[Any, ...]:
+    """Every message's id and content (images included), as LangGraph rebuilds them."""
+    return tuple((m.id, repr(m.content)) for m in snapshot.values.get("messages", ()))
+
+
+@pytest.mark.parametrize("kind", SYNC)
+def test_offload_and_the_archive_on_a_delta_thread_lose_no_image(kind: str, sync_saver: Any) -> None:
+    from langgraph.store.memory import InMemoryStore
+
+    from checkpointers import BlobOffload, StoreArchive
+
+    archive = StoreArchive(InMemoryStore())
+    reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, on_prune=[archive]))
+    with sync_saver(kind) as inner, sync_saver(kind, "twin") as twin_inner:
+        saver = ReducingCheckpointSaver(inner, reducer, offload=BlobOffload(min_bytes=1024), keep_last=2,
+                                        retention_every=1)
+        graph, twin = build(saver), build(twin_inner)
+        for turn in range(9):
+            block = {"type": "image", "base64": _image(turn), "mime_type": "image/png"}
+            question = HumanMessage([{"type": "text", "text": f"q{turn}"}, block], id=f"h{turn}")
+            message = {"messages": [question]}
+            graph.invoke(message, config("t"))
+            twin.invoke(message, config("t"))
+        by_step = {s.metadata["step"]: contents(s) for s in twin.get_state_history(config("t"))}
+        kept = {s.metadata["step"]: contents(s) for s in graph.get_state_history(config("t"))}
+        assert len(kept) < len(by_step)
+        assert kept == {step: by_step[step] for step in kept}
+        saver.prune(["t"])
+        after = {s.metadata["step"]: contents(s) for s in graph.get_state_history(config("t"))}
+        assert after.items() <= kept.items()
+        graph.invoke(turn_input(9), config("t"))
+        assert values(graph.get_state(config("t"))) == expected(10)
+
+
+# -- two runs on one thread ------------------------------------------------------------------------
+
+
+class Racing(TypedDict, total=False):
+    messages: Annotated[list, DeltaChannel(_add, snapshot_frequency=2)]
+    run: str
+
+
+def _racing_graph(saver: Any, gate: Any) -> Any:
+    """agent -> gate (run A waits there) -> END."""
+
+    def agent(state: Any) -> dict[str, Any]:
+        return {"messages": [AIMessage(f"{state['run']} agent", id=f"{state['run']}-agent")]}
+
+    builder = StateGraph(Racing).add_node("agent", agent).add_node("gate", gate)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", "gate")
+    builder.add_edge("gate", END)
+    return builder.compile(checkpointer=saver)
+
+
+def _race_input(run_id: str) -> dict[str, Any]:
+    return {"messages": [HumanMessage(f"question of {run_id}", id=f"{run_id}-q")], "run": run_id}
+
+
+def _well_formed(ids: tuple[str, ...]) -> bool:
+    """What a checkpoint of the racing thread can hold: the seed turns from the start, then whole
+    or partial turns (question, agent, done) of one run each; a cut chain rebuilds a list that
+    does not start at the first seed turn."""
+    if ids[:3] != ("s0-q", "s0-agent", "s0-done"):
+        return False
+    turns: list[list[str]] = []
+    for i in ids:
+        if i.endswith("-q"):
+            turns.append([])
+        turns[-1].append(i)
+    return all(t == [f"{t[0][:-2]}-{p}" for p in ("q", "agent", "done")][: len(t)] for t in turns)
+
+
+@contextmanager
+def _pair(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    """Two savers on one store, each with its own connection (as two worker processes have)."""
+    if kind == "memory":
+        with open_saver("memory") as inner:
+            yield inner, inner
+    elif kind in ("sqlite", "postgres"):
+        url = request.getfixturevalue("postgres_server").new_database("race") if kind == "postgres" else None
+        path = tmp_path / "race.db"
+        with open_saver(kind, path=path, pg_url=url) as one, open_saver(kind, path=path, pg_url=url) as two:
+            yield one, two
+    else:
+        from checkpointers.cosmosdb import CosmosDBSaver
+
+        server = request.getfixturevalue("cosmos_server")
+        database = request.getfixturevalue("cosmos_database")
+        with server.client() as c1, server.client() as c2:
+            one, two = CosmosDBSaver(database, "c", client=c1), CosmosDBSaver(database, "c", client=c2)
+            one.setup()
+            yield one, two
+
+
+@pytest.mark.parametrize(
+    "kind", ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres),
+             pytest.param("cosmos", marks=pytest.mark.cosmos)]
+)
+def test_a_run_between_two_steps_keeps_its_delta_values_while_another_run_prunes(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """Run A stored its agent step and waits before its next one; run B, on the same thread through
+    another saver, finishes whole turns with keep_last=1 and retention at every put. A's last
+    checkpoint, the thread's latest, rebuilds exactly what A's run returned, and every checkpoint
+    left rebuilds a whole history."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+
+    def gate(state: Any) -> dict[str, Any]:
+        if state["run"] == "A":
+            entered.set()
+            assert release.wait(120), "the test never released run A"
+        return {"messages": [AIMessage(f"{state['run']} done", id=f"{state['run']}-done")]}
+
+    thread = config("race")
+    with _pair(kind, request, tmp_path) as (one, two):
+        reducer = MessageReducer(min_messages=50, max_messages=99)
+        wrap = functools.partial(ReducingCheckpointSaver, reducer=reducer, keep_last=1, retention_every=1)
+        graph_a, graph_b = _racing_graph(wrap(one), gate), _racing_graph(wrap(two), gate)
+        for seed in range(3):
+            graph_b.invoke(_race_input(f"s{seed}"), thread)
+        returned: list[Any] = []
+        worker = threading.Thread(target=lambda: returned.append(graph_a.invoke(_race_input("A"), thread)))
+        worker.start()
+        assert entered.wait(120)
+        for other in range(3):
+            graph_b.invoke(_race_input(f"b{other}"), thread)
+        release.set()
+        worker.join(120)
+        assert not worker.is_alive() and len(returned) == 1
+        history = list(graph_b.get_state_history(thread))
+        ids = [tuple(m.id for m in s.values["messages"]) for s in history]
+        assert ids[0] == tuple(m.id for m in returned[0]["messages"])
+        assert [i for i in ids if not _well_formed(i)] == []
+        graph_b.invoke(_race_input("c"), thread)
+        after = tuple(m.id for m in graph_b.get_state(thread).values["messages"])
+        assert _well_formed(after) and after[-6:] == ("A-q", "A-agent", "A-done", "c-q", "c-agent", "c-done")

@@ -115,19 +115,24 @@ def _delta_counters(row: Mapping[str, Any], serde: SerializerProtocol) -> frozen
     return r.delta_counters(serde.loads_typed((typed[0], base64.b64decode(typed[1]))))
 
 
-def _unseeded(
+def _delta_values(
     ns: str, refs: Sequence[str], counters: frozenset[str], values: Mapping[str, Any]
-) -> frozenset[str]:
-    """The delta channels a checkpoint item rebuilds from its ancestors (``rules.unseeded_channels``):
-    its ``blobs`` name a value item id per channel version (``blob_item_id``), and a value item is
-    stored only where the checkpoint held a value."""
-    out = set()
+) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    """(the delta channels a checkpoint item rebuilds from its ancestors, the ``versions`` entries
+    of those it reads stored), as ``rules.StoredCheckpoint`` has them: its ``blobs`` name a value
+    item id per channel version (``blob_item_id``), and a value item is stored only where a
+    checkpoint held a value."""
+    unseeded, held = set(), set()
     for channel in counters:  # blob_item_id's segments: "b!<ns>!<channel>!<version>"
         prefix = f"b!{encode_part(ns)}!{encode_part(channel)}!"
         ref = next((ref for ref in refs if ref.startswith(prefix)), None)
-        if ref is not None and ref not in values:
-            out.add(channel)
-    return frozenset(out)
+        if ref is None:
+            continue
+        if ref in values:
+            held.add((ref, ""))
+        else:
+            unseeded.add(channel)
+    return frozenset(unseeded), frozenset(held)
 
 
 def _load(thread_id: str, serde: SerializerProtocol) -> Generator[Any, Any, tuple[r.ThreadState, _Thread]]:
@@ -165,7 +170,7 @@ def _load(thread_id: str, serde: SerializerProtocol) -> Generator[Any, Any, tupl
             bool(row.get("delta")) or bool(counters), dict.fromkeys(refs, ""),
             None if parent is None else str(parent), row.get("source") == "loop",
             r.checkpoint_step(row.get("step")), r.step_due(row.get("updated_channels")),
-            _unseeded(ns, refs, counters, value_ids),
+            *_delta_values(ns, refs, counters, value_ids),
         ))
     blobs = frozenset((ns, ref, "") for ref, ns in value_ns.items())
     state = r.ThreadState(thread_id, tuple(checkpoints), writes, blobs)

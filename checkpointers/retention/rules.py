@@ -54,7 +54,10 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   due together, a fork, a reduced value written at a reduction). Delta channels that snapshot
   at different times can make that point lie far back: everything back to it stays. On such a
   thread a checkpoint a run may still be extending (above) is kept on row savers too: the run's
-  next checkpoint is rebuilt through it.
+  next checkpoint is rebuilt through it. A blob saver stores a value once per (channel, version):
+  a checkpoint reads the snapshot an older one stored while the channel is unchanged, and that
+  older checkpoint is kept too (blob offload records a value's references under the checkpoint
+  that stored it).
 """
 
 from __future__ import annotations
@@ -177,6 +180,8 @@ class StoredCheckpoint:
     due: bool = True
     #: the delta channels rebuilt from its ancestors: no value stored here (``unseeded_channels``)
     unseeded: frozenset[str] = frozenset()
+    #: blob savers: the ``versions`` entries (key, value) of the delta values it reads stored
+    held: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +282,7 @@ def plan_retention(
             keep = stored  # its root checkpoint is not saved yet
         keep_ids = {c.id for c in keep}
         keep += [c for c in stored if c.id not in keep_ids and (ns, c.id) in spared]
-        kept[ns] = _with_delta_ancestors(keep, stored) if delta else keep
+        kept[ns] = _with_delta_ancestors(keep, stored, thread.blobs is not None) if delta else keep
 
     deleted: dict[str, tuple[str, ...]] = {}
     blobs: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -316,22 +321,28 @@ def _is_call(ns: str, head: StoredCheckpoint) -> bool:
 
 
 def _with_delta_ancestors(
-    keep: Sequence[StoredCheckpoint], stored: Sequence[StoredCheckpoint]
+    keep: Sequence[StoredCheckpoint], stored: Sequence[StoredCheckpoint], shared: bool
 ) -> list[StoredCheckpoint]:
-    """``keep`` and, for each, its ancestors back to the nearest one that rebuilds no delta
-    channel from its own ancestors (rules: module doc), in ``stored``'s order (newest first).
-    Every ancestor kept is itself a checkpoint of the thread, so it keeps its own chain: the
-    walk goes on while the checkpoint reached rebuilds any channel. Each is walked once."""
+    """``keep`` and what its delta channels are rebuilt from (rules: module doc), in ``stored``'s
+    order (newest first): the parent of each checkpoint kept that rebuilds a delta channel, and
+    (``shared``: a blob saver) the checkpoint that stored each delta value one kept reads."""
     by_id = {c.id: c for c in stored}
-    keep_ids = {c.id for c in keep}
-    walked: set[str] = set()
-    for c in keep:
-        cursor: StoredCheckpoint | None = c
-        while cursor is not None and cursor.unseeded and cursor.id not in walked:
-            walked.add(cursor.id)
-            cursor = by_id.get(cursor.parent) if cursor.parent is not None else None
-            if cursor is not None:
-                keep_ids.add(cursor.id)
+    read = {entry for c in stored for entry in c.held} if shared else set()
+    writer: dict[tuple[str, str], str] = {}
+    for c in stored:  # newest first: the oldest checkpoint naming a value stored it
+        for entry in read.intersection(c.versions.items()):
+            writer[entry] = c.id
+    keep_ids: set[str] = set()
+    todo = list(keep)
+    while todo:
+        c = todo.pop()
+        if c.id in keep_ids:
+            continue
+        keep_ids.add(c.id)
+        if c.unseeded and c.parent in by_id:
+            todo.append(by_id[c.parent])
+        if shared:
+            todo.extend(by_id[writer[entry]] for entry in c.held)
     return [c for c in stored if c.id in keep_ids]
 
 
@@ -444,13 +455,16 @@ def stored_checkpoint(
     vers = versions if isinstance(versions, Mapping) else (_loads_json(versions) or {})
     if isinstance(updated, (str, bytes, bytearray, memoryview)):
         updated = _loads_json(updated)
+    held: frozenset[tuple[str, str]] = frozenset()
     if unseeded is None:
         unseeded = unseeded_channels(meta, vers, stored)
+        if stored is not None:
+            held = frozenset((c, str(vers[c])) for c in delta_counters(meta) if c in vers and c in stored)
     return StoredCheckpoint(
         ns, cid, root if isinstance(root, str) else None, delta,
         {str(k): str(v) for k, v in vers.items()}, None if parent is None else str(parent),
         meta.get("source") == "loop", checkpoint_step(meta.get("step")), step_due(updated),
-        frozenset(unseeded),
+        frozenset(unseeded), held,
     )
 
 

@@ -221,17 +221,19 @@ class PostgresDialect(SqlDialect):
         if isinstance(op, LoadThread):
             blobs = frozenset((r[0], r[1], str(r[2])) for r in results[2])
             filled = {(r[0], r[1], str(r[2])) for r in results[2] if r[3]}
-            checkpoints = tuple(
-                replace(c, unseeded=frozenset(
-                    ch for ch in c.unseeded if (c.ns, ch, c.versions.get(ch)) not in filled
-                )) if c.unseeded else c
-                for c in value.checkpoints
-            )
+            checkpoints = tuple(self._held(c, filled) if c.unseeded else c for c in value.checkpoints)
             return ThreadState(value.thread_id, checkpoints, value.writes, blobs)
         return value
 
     def checkpoint(self, row: Sequence[Any]) -> StoredCheckpoint:
         return stored_checkpoint(row[0], row[1], row[2], row[4], row[3], row[5])
+
+    @staticmethod
+    def _held(c: StoredCheckpoint, filled: set[tuple[str, str, str]]) -> StoredCheckpoint:
+        """``c`` with the delta channels whose blob at its version holds a value moved from
+        ``unseeded`` to ``held``."""
+        held = {ch for ch in c.unseeded if (c.ns, ch, c.versions.get(ch)) in filled}
+        return replace(c, unseeded=c.unseeded - held, held=frozenset((ch, c.versions[ch]) for ch in held))
 
     def ts(self, row: Sequence[Any]) -> str | None:
         return str(row[0]) if row[0] is not None else None
