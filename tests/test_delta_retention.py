@@ -86,7 +86,8 @@ def delta_state(k_messages: int, k_notes: int) -> Any:
 
 
 def _turn(state: Any) -> int:
-    return sum(1 for m in state["messages"] if m.type == "human") - 1
+    """The turn of the latest question (``h<turn>``)."""
+    return int(next(m.id for m in reversed(state["messages"]) if m.type == "human")[1:])
 
 
 def build(saver: Any, cadence: tuple[int, int, int] = ALIGNED) -> Any:
