@@ -113,13 +113,15 @@ class SqlDialect:
 
 
 class SqliteDialect(SqlDialect):
-    # The checkpoint itself (one msgpack value) only where its metadata shows a DeltaChannel: which
-    # delta channels it rebuilds needs its versions and values (rules.unseeded_channels).
+    # The checkpoints themselves (one msgpack value each) only of a thread whose metadata shows a
+    # DeltaChannel: which delta channels one rebuilds needs its versions and values
+    # (rules.unseeded_channels), and whether a step is due after it its updated_channels.
     load_checkpoints = (
+        "WITH d(delta) AS (SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ? "
+        "AND instr(CAST(metadata AS TEXT), 'counters_since_delta_snapshot'))) "
         "SELECT checkpoint_ns, checkpoint_id, CAST(metadata AS TEXT), parent_checkpoint_id, "
-        "CASE WHEN instr(CAST(metadata AS TEXT), 'counters_since_delta_snapshot') THEN type END, "
-        "CASE WHEN instr(CAST(metadata AS TEXT), 'counters_since_delta_snapshot') THEN checkpoint END "
-        "FROM checkpoints WHERE thread_id = ?"
+        "CASE WHEN d.delta THEN type END, CASE WHEN d.delta THEN checkpoint END "
+        "FROM checkpoints, d WHERE thread_id = ?"
     )
     load_writes = (
         "SELECT checkpoint_ns, checkpoint_id, COUNT(*), MAX(channel = ?) FROM writes "
@@ -147,6 +149,7 @@ class SqliteDialect(SqlDialect):
     def statements(self, op: Op) -> list[Sql]:
         out = super().statements(op)
         if isinstance(op, LoadThread):
+            out[0] = Sql(self.load_checkpoints, (op.thread_id, op.thread_id), True)
             out[1] = Sql(self.load_writes, (INTERRUPT, op.thread_id), True)
         return out
 
