@@ -8,7 +8,7 @@ small ``snapshot_frequency`` (snapshots inside the run) and a large one (none at
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -55,7 +55,7 @@ def trims(kind: str, cadence: tuple[int, int, int]) -> bool:
 # -- the graph -------------------------------------------------------------------------------------
 
 
-def _add(state: list[Any], writes: list[Any]) -> list[Any]:
+def _add(state: Any, writes: Sequence[Any]) -> Any:
     for update in writes:
         merged = add_messages(state, update)
         assert isinstance(merged, list)
@@ -63,7 +63,7 @@ def _add(state: list[Any], writes: list[Any]) -> list[Any]:
     return state
 
 
-def _extend(state: list[Any], writes: list[Any]) -> list[Any]:
+def _extend(state: Any, writes: Sequence[Any]) -> Any:
     out = list(state)
     for update in writes:
         out.extend(update)
@@ -74,7 +74,8 @@ def _extend(state: list[Any], writes: list[Any]) -> list[Any]:
 def delta_state(k_messages: int, k_notes: int) -> Any:
     """``messages`` and ``notes`` are DeltaChannels snapshotting at
     their own cadence; ``files`` is one that is never written."""
-    return TypedDict(  # functional: the cadences are arguments
+    typed_dict: Any = TypedDict  # the functional form: the cadences are arguments
+    return typed_dict(
         "DeltaState",
         {
             "messages": Annotated[list, DeltaChannel(_add, snapshot_frequency=k_messages)],
