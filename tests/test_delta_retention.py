@@ -44,7 +44,8 @@ ALIGNED, STAGGERED, LARGE_K = (6, 2, 1), (4, 2, 2), (1000, 1000, 2)
 CADENCES = [pytest.param(ALIGNED, id="aligned"), pytest.param(STAGGERED, id="staggered"),
             pytest.param(LARGE_K, id="large-k")]
 #: savers that store a value per (channel, version): a checkpoint reads the snapshot of an
-#: unchanged channel, so staggered snapshots still leave points holding every value
+#: unchanged channel, which makes points holding every value of the staggered cadence (SQLite's
+#: rows hold only the channels snapshotted there)
 BLOB_SAVERS = {"memory", "postgres", "apostgres", "cosmos"}
 
 
