@@ -270,6 +270,7 @@ def compact_store(
     on_thread: Callable[[str], None] | None = None,
     offload: BlobOffload | None = None,
     record_references: bool = True,
+    branch_grace: timedelta = r.BRANCH_GRACE,
 ) -> StoreCompaction:
     """Per thread of ``saver`` (``thread_ids``, or every thread), in this order:
 
@@ -294,6 +295,7 @@ def compact_store(
     read without recording them, and the deletions would otherwise collect blobs it still names.
     A reference to a missing or corrupt blob then raises ``BlobError`` before anything is deleted.
     ``record_references=False`` skips that pass, for a caller that has just offloaded every thread.
+    ``branch_grace``: as ``ReducingCheckpointSaver``'s (``checkpointers.retention.rules``).
     """
 
     report = StoreCompaction(dry_run=dry_run)
@@ -348,10 +350,10 @@ def compact_store(
                 latest = saver.get_tuple(_root_config(thread_id))
                 assert latest is not None
                 planned = _with_compacted(state, backend, latest, messages_key)
-            plan = r.plan_retention(planned, keep_last=keep_last)
+            plan = r.plan_retention(planned, keep_last=keep_last, now=now, branch_grace=branch_grace)
             deleted = r.Deleted(plan.checkpoint_count, plan.writes, plan.blob_count)
         else:
-            deleted = backend.run(r.retain_flow(thread_id, keep_last))
+            deleted = backend.run(r.retain_flow(thread_id, keep_last, branch_grace=branch_grace))
         if deleted.checkpoints or deleted.blobs:
             report.threads_trimmed.append(thread_id)
             report.add(deleted)

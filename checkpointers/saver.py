@@ -555,7 +555,7 @@ async def _aprune(
 def _own_prune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    _retention.prune(self, thread_ids, strategy=strategy)
+    _retention.prune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace)
     if strategy == "delete":
         for thread_id in thread_ids:
             self.forget_archived(str(thread_id))
@@ -564,7 +564,7 @@ def _own_prune(
 async def _own_aprune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    await _retention.aprune(self, thread_ids, strategy=strategy)
+    await _retention.aprune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace)
     if strategy == "delete":
         for thread_id in thread_ids:
             await self.aforget_archived(str(thread_id))

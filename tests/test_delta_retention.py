@@ -41,6 +41,8 @@ ASYNC = ["memory", "aiosqlite", pytest.param("apostgres", marks=pytest.mark.post
 #: "aligned" snapshots both channels in the same checkpoint every 2 turns; "staggered" never
 #: does (notes then sit unchanged between snapshots); "large-k" never snapshots at all
 ALIGNED, STAGGERED, LARGE_K = (6, 2, 1), (4, 2, 2), (1000, 1000, 2)
+#: spare nothing for recency: these tests write a thread and trim it within seconds
+NO_GRACE = timedelta(0)
 CADENCES = [pytest.param(ALIGNED, id="aligned"), pytest.param(STAGGERED, id="staggered"),
             pytest.param(LARGE_K, id="large-k")]
 #: savers that store a value per (channel, version): a checkpoint reads the snapshot of an
@@ -259,6 +261,25 @@ def test_plan_on_a_blob_saver_keeps_the_checkpoint_that_stored_a_snapshot_a_kept
     assert plan.blobs == {("", "messages"): ("1",)}
 
 
+def test_plan_keeps_a_checkpoint_superseded_as_the_latest_a_moment_ago() -> None:
+    """A run that read a checkpoint while it was the latest may not have stored its first
+    checkpoint yet: each stays while the one that superseded it is younger than SUPERSEDED_GRACE
+    (at most branch_grace)."""
+    from langgraph.checkpoint.base.id import uuid6
+
+    from checkpointers.retention import SUPERSEDED_GRACE
+
+    ids = sorted(str(uuid6(clock_seq=i)) for i in range(3))
+    stored = tuple(StoredCheckpoint("", i, parent=p, delta=True, loop=True, due=False)
+                   for i, p in zip(ids, [None, *ids], strict=False))
+    made = datetime.now(timezone.utc)
+    for now, kept_ids in ((made, ids), (made + SUPERSEDED_GRACE * 2, ids[2:])):
+        plan = plan_retention(ThreadState("t", stored), keep_last=1, now=now)
+        assert sorted(plan.kept[""]) == kept_ids
+    plan = plan_retention(ThreadState("t", stored), keep_last=1, now=made, branch_grace=NO_GRACE)
+    assert sorted(plan.kept[""]) == ids[2:]
+
+
 def test_plan_keeps_a_run_s_recent_checkpoint_on_a_row_saver_of_a_delta_thread() -> None:
     """A run may still extend a recent checkpoint; on a DeltaChannel thread its next checkpoint is
     rebuilt through it, so row savers (``blobs`` None) keep it too."""
@@ -290,7 +311,7 @@ def test_prune_keep_latest_leaves_every_checkpoint_rebuilding_the_same(
         run(graph, "t", range(9))
         run(graph, "other", range(2))
         before, other = rebuilt(graph, "t"), rebuilt(graph, "other")
-        prune(saver, ["t"], strategy="keep_latest")
+        prune(saver, ["t"], strategy="keep_latest", branch_grace=NO_GRACE)
         after = rebuilt(graph, "t")
         assert_unchanged(before, after, trimmed=trims(kind, cadence))
         if cadence == ALIGNED:  # back to the last checkpoint holding both values: 2 turns at most
@@ -306,7 +327,7 @@ def test_prune_keep_latest_leaves_every_checkpoint_rebuilding_the_same(
 def test_a_wrapper_s_keep_last_matches_a_twin_that_was_never_pruned(kind: str, sync_saver: Any) -> None:
     with sync_saver(kind) as inner, sync_saver(kind, "twin") as twin_inner:
         saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8), keep_last=2,
-                                        retention_every=1)
+                                        retention_every=1, branch_grace=NO_GRACE)
         graph, twin = build(saver), build(twin_inner)
         run(graph, "t", range(12))
         run(twin, "t", range(12))
@@ -329,10 +350,10 @@ def test_sweep_trims_a_delta_thread_and_its_dry_run_says_so(kind: str, sync_save
         graph = build(saver)
         run(graph, "t", range(9))
         before = rebuilt(graph, "t")
-        dry = sweep(saver, keep_last=1, dry_run=True)
+        dry = sweep(saver, keep_last=1, dry_run=True, branch_grace=NO_GRACE)
         assert dry.skipped == {} and dry.threads_trimmed == ["t"]
         assert rebuilt(graph, "t") == before
-        report = sweep(saver, keep_last=1)
+        report = sweep(saver, keep_last=1, branch_grace=NO_GRACE)
         assert report.skipped == {} and report.threads_trimmed == ["t"]
         assert report.checkpoints_deleted == dry.checkpoints_deleted == len(before) - len(rebuilt(graph, "t"))
         assert_unchanged(before, rebuilt(graph, "t"), trimmed=True)
@@ -347,8 +368,8 @@ def test_compact_store_keep_last_trims_a_delta_thread(kind: str, sync_saver: Any
         run(graph, "t", range(9))
         before = rebuilt(graph, "t")
         reducer = MessageReducer(min_messages=4, max_messages=8)
-        dry = compact_store(saver, reducer, keep_last=1, dry_run=True)
-        report = compact_store(saver, reducer, keep_last=1)
+        dry = compact_store(saver, reducer, keep_last=1, dry_run=True, branch_grace=NO_GRACE)
+        report = compact_store(saver, reducer, keep_last=1, branch_grace=NO_GRACE)
         assert report.kept_whole == {} and report.threads_trimmed == ["t"]
         assert report.checkpoints_deleted == dry.checkpoints_deleted > 0
         assert_unchanged(before, rebuilt(graph, "t"), trimmed=True)
@@ -363,7 +384,7 @@ async def test_async_keep_last_aprune_and_asweep(
 ) -> None:
     async with async_saver(kind) as inner, async_saver(kind, "atwin") as twin_inner:
         saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8), keep_last=2,
-                                        retention_every=1)
+                                        retention_every=1, branch_grace=NO_GRACE)
         graph, twin = build(saver, cadence), build(twin_inner, cadence)
         await arun(graph, "t", range(9))
         await arun(twin, "t", range(9))
@@ -373,10 +394,10 @@ async def test_async_keep_last_aprune_and_asweep(
             assert_like_twin(pruned, twin_states)
         else:
             assert sorted(v for _, v in pruned.values()) == sorted(v for _, v in twin_states.values())
-        await aprune(twin_inner, ["t"])  # the bare saver: retention's own aprune
+        await aprune(twin_inner, ["t"], branch_grace=NO_GRACE)  # the bare saver: retention's own
         assert_unchanged(twin_states, await arebuilt(twin, "t"), trimmed=trims(kind, cadence))
         await saver.aprune(["t"])
-        assert (await asweep(saver, keep_last=1)).skipped == {}
+        assert (await asweep(saver, keep_last=1, branch_grace=NO_GRACE)).skipped == {}
         assert_like_twin(await arebuilt(graph, "t"), twin_states) if trims(kind, cadence) else None
         await arun(graph, "t", range(9, 11))
         assert values(await graph.aget_state(config("t"))) == expected(11, cadence)
@@ -411,17 +432,17 @@ async def acosmos_saver(request: pytest.FixtureRequest, container: str = "c") ->
 def test_cosmos_prune_sweep_and_keep_last(request: pytest.FixtureRequest) -> None:
     with cosmos_saver(request) as inner, cosmos_saver(request, "twin") as twin_inner:
         saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8), keep_last=2,
-                                        retention_every=1)
+                                        retention_every=1, branch_grace=NO_GRACE)
         graph, twin = build(saver), build(twin_inner)
         run(graph, "t", range(9))
         run(twin, "t", range(9))
         assert_like_twin(rebuilt(graph, "t"), rebuilt(twin, "t"))
         before = rebuilt(twin, "t")
-        twin_inner.prune(["t"], strategy="keep_latest")
+        prune(twin_inner, ["t"], strategy="keep_latest", branch_grace=NO_GRACE)
         assert_unchanged(before, rebuilt(twin, "t"), trimmed=True)
         run(twin, "t", range(9, 10))
         before = rebuilt(twin, "t")
-        assert sweep(twin_inner, keep_last=1).skipped == {}
+        assert sweep(twin_inner, keep_last=1, branch_grace=NO_GRACE).skipped == {}
         assert_unchanged(before, rebuilt(twin, "t"), trimmed=True)
         run(graph, "t", range(9, 11))
         assert values(graph.get_state(config("t"))) == expected(11)
@@ -431,12 +452,12 @@ def test_cosmos_prune_sweep_and_keep_last(request: pytest.FixtureRequest) -> Non
 async def test_async_cosmos_keep_last_and_aprune(request: pytest.FixtureRequest) -> None:
     async with acosmos_saver(request) as inner:
         saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8), keep_last=2,
-                                        retention_every=1)
+                                        retention_every=1, branch_grace=NO_GRACE)
         graph = build(saver)
         await arun(graph, "t", range(9))
         before = await arebuilt(graph, "t")
         assert len(before) < 27
-        await saver.aprune(["t"])
+        await aprune(inner, ["t"], branch_grace=NO_GRACE)
         assert_unchanged(before, await arebuilt(graph, "t"), trimmed=len(before) > 6)
         await arun(graph, "t", range(9, 11))
         assert values(await graph.aget_state(config("t"))) == expected(11)
@@ -445,7 +466,11 @@ async def test_async_cosmos_keep_last_and_aprune(request: pytest.FixtureRequest)
 # -- the CLI, offload and the archive --------------------------------------------------------------
 
 
-def test_cli_compact_keep_last_trims_a_delta_sqlite_file(tmp_path: Path) -> None:
+def test_cli_compact_keep_last_on_a_delta_sqlite_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI trims such a thread by the same rules; its checkpoints are minutes old at most here,
+    so the ones superseded less than SUPERSEDED_GRACE ago stay (and the thread is not kept whole)."""
     import checkpointers.cli.main as cli
 
     path = tmp_path / "cli.db"
@@ -454,9 +479,10 @@ def test_cli_compact_keep_last_trims_a_delta_sqlite_file(tmp_path: Path) -> None
         run(graph, "t", range(9))
         before = rebuilt(graph, "t")
     assert cli.main(["compact", str(path), "--keep-last", "1", "--yes"]) == 0
+    assert "DeltaChannel" not in capsys.readouterr().out
     with open_saver("sqlite", path=path) as saver:
         graph = build(saver)
-        assert_unchanged(before, rebuilt(graph, "t"), trimmed=True)
+        assert_unchanged(before, rebuilt(graph, "t"), trimmed=False)
         run(graph, "t", range(9, 10))
         assert values(graph.get_state(config("t"))) == expected(10)
 
@@ -482,7 +508,7 @@ def test_offload_and_the_archive_on_a_delta_thread_lose_no_image(kind: str, sync
     reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, on_prune=[archive]))
     with sync_saver(kind) as inner, sync_saver(kind, "twin") as twin_inner:
         saver = ReducingCheckpointSaver(inner, reducer, offload=BlobOffload(min_bytes=1024), keep_last=2,
-                                        retention_every=1)
+                                        retention_every=1, branch_grace=NO_GRACE)
         graph, twin = build(saver), build(twin_inner)
         for turn in range(9):
             block = {"type": "image", "base64": _image(turn), "mime_type": "image/png"}
@@ -527,10 +553,12 @@ def _race_input(run_id: str) -> dict[str, Any]:
 
 
 def _well_formed(ids: tuple[str, ...]) -> bool:
-    """What a checkpoint of the racing thread can hold: the seed turns from the start, then whole
-    or partial turns (question, agent, done) of one run each; a cut chain rebuilds a list that
-    does not start at the first seed turn."""
-    if ids[:3] != ("s0-q", "s0-agent", "s0-done"):
+    """What a checkpoint of the racing thread can hold: nothing (its first checkpoint), or turns
+    (question, agent, done), each whole or cut short, from the first seed turn on; a cut chain
+    rebuilds a list that does not start there."""
+    if not ids:
+        return True
+    if ids[0] != "s0-q":
         return False
     turns: list[list[str]] = []
     for i in ids:

@@ -54,6 +54,7 @@ from .flows import (
 from .rules import (
     BRANCH_GRACE,
     ROOT_NS,
+    SUPERSEDED_GRACE,
     DeltaChannelRetentionError,
     RetentionPlan,
     StoredCheckpoint,
@@ -77,6 +78,7 @@ __all__ = [
     "BRANCH_GRACE",
     "PRUNE_STRATEGIES",
     "ROOT_NS",
+    "SUPERSEDED_GRACE",
     "Backend",
     "DeleteBlobs",
     "DeleteCheckpoints",

@@ -120,6 +120,7 @@ def sweep(
     dry_run: bool = False,
     vacuum: bool = False,
     force: bool = False,
+    branch_grace: timedelta = BRANCH_GRACE,
 ) -> SweepReport:
     """Delete threads idle longer than ``older_than`` and trim the others to ``keep_last``.
 
@@ -127,16 +128,18 @@ def sweep(
     a transaction of its own. Threads whose latest checkpoint has pending writes (a step ran, or an
     interrupt waits) are skipped unless ``force``. ``dry_run`` deletes nothing and reports what
     the run would delete. ``vacuum``: free the space (module doc). Works on ``saver`` bare or
-    wrapped.
+    wrapped. ``branch_grace``: as ``ReducingCheckpointSaver``'s (``rules``).
     """
     older, keep = _check_sweep_args(older_than, keep_last)
+    grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
     report = SweepReport(dry_run=dry_run, bytes_before=backend.size())
     now = datetime.now(timezone.utc)
     threads = backend.run(list_threads_flow())
     report.threads_seen = len(threads)
     for thread_id in threads:
-        report.record(thread_id, backend.run(sweep_thread_flow(thread_id, older, keep, now, dry_run, force)))
+        swept = backend.run(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
+        report.record(thread_id, swept)
     forget = getattr(type(saver), "forget_archived", None)
     if forget is not None and not dry_run:  # a wrapper with an archive: the archive follows the thread
         for thread_id in report.threads_deleted:
@@ -156,16 +159,18 @@ async def asweep(
     dry_run: bool = False,
     vacuum: bool = False,
     force: bool = False,
+    branch_grace: timedelta = BRANCH_GRACE,
 ) -> SweepReport:
     """``sweep`` for async code (and async savers)."""
     older, keep = _check_sweep_args(older_than, keep_last)
+    grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
     report = SweepReport(dry_run=dry_run, bytes_before=await backend.asize())
     now = datetime.now(timezone.utc)
     threads = await backend.arun(list_threads_flow())
     report.threads_seen = len(threads)
     for thread_id in threads:
-        swept = await backend.arun(sweep_thread_flow(thread_id, older, keep, now, dry_run, force))
+        swept = await backend.arun(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
         report.record(thread_id, swept)
     aforget = getattr(type(saver), "aforget_archived", None)
     if aforget is not None and not dry_run:
@@ -191,30 +196,39 @@ def check_prune_args(thread_ids: object, strategy: object) -> list[str]:
     return [str(t) for t in thread_ids]  # type: ignore[attr-defined]
 
 
-def prune(saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+def prune(
+    saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+    branch_grace: timedelta = BRANCH_GRACE,
+) -> None:
     """LangGraph's ``prune`` on any supported saver: ``"keep_latest"`` is ``keep_last=1`` per thread,
     each in its own transaction (a DeltaChannel thread also keeps what its latest values are
-    rebuilt from: ``rules``); ``"delete"`` deletes the threads."""
+    rebuilt from: ``rules``); ``"delete"`` deletes the threads. ``branch_grace``: as
+    ``ReducingCheckpointSaver``'s (``rules``)."""
     ids = check_prune_args(thread_ids, strategy)
+    grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
             backend.run(delete_thread_flow(thread_id))
         return
     for thread_id in ids:
-        backend.run(retain_flow(thread_id, 1))
+        backend.run(retain_flow(thread_id, 1, branch_grace=grace))
 
 
-async def aprune(saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+async def aprune(
+    saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+    branch_grace: timedelta = BRANCH_GRACE,
+) -> None:
     """``prune`` for async code (and async savers)."""
     ids = check_prune_args(thread_ids, strategy)
+    grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
             await backend.arun(delete_thread_flow(thread_id))
         return
     for thread_id in ids:
-        await backend.arun(retain_flow(thread_id, 1))
+        await backend.arun(retain_flow(thread_id, 1, branch_grace=grace))
 
 
 # -- per-put retention: what ReducingCheckpointSaver(keep_last=...) runs -------------------------

@@ -154,7 +154,7 @@ class SweptThread(NamedTuple):
 
 def sweep_thread_flow(
     thread_id: str, older_than: timedelta | None, keep_last: int | None, now: datetime, dry_run: bool,
-    force: bool,
+    force: bool, branch_grace: timedelta = BRANCH_GRACE,
 ) -> Generator[Op, Any, SweptThread]:
     """One thread of a ``sweep``: skipped while its latest checkpoint has pending writes (unless
     ``force``), deleted whole when idle longer than ``older_than``, else trimmed to ``keep_last``
@@ -171,7 +171,7 @@ def sweep_thread_flow(
         return SweptThread("deleted", Deleted(len(state.checkpoints), sum(w.count for w in state.writes)))
     if keep_last is None:
         return SweptThread("kept")
-    plan = plan_retention(state, keep_last=keep_last)
+    plan = plan_retention(state, keep_last=keep_last, now=now, branch_grace=branch_grace)
     if plan.empty:
         return SweptThread("kept")
     if dry_run:

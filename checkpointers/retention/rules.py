@@ -54,14 +54,18 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   due together, a fork, a reduced value written at a reduction). Delta channels that snapshot
   at different times can make that point lie far back: everything back to it stays. On such a
   thread a checkpoint a run may still be extending (above) is kept on row savers too: the run's
-  next checkpoint is rebuilt through it. A blob saver stores a value once per (channel, version):
-  a checkpoint reads the snapshot an older one stored while the channel is unchanged, and that
-  older checkpoint is kept too (blob offload records a value's references under the checkpoint
-  that stored it).
+  next checkpoint is rebuilt through it; and so is one that a newer checkpoint superseded as the
+  latest less than ``SUPERSEDED_GRACE`` (at most ``branch_grace``) ago: a run that started from
+  it may not have stored its first checkpoint yet (LangGraph puts it in the background), and a
+  DeltaChannel value, unlike the others, cannot be stored again by that checkpoint. A blob saver
+  stores a value once per (channel, version): a checkpoint reads the snapshot an older one
+  stored while the channel is unchanged, and that older checkpoint is kept too (blob offload
+  records a value's references under the checkpoint that stored it).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Collection, Mapping, Sequence
@@ -72,6 +76,7 @@ from typing import Any
 __all__ = [
     "BRANCH_GRACE",
     "ROOT_NS",
+    "SUPERSEDED_GRACE",
     "DeltaChannelRetentionError",
     "RetentionPlan",
     "StoredCheckpoint",
@@ -95,6 +100,11 @@ ROOT_NS = ""
 
 #: How long a checkpoint a run may still be extending is kept, whatever ``keep_last`` says.
 BRANCH_GRACE = timedelta(hours=1)
+
+#: DeltaChannel threads: how long a checkpoint stays after a newer one superseded it as the
+#: thread's latest (a run that read it may not have stored its first checkpoint yet); at most
+#: ``branch_grace``.
+SUPERSEDED_GRACE = timedelta(minutes=1)
 
 # uuid6 timestamps count 100 ns intervals since the Gregorian calendar's start (RFC 9562).
 _GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
@@ -263,6 +273,8 @@ def plan_retention(
     if thread.blobs is not None or delta:  # a run's next checkpoint needs these (module doc)
         due = {(c.ns, c.id) for c in thread.checkpoints if c.due}
         extended = unfinished & due
+    if delta:
+        extended |= _superseded(by_ns, now, min(branch_grace, SUPERSEDED_GRACE))
     roots = [c.id for c in by_ns.get(ROOT_NS, [])]
     spared = protected | extended
     kept_roots = set(roots[:keep_last]) | {i for ns, i in spared if ns == ROOT_NS}
@@ -344,6 +356,21 @@ def _with_delta_ancestors(
         if shared:
             todo.extend(by_id[writer[entry]] for entry in c.held)
     return [c for c in stored if c.id in keep_ids]
+
+
+def _superseded(
+    by_ns: Mapping[str, Sequence[StoredCheckpoint]], now: datetime, grace: timedelta
+) -> set[tuple[str, str]]:
+    """The checkpoints a newer one of their namespace superseded as the latest less than ``grace``
+    before ``now`` (by the time in the newer one's id): a run that started from one of them may
+    not have stored its first checkpoint, whose delta channels are rebuilt through it."""
+    out = set()
+    for ns, stored in by_ns.items():  # each newest first
+        for newer, c in itertools.pairwise(stored):
+            made = checkpoint_time(newer.id)
+            if made is not None and now - made < grace:
+                out.add((ns, c.id))
+    return out
 
 
 def _unfinished(
