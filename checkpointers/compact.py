@@ -227,7 +227,7 @@ class StoreCompaction:
     blobs_deleted: int = 0
     #: checkpoints written by the compaction (one per compacted thread)
     checkpoints_written: int = 0
-    #: thread -> why its checkpoints were left as they are (pending writes, an interrupt, a DeltaChannel)
+    #: thread -> why its checkpoints were left as they are (pending writes, an interrupt)
     kept_whole: dict[str, str] = field(default_factory=dict)
     #: checkpoints whose blob references were recorded before anything was deleted (written by a
     #: saver without offload on a store holding blobs)
@@ -249,7 +249,10 @@ def _with_compacted(state: Any, backend: Any, latest: CheckpointTuple, messages_
     if old is not None:
         versions.pop(backend.version_entry("", messages_key, old)[0], None)
     versions["\0compacted"] = "new"  # the new messages value: kept, and read by no deleted checkpoint
-    new = r.StoredCheckpoint(r.ROOT_NS, "\uffff", versions=versions)  # sorts after every stored id
+    # sorts after every stored id; its delta channels are rebuilt through ``latest``, as the real one's
+    new = r.StoredCheckpoint(
+        r.ROOT_NS, "\uffff", versions=versions, parent=head.id, delta=head.delta, unseeded=head.unseeded
+    )
     return r.ThreadState(state.thread_id, (*state.checkpoints, new), state.writes, state.blobs)
 
 
@@ -267,6 +270,7 @@ def compact_store(
     on_thread: Callable[[str], None] | None = None,
     offload: BlobOffload | None = None,
     record_references: bool = True,
+    branch_grace: timedelta = r.BRANCH_GRACE,
 ) -> StoreCompaction:
     """Per thread of ``saver`` (``thread_ids``, or every thread), in this order:
 
@@ -291,6 +295,7 @@ def compact_store(
     read without recording them, and the deletions would otherwise collect blobs it still names.
     A reference to a missing or corrupt blob then raises ``BlobError`` before anything is deleted.
     ``record_references=False`` skips that pass, for a caller that has just offloaded every thread.
+    ``branch_grace``: as ``ReducingCheckpointSaver``'s (``checkpointers.retention.rules``).
     """
 
     report = StoreCompaction(dry_run=dry_run)
@@ -339,20 +344,16 @@ def compact_store(
                 report.checkpoints_written += 1
         if keep_last is None or backend is None or state is None:
             continue
-        try:
-            if dry_run:
-                planned = state
-                if compacted is not None and compacted.action == "would compact":
-                    latest = saver.get_tuple(_root_config(thread_id))
-                    assert latest is not None
-                    planned = _with_compacted(state, backend, latest, messages_key)
-                plan = r.plan_retention(planned, keep_last=keep_last)
-                deleted = r.Deleted(plan.checkpoint_count, plan.writes, plan.blob_count)
-            else:
-                deleted = backend.run(r.retain_flow(thread_id, keep_last))
-        except r.DeltaChannelRetentionError as exc:
-            report.kept_whole[thread_id] = str(exc)
-            continue
+        if dry_run:
+            planned = state
+            if compacted is not None and compacted.action == "would compact":
+                latest = saver.get_tuple(_root_config(thread_id))
+                assert latest is not None
+                planned = _with_compacted(state, backend, latest, messages_key)
+            plan = r.plan_retention(planned, keep_last=keep_last, now=now, branch_grace=branch_grace)
+            deleted = r.Deleted(plan.checkpoint_count, plan.writes, plan.blob_count)
+        else:
+            deleted = backend.run(r.retain_flow(thread_id, keep_last, branch_grace=branch_grace))
         if deleted.checkpoints or deleted.blobs:
             report.threads_trimmed.append(thread_id)
             report.add(deleted)

@@ -16,7 +16,8 @@
   ``_DeltaSnapshot``: every checkpoint put through the wrapper holds the reduced value.
 * Optional capabilities (``delete_for_runs``, ``copy_thread``, ``prune`` and their async forms)
   exist on the wrapper's class exactly when the inner class has them, because LangGraph detects
-  them on the class; ``prune``/``aprune`` also where ``checkpointers.retention`` implements them.
+  them on the class; ``prune``/``aprune`` are ``checkpointers.retention``'s wherever it supports
+  the inner class and the class has none or LangGraph's (Postgres's refuses DeltaChannel threads).
   ``ReducingCheckpointSaver(...)`` therefore returns an instance of a cached subclass per
   capability set (``_saver_class``); ``isinstance(x, ReducingCheckpointSaver)`` holds for all.
 * A saver that reduces by itself (a ``reducer`` attribute) is never reduced twice: it is handed
@@ -624,7 +625,7 @@ async def _aprune(
 def _own_prune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    _retention.prune(self, thread_ids, strategy=strategy)
+    _retention.prune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace)
     if strategy == "delete":
         for thread_id in thread_ids:
             self.forget_archived(str(thread_id))
@@ -633,7 +634,7 @@ def _own_prune(
 async def _own_aprune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    await _retention.aprune(self, thread_ids, strategy=strategy)
+    await _retention.aprune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace)
     if strategy == "delete":
         for thread_id in thread_ids:
             await self.aforget_archived(str(thread_id))
@@ -685,11 +686,18 @@ def _capabilities(
     delegated = capabilities_of(inner)
     if offload:
         delegated -= _BLOB_UNSAFE
-        if _retention.supports_retention(type(inner)):
-            return delegated - set(_OWN), frozenset(_OWN)
-    if delegated & set(_OWN) or not _retention.supports_retention(type(inner)):
-        return delegated, frozenset()  # an inner prune (sync or async) is LangGraph's own: mirrored
-    return delegated, frozenset(_OWN)
+    if _retention.supports_retention(type(inner)) and not _own_prune_of_its_package(inner):
+        # retention's prune also where the inner class has LangGraph's: PostgresSaver.prune
+        # refuses DeltaChannel threads, which retention keeps correct
+        return delegated - set(_OWN), frozenset(_OWN)
+    return delegated, frozenset()  # a saver package's own prune (Cosmos DB's runs retention): mirrored
+
+
+def _own_prune_of_its_package(inner: BaseCheckpointSaver[Any]) -> bool:
+    """Whether ``inner``'s class has a ``prune`` of its own outside LangGraph (it may keep state
+    of its own in step, as the Cosmos DB savers do)."""
+    prune = getattr(type(inner), "prune", BaseCheckpointSaver.prune)
+    return prune is not BaseCheckpointSaver.prune and not prune.__module__.startswith("langgraph.")
 
 
 @functools.cache

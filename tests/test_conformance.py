@@ -22,7 +22,7 @@ BASE = {"put": 17, "put_writes": 10, "get_tuple": 10, "list": 16, "delete_thread
 EXTENDED = {"delete_for_runs": 7, "copy_thread": 8, "prune": 8}
 
 CASES = [
-    # prune: LangGraph's own on AsyncPostgresSaver, checkpointers.retention's on the others
+    # prune: checkpointers.retention's on every one (AsyncPostgresSaver's own refuses DeltaChannel threads)
     pytest.param("memory", {"prune": 8}, id="InMemorySaver"),
     pytest.param("aiosqlite", {"prune": 8}, id="AsyncSqliteSaver"),
     pytest.param("apostgres", {"prune": 8}, id="AsyncPostgresSaver", marks=pytest.mark.postgres),

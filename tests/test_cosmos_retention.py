@@ -402,25 +402,12 @@ class JsonSerde:
         return json.loads(data[1])
 
 
-def test_prune_arguments_and_delta_channel_threads(cosmos_server: CosmosServer, cosmos_database: str) -> None:
-    from langgraph.checkpoint.base import empty_checkpoint
-
-    from checkpointers.retention import DeltaChannelRetentionError
-
+def test_prune_arguments(cosmos_server: CosmosServer, cosmos_database: str) -> None:
     with sync_saver(cosmos_server, cosmos_database) as saver:
         with pytest.raises(ValueError, match="unknown prune strategy 'all'"):
             saver.prune(["t"], strategy="all")
         with pytest.raises(TypeError, match="not a single str"):
             saver.prune("t", strategy="delete")
-        config: Any = {"configurable": {"thread_id": "delta", "checkpoint_ns": ""}}
-        for step in range(3):
-            meta: Any = {"step": step, "counters_since_delta_snapshot": {"messages": [1, 1]}}
-            config = saver.put(config, empty_checkpoint(), meta, {})
-        with pytest.raises(DeltaChannelRetentionError, match="uses a DeltaChannel"):
-            saver.prune(["delta"], strategy="keep_latest")
-        assert len(checkpoints_by_ns(items(cosmos_server, cosmos_database, "delta"))[""]) == 3
-        saver.prune(["delta"], strategy="delete")  # the whole thread may go
-        assert items(cosmos_server, cosmos_database, "delta") == []
 
 
 def test_docstring_examples() -> None:

@@ -5,21 +5,18 @@ from __future__ import annotations
 import logging
 import sqlite3
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
-from langgraph.channels import DeltaChannel
-from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph.message import add_messages
 from langgraph.types import Command
 
 from agentstate_reducer import MessageReducer
 from checkpointers import ReducingCheckpointSaver
 from checkpointers.retention import (
-    DeltaChannelRetentionError,
     StoredCheckpoint,
     StoredWrites,
     ThreadState,
@@ -101,12 +98,6 @@ def test_plan_deletes_only_blobs_no_kept_checkpoint_references() -> None:
     assert plan.checkpoints == {"": ("r01", "r00")}
     # messages v2 and other v2 are still referenced by r02/r03
     assert plan.blobs == {("", "messages"): ("1",), ("", "other"): ("1",)}
-
-
-def test_plan_refuses_a_delta_channel_thread() -> None:
-    thread = ThreadState("t", (root(0), StoredCheckpoint("", "r01", delta=True)))
-    with pytest.raises(DeltaChannelRetentionError, match="thread 't' uses a DeltaChannel"):
-        plan_retention(thread, keep_last=1)
 
 
 @pytest.mark.parametrize(
@@ -287,40 +278,6 @@ def test_prune_on_sqlite_wrapper_and_its_errors(tmp_path: Path) -> None:
         assert len(all_namespaces(saver, "p")[""]) == 1
 
 
-def test_prune_refuses_delta_channel_threads_before_pruning_any(tmp_path: Path) -> None:
-    with open_saver("sqlite", path=tmp_path / "d.db") as inner:
-        saver = ReducingCheckpointSaver(inner, reducer())
-        run_turns(build_graph(saver), 2, thread_id="plain")
-        config = {"configurable": {"thread_id": "delta", "checkpoint_ns": ""}}
-        for step in range(3):
-            cp = empty_checkpoint()
-            meta: Any = {"step": step, "counters_since_delta_snapshot": {"messages": [1, 1]}}
-            config = inner.put(config, cp, meta, {})
-        plain_before = all_namespaces(saver, "plain")
-        with pytest.raises(DeltaChannelRetentionError, match="'delta' uses a DeltaChannel"):
-            saver.prune(["plain", "delta"])
-        assert all_namespaces(saver, "plain") == plain_before  # nothing pruned
-        assert len(all_namespaces(saver, "delta")[""]) == 3
-
-
-def test_delta_thread_under_keep_last_is_logged_once_and_left_alone(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    inner = InMemorySaver()
-    saver = ReducingCheckpointSaver(inner, reducer(), keep_last=1, retention_every=1)
-    config: Any = {"configurable": {"thread_id": "delta", "checkpoint_ns": ""}}
-    with caplog.at_level(logging.WARNING, logger="agentstate_reducer.checkpointers"):
-        for step in range(4):
-            meta: Any = {"step": step, "counters_since_delta_snapshot": {"messages": [1, 1]}}
-            config = saver.put(config, empty_checkpoint(), meta, {})
-    assert len(inner.storage["delta"][""]) == 4
-    assert [r.getMessage() for r in caplog.records if "DeltaChannel" in r.getMessage()] == [
-        "keep_last=1: " + str(DeltaChannelRetentionError("delta"))
-    ]
-    stats = saver.retention_stats
-    assert stats is not None and stats.refused == {"delta"} and stats.failures == 0
-
-
 def test_a_failing_deletion_never_fails_a_put_and_is_retried(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -348,37 +305,6 @@ def test_a_failing_deletion_never_fails_a_put_and_is_retried(
         run_turns(graph, 1, thread_id="f", start=2)  # retried at the next put
         assert len(all_namespaces(saver, "f")[""]) <= 2
         assert saver.retention_stats is not None and saver.retention_stats.checkpoints_deleted > 0
-
-
-def _delta_add_messages(state: list[Any], writes: list[Any]) -> list[Any]:
-    for update in writes:
-        merged = add_messages(state, update)
-        assert isinstance(merged, list)  # typed as a message or a list: given a list, a list
-        state = merged
-    return state
-
-
-class DeltaState(TypedDict, total=False):
-    messages: Annotated[list, DeltaChannel(_delta_add_messages, snapshot_frequency=50)]
-
-
-@pytest.mark.parametrize("kind", SYNC)
-def test_a_real_delta_channel_graph_is_refused(
-    kind: str, saver_factory: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    with saver_factory(kind) as inner:
-        saver = ReducingCheckpointSaver(inner, reducer(), keep_last=1, retention_every=1)
-        graph = build_graph(saver, state_schema=DeltaState)
-        with caplog.at_level(logging.WARNING, logger="agentstate_reducer.checkpointers"):
-            run_turns(graph, 3, thread_id="delta")
-        stats = saver.retention_stats
-        assert stats is not None and stats.refused == {"delta"} and stats.checkpoints_deleted == 0
-        assert len(all_namespaces(saver, "delta")[""]) > 3
-        # LangGraph's own prune (Postgres) and ours raise NotImplementedError naming the DeltaChannel
-        with pytest.raises(NotImplementedError, match="DeltaChannel"):
-            saver.prune(["delta"])
-        ids = [m.id for m in graph.get_state(thread_config("delta")).values["messages"]]
-        assert ids[-len(turn_ids(2)):] == turn_ids(2) and ids[0] == "sys"
 
 
 def test_docstring_examples() -> None:

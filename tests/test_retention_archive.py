@@ -52,7 +52,7 @@ def test_deleting_a_thread_deletes_its_archive(
 
         saver.delete_thread("a")
         assert archived(archive, "a") == [] and saver.get_tuple(thread_config("a")) is None
-        # prune(..., "delete"): LangGraph's own on Postgres, retention's elsewhere; the archive follows
+        # prune(..., "delete"): retention's on every saver here; the archive follows
         saver.prune(["b"], strategy="delete")
         assert archived(archive, "b") == [] and saver.get_tuple(thread_config("b")) is None
         saver.prune(["c"], strategy="keep_latest")  # not a deletion: the archive stays

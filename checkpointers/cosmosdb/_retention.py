@@ -45,7 +45,7 @@ from .._flow import translating
 from ..offload.ops import BLOB_OPS, Collect
 from ._blobs import BlobWork
 from ._flows import delete_thread_flow, plan_removal
-from ._ids import blob_item_id, partition_key
+from ._ids import blob_item_id, encode_part, partition_key
 from ._items import plan_batches
 from ._ops import Batch, CosmosFlow, NextPage, Pages, Query
 from ._queries import IS_CHECKPOINT, PAGE_SIZE
@@ -62,6 +62,7 @@ __all__ = [
 _CHECKPOINTS_SQL = (
     "SELECT c.id, c.checkpoint_ns, c.checkpoint_id, c.parent_checkpoint_id, c.blobs, c.updated_channels, "
     'c.metadata.parents[""] AS root, c.metadata.source AS source, c.metadata.step AS step, '
+    "c.metadata.counters_since_delta_snapshot AS counters, c.metadata_typed AS metadata_typed, "
     "(IS_DEFINED(c.metadata.counters_since_delta_snapshot) OR IS_DEFINED(c.metadata.delta_writes_versioned)) "
     f"AS delta FROM c WHERE {IS_CHECKPOINT} AND c.thread_id = @thread"
 )
@@ -103,22 +104,42 @@ class _Thread:
         return bool(self.remove or self.writes or self.values)
 
 
-def _load(thread_id: str) -> Generator[Any, Any, tuple[r.ThreadState, _Thread]]:
+def _delta_counters(row: Mapping[str, Any], serde: SerializerProtocol) -> frozenset[str]:
+    """The channels of a checkpoint item's ``counters_since_delta_snapshot``: LangGraph's counters
+    are tuples, not plain JSON, so they are in ``metadata_typed`` (``_items.metadata_fields``)."""
+    if isinstance(row.get("counters"), Mapping):
+        return r.delta_counters({"counters_since_delta_snapshot": row["counters"]})
+    typed = row.get("metadata_typed")
+    if not typed:
+        return frozenset()
+    return r.delta_counters(serde.loads_typed((typed[0], base64.b64decode(typed[1]))))
+
+
+def _delta_values(
+    ns: str, refs: Sequence[str], counters: frozenset[str], values: Mapping[str, Any]
+) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
+    """(the delta channels a checkpoint item rebuilds from its ancestors, the ``versions`` entries
+    of those it reads stored), as ``rules.StoredCheckpoint`` has them: its ``blobs`` name a value
+    item id per channel version (``blob_item_id``), and a value item is stored only where a
+    checkpoint held a value."""
+    unseeded, held = set(), set()
+    for channel in counters:  # blob_item_id's segments: "b!<ns>!<channel>!<version>"
+        prefix = f"b!{encode_part(ns)}!{encode_part(channel)}!"
+        ref = next((ref for ref in refs if ref.startswith(prefix)), None)
+        if ref is None:
+            continue
+        if ref in values:
+            held.add((ref, ""))
+        else:
+            unseeded.add(channel)
+    return frozenset(unseeded), frozenset(held)
+
+
+def _load(thread_id: str, serde: SerializerProtocol) -> Generator[Any, Any, tuple[r.ThreadState, _Thread]]:
     pk = partition_key(thread_id)
     params = (("@thread", thread_id),)
     rows: list[Mapping[str, Any]] = yield Query(_CHECKPOINTS_SQL, params, pk)
     others = yield Query(_OTHER_ITEMS_SQL, params, pk)
-    checkpoints = []
-    for row in rows:
-        root = row.get("root")
-        refs = row.get("blobs") or ()
-        parent = row.get("parent_checkpoint_id")
-        checkpoints.append(r.StoredCheckpoint(
-            str(row["checkpoint_ns"]), str(row["checkpoint_id"]), root if isinstance(root, str) else None,
-            bool(row.get("delta")), {str(ref): "" for ref in refs}, None if parent is None else str(parent),
-            row.get("source") == "loop", r.checkpoint_step(row.get("step")),
-            r.step_due(row.get("updated_channels")),
-        ))
     write_ids: dict[tuple[str, str], list[str]] = {}
     heads: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
     value_ids: dict[str, list[str]] = {}
@@ -137,6 +158,20 @@ def _load(thread_id: str) -> Generator[Any, Any, tuple[r.ThreadState, _Thread]]:
         r.StoredWrites(ns, cid, len(items), any(i.get("channel") == INTERRUPT for i in items))
         for (ns, cid), items in heads.items()
     )
+    checkpoints = []
+    for row in rows:
+        root = row.get("root")
+        refs = [str(ref) for ref in row.get("blobs") or ()]
+        parent = row.get("parent_checkpoint_id")
+        ns = str(row["checkpoint_ns"])
+        counters = _delta_counters(row, serde)
+        checkpoints.append(r.StoredCheckpoint(
+            ns, str(row["checkpoint_id"]), root if isinstance(root, str) else None,
+            bool(row.get("delta")) or bool(counters), dict.fromkeys(refs, ""),
+            None if parent is None else str(parent), row.get("source") == "loop",
+            r.checkpoint_step(row.get("step")), r.step_due(row.get("updated_channels")),
+            *_delta_values(ns, refs, counters, value_ids),
+        ))
     blobs = frozenset((ns, ref, "") for ref, ns in value_ns.items())
     state = r.ThreadState(thread_id, tuple(checkpoints), writes, blobs)
     thread = _Thread(
@@ -181,7 +216,7 @@ def _perform(
             yield from _flush_all(threads)
         return (yield from blobs.perform(op))
     if isinstance(op, r.LoadThread):
-        state, thread = yield from _load(op.thread_id)
+        state, thread = yield from _load(op.thread_id, serde)
         threads.setdefault(op.thread_id, thread)
         return state
     if isinstance(op, r.DeleteCheckpoints):

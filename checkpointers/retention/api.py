@@ -35,14 +35,12 @@ from .flows import (
     SweptThread,
     delete_thread_flow,
     list_threads_flow,
-    refuse_delta_flow,
     retain_flow,
     sweep_thread_flow,
 )
 from .rules import (
     BRANCH_GRACE,
     ROOT_NS,
-    DeltaChannelRetentionError,
     validate_branch_grace,
     validate_keep_last,
 )
@@ -78,7 +76,7 @@ class SweepReport:
     checkpoints_deleted: int = 0
     writes_deleted: int = 0
     blobs_deleted: int = 0
-    #: thread -> why it was left as it is (a DeltaChannel; pending writes or an interrupt)
+    #: thread -> why it was left as it is (pending writes or an interrupt)
     skipped: dict[str, str] = field(default_factory=dict)
     #: stored bytes (module doc says how each saver counts); None where not measurable
     bytes_before: int | None = None
@@ -122,23 +120,26 @@ def sweep(
     dry_run: bool = False,
     vacuum: bool = False,
     force: bool = False,
+    branch_grace: timedelta = BRANCH_GRACE,
 ) -> SweepReport:
     """Delete threads idle longer than ``older_than`` and trim the others to ``keep_last``.
 
     A thread's idle time is read from its newest root checkpoint's ``ts``. Each thread is swept in
     a transaction of its own. Threads whose latest checkpoint has pending writes (a step ran, or an
-    interrupt waits) are skipped unless ``force``; DeltaChannel threads are never trimmed (they may
-    be deleted whole). ``dry_run`` deletes nothing and reports what the run would delete.
-    ``vacuum``: free the space (module doc). Works on ``saver`` bare or wrapped.
+    interrupt waits) are skipped unless ``force``. ``dry_run`` deletes nothing and reports what
+    the run would delete. ``vacuum``: free the space (module doc). Works on ``saver`` bare or
+    wrapped. ``branch_grace``: as ``ReducingCheckpointSaver``'s (``rules``).
     """
     older, keep = _check_sweep_args(older_than, keep_last)
+    grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
     report = SweepReport(dry_run=dry_run, bytes_before=backend.size())
     now = datetime.now(timezone.utc)
     threads = backend.run(list_threads_flow())
     report.threads_seen = len(threads)
     for thread_id in threads:
-        report.record(thread_id, backend.run(sweep_thread_flow(thread_id, older, keep, now, dry_run, force)))
+        swept = backend.run(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
+        report.record(thread_id, swept)
     forget = getattr(type(saver), "forget_archived", None)
     if forget is not None and not dry_run:  # a wrapper with an archive: the archive follows the thread
         for thread_id in report.threads_deleted:
@@ -158,16 +159,18 @@ async def asweep(
     dry_run: bool = False,
     vacuum: bool = False,
     force: bool = False,
+    branch_grace: timedelta = BRANCH_GRACE,
 ) -> SweepReport:
     """``sweep`` for async code (and async savers)."""
     older, keep = _check_sweep_args(older_than, keep_last)
+    grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
     report = SweepReport(dry_run=dry_run, bytes_before=await backend.asize())
     now = datetime.now(timezone.utc)
     threads = await backend.arun(list_threads_flow())
     report.threads_seen = len(threads)
     for thread_id in threads:
-        swept = await backend.arun(sweep_thread_flow(thread_id, older, keep, now, dry_run, force))
+        swept = await backend.arun(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
         report.record(thread_id, swept)
     aforget = getattr(type(saver), "aforget_archived", None)
     if aforget is not None and not dry_run:
@@ -193,32 +196,39 @@ def check_prune_args(thread_ids: object, strategy: object) -> list[str]:
     return [str(t) for t in thread_ids]  # type: ignore[attr-defined]
 
 
-def prune(saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-    """LangGraph's ``prune`` on any supported saver: ``"keep_latest"`` is ``keep_last=1`` per thread
-    (each in its own transaction; DeltaChannel threads refused before any is pruned);
-    ``"delete"`` deletes the threads."""
+def prune(
+    saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+    branch_grace: timedelta = BRANCH_GRACE,
+) -> None:
+    """LangGraph's ``prune`` on any supported saver: ``"keep_latest"`` is ``keep_last=1`` per thread,
+    each in its own transaction (a DeltaChannel thread also keeps what its latest values are
+    rebuilt from: ``rules``); ``"delete"`` deletes the threads. ``branch_grace``: as
+    ``ReducingCheckpointSaver``'s (``rules``)."""
     ids = check_prune_args(thread_ids, strategy)
+    grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
             backend.run(delete_thread_flow(thread_id))
         return
-    backend.run(refuse_delta_flow(ids))
     for thread_id in ids:
-        backend.run(retain_flow(thread_id, 1))
+        backend.run(retain_flow(thread_id, 1, branch_grace=grace))
 
 
-async def aprune(saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+async def aprune(
+    saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+    branch_grace: timedelta = BRANCH_GRACE,
+) -> None:
     """``prune`` for async code (and async savers)."""
     ids = check_prune_args(thread_ids, strategy)
+    grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
             await backend.arun(delete_thread_flow(thread_id))
         return
-    await backend.arun(refuse_delta_flow(ids))
     for thread_id in ids:
-        await backend.arun(retain_flow(thread_id, 1))
+        await backend.arun(retain_flow(thread_id, 1, branch_grace=grace))
 
 
 # -- per-put retention: what ReducingCheckpointSaver(keep_last=...) runs -------------------------
@@ -235,8 +245,6 @@ class RetentionStats:
     #: retention runs that raised (each logged; the thread is retried at its next put)
     failures: int = 0
     last_error: str | None = None
-    #: threads refused for good (a DeltaChannel), each logged once
-    refused: set[str] = field(default_factory=set)
 
 
 class RetentionSettings:
@@ -298,9 +306,8 @@ class RetentionSchedule:
     first root put of a thread in this process. A put without a ``step`` counts in this process.
 
     A failing run never fails the put: it is logged on ``agentstate_reducer.checkpointers``,
-    counted in ``stats``, and the thread is retried at its next put. A DeltaChannel thread is
-    logged once and left alone. One run per thread at a time in a process; runs of different
-    threads may overlap (each is one transaction).
+    counted in ``stats``, and the thread is retried at its next put. One run per thread at a time
+    in a process; runs of different threads may overlap (each is one transaction).
     """
 
     def __init__(self, keep_last: int, every: int, branch_grace: timedelta = BRANCH_GRACE) -> None:
@@ -324,7 +331,7 @@ class RetentionSchedule:
         ns = str(conf.get("checkpoint_ns", ""))
         step = (metadata or {}).get("step")
         with self._lock:
-            if thread_id in self.stats.refused or thread_id in self._running:
+            if thread_id in self._running:
                 return None
             if isinstance(step, int) and not isinstance(step, bool):
                 last = self._steps.pop((thread_id, ns), None)
@@ -353,10 +360,6 @@ class RetentionSchedule:
                 self.stats.checkpoints_deleted += deleted.checkpoints
                 self.stats.writes_deleted += deleted.writes
                 self.stats.blobs_deleted += deleted.blobs
-                return
-            if isinstance(error, DeltaChannelRetentionError):
-                self.stats.refused.add(thread_id)
-                logger.warning("keep_last=%d: %s", self.keep_last, error)
                 return
             self.stats.failures += 1
             self.stats.last_error = f"{type(error).__name__}: {error}"

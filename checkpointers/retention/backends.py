@@ -44,7 +44,7 @@ from .flows import (
     NewestTs,
     Op,
 )
-from .rules import ROOT_NS, StoredWrites, ThreadState, stored_checkpoint
+from .rules import ROOT_NS, StoredWrites, ThreadState, delta_counters, stored_checkpoint
 from .sql import PG_SIZE_SQL, PG_VACUUM_SQL, PostgresDialect, Sql, SqliteDialect
 
 __all__ = [
@@ -211,9 +211,14 @@ class MemoryBackend(Backend):
             for ns, stored in list(s.storage.get(op.thread_id, {}).items()):
                 for cid, (typed, meta, parent) in list(stored.items()):
                     body = s.serde.loads_typed(typed)
+                    metadata = s.serde.loads_typed(meta)
+                    versions = body.get("channel_versions", {})
+                    values = {  # the delta channels whose blob holds a value (a snapshot)
+                        ch for ch in delta_counters(metadata) if ch in versions
+                        and s.blobs.get((op.thread_id, ns, ch, versions[ch]), ("empty",))[0] != "empty"
+                    }
                     rows.append(stored_checkpoint(
-                        ns, cid, s.serde.loads_typed(meta), body.get("channel_versions", {}), parent,
-                        body.get("updated_channels"),
+                        ns, cid, metadata, versions, parent, body.get("updated_channels"), stored=values,
                     ))
             pending = [
                 StoredWrites(ns, cid, len(w), any(v[1] == INTERRUPT for v in w.values()))

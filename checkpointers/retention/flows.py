@@ -7,14 +7,13 @@ need and deletes what they say.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator, Sequence
+from collections.abc import Collection, Generator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
 
 from .rules import (
     BRANCH_GRACE,
-    DeltaChannelRetentionError,
     RetentionPlan,
     ThreadState,
     is_idle,
@@ -37,7 +36,6 @@ __all__ = [
     "apply_flow",
     "delete_thread_flow",
     "list_threads_flow",
-    "refuse_delta_flow",
     "retain_flow",
     "sweep_thread_flow",
 ]
@@ -138,7 +136,6 @@ def delete_thread_flow(thread_id: str, *, dry_run: bool = False) -> Generator[Op
     return counts
 
 
-
 def list_threads_flow() -> Generator[Op, Any, list[str]]:
     """The ids of every thread stored, sorted."""
     threads = yield ListThreads()
@@ -157,11 +154,11 @@ class SweptThread(NamedTuple):
 
 def sweep_thread_flow(
     thread_id: str, older_than: timedelta | None, keep_last: int | None, now: datetime, dry_run: bool,
-    force: bool,
+    force: bool, branch_grace: timedelta = BRANCH_GRACE,
 ) -> Generator[Op, Any, SweptThread]:
     """One thread of a ``sweep``: skipped while its latest checkpoint has pending writes (unless
     ``force``), deleted whole when idle longer than ``older_than``, else trimmed to ``keep_last``
-    (a DeltaChannel thread is skipped)."""
+    by the rules of ``rules``."""
     ts = yield NewestTs(thread_id)
     state: ThreadState = yield LoadThread(thread_id)
     if not force and waiting(state):
@@ -174,20 +171,10 @@ def sweep_thread_flow(
         return SweptThread("deleted", Deleted(len(state.checkpoints), sum(w.count for w in state.writes)))
     if keep_last is None:
         return SweptThread("kept")
-    try:
-        plan = plan_retention(state, keep_last=keep_last)
-    except DeltaChannelRetentionError as exc:
-        return SweptThread("skipped", reason=str(exc))
+    plan = plan_retention(state, keep_last=keep_last, now=now, branch_grace=branch_grace)
     if plan.empty:
         return SweptThread("kept")
     if dry_run:
         return SweptThread("trimmed", Deleted(plan.checkpoint_count, plan.writes, plan.blob_count))
     return SweptThread("trimmed", (yield from apply_flow(plan)))
 
-
-def refuse_delta_flow(thread_ids: Sequence[str]) -> Generator[Op, Any, None]:
-    """Raise ``DeltaChannelRetentionError`` for the first of ``thread_ids`` using a DeltaChannel."""
-    for thread_id in thread_ids:
-        state: ThreadState = yield LoadThread(thread_id)
-        if any(c.delta for c in state.checkpoints):
-            raise DeltaChannelRetentionError(thread_id)

@@ -41,13 +41,31 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
 * never deleted: the checkpoints in ``protect`` (the one a put just wrote), the latest root
   checkpoint (the running step's pending writes and an open interrupt belong to it), and
   anything of another thread: every statement names the thread;
-* a thread whose metadata shows a ``DeltaChannel`` (``counters_since_delta_snapshot`` or
-  ``delta_writes_versioned``) is refused with ``DeltaChannelRetentionError``: its latest value
-  is rebuilt from older checkpoints, which retention would delete.
+* a ``DeltaChannel`` stores its value only at some checkpoints (a ``_DeltaSnapshot`` every
+  ``snapshot_frequency`` updates); LangGraph rebuilds it at any other checkpoint from the nearest
+  ancestor holding one, replaying the pending writes of every ancestor on the way, and rebuilds
+  it *empty, with no error*, when that chain is cut. So every kept checkpoint keeps its ancestors
+  (same namespace, by parent link), with their writes and blobs, back to the nearest one that
+  rebuilds no delta channel (``StoredCheckpoint.unseeded`` is empty: every delta channel its
+  metadata ``counters_since_delta_snapshot`` names that has a version there has its value
+  stored there). An ancestor kept is a checkpoint of the thread like any other and rebuilds its
+  own values, so a channel held by one ancestor does not end the walk while another is still
+  rebuilt. A checkpoint that holds every value keeps no ancestor, whatever made it (snapshots
+  due together, a fork, a reduced value written at a reduction). Delta channels that snapshot
+  at different times can make that point lie far back: everything back to it stays. On such a
+  thread a checkpoint a run may still be extending (above) is kept on row savers too: the run's
+  next checkpoint is rebuilt through it; and so is one that a newer checkpoint superseded as the
+  latest less than ``SUPERSEDED_GRACE`` (at most ``branch_grace``) ago: a run that started from
+  it may not have stored its first checkpoint yet (LangGraph puts it in the background), and a
+  DeltaChannel value, unlike the others, cannot be stored again by that checkpoint. A blob saver
+  stores a value once per (channel, version): a checkpoint reads the snapshot an older one
+  stored while the channel is unchanged, and that older checkpoint is kept too (blob offload
+  records a value's references under the checkpoint that stored it).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import uuid
 from collections.abc import Collection, Mapping, Sequence
@@ -58,6 +76,7 @@ from typing import Any
 __all__ = [
     "BRANCH_GRACE",
     "ROOT_NS",
+    "SUPERSEDED_GRACE",
     "DeltaChannelRetentionError",
     "RetentionPlan",
     "StoredCheckpoint",
@@ -65,10 +84,12 @@ __all__ = [
     "ThreadState",
     "checkpoint_step",
     "checkpoint_time",
+    "delta_counters",
     "is_idle",
     "plan_retention",
     "step_due",
     "stored_checkpoint",
+    "unseeded_channels",
     "validate_branch_grace",
     "validate_keep_last",
     "versions_to_store",
@@ -79,6 +100,11 @@ ROOT_NS = ""
 
 #: How long a checkpoint a run may still be extending is kept, whatever ``keep_last`` says.
 BRANCH_GRACE = timedelta(hours=1)
+
+#: DeltaChannel threads: how long a checkpoint stays after a newer one superseded it as the
+#: thread's latest (a run that read it may not have stored its first checkpoint yet); at most
+#: ``branch_grace``.
+SUPERSEDED_GRACE = timedelta(minutes=1)
 
 # uuid6 timestamps count 100 ns intervals since the Gregorian calendar's start (RFC 9562).
 _GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
@@ -115,16 +141,12 @@ def validate_branch_grace(branch_grace: object) -> timedelta:
 
 
 class DeltaChannelRetentionError(NotImplementedError):
-    """The thread uses a ``DeltaChannel``: retention would delete what its latest value is rebuilt
-    from. (A ``NotImplementedError``, as LangGraph's own ``prune`` raises for such threads.)"""
+    """Retention does not raise it: DeltaChannel threads are retained by the rules (module doc).
+    The name stays importable for code that catches it."""
 
     def __init__(self, thread_id: str) -> None:
         self.thread_id = thread_id
-        super().__init__(
-            f"thread {thread_id!r} uses a DeltaChannel: its latest value is rebuilt from older "
-            "checkpoints, so keeping only the newest ones would silently empty the channel. Retention "
-            "refuses such threads; delete the whole thread instead, or do not use keep_last with it."
-        )
+        super().__init__(f"thread {thread_id!r} uses a DeltaChannel")
 
 
 def validate_keep_last(keep_last: object, *, name: str = "keep_last") -> int | None:
@@ -166,6 +188,10 @@ class StoredCheckpoint:
     step: int | None = None
     #: a step is due after it (``updated_channels`` name a trigger; True when unknown)
     due: bool = True
+    #: the delta channels rebuilt from its ancestors: no value stored here (``unseeded_channels``)
+    unseeded: frozenset[str] = frozenset()
+    #: blob savers: the ``versions`` entries (key, value) of the delta values it reads stored
+    held: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,13 +254,11 @@ def plan_retention(
     """What to delete of ``thread`` to keep ``keep_last`` root checkpoints (rules: module doc).
 
     ``protect``: (namespace, checkpoint id) pairs never deleted. ``now`` (default: the clock) and
-    ``branch_grace`` decide which checkpoints a run may still be extending. Raises
-    ``DeltaChannelRetentionError`` for a thread using a DeltaChannel.
+    ``branch_grace`` decide which checkpoints a run may still be extending.
     """
     keep_last = validate_keep_last(keep_last) or 1
     branch_grace = validate_branch_grace(branch_grace)
-    if any(c.delta for c in thread.checkpoints):
-        raise DeltaChannelRetentionError(thread.thread_id)
+    delta = any(c.delta or c.unseeded for c in thread.checkpoints)
     now = datetime.now(timezone.utc) if now is None else now
     by_ns: dict[str, list[StoredCheckpoint]] = {}
     for c in thread.checkpoints:
@@ -246,9 +270,11 @@ def plan_retention(
     unfinished = {(ns, c.id) for ns, stored in by_ns.items() if not _is_call(ns, stored[0])
                   for c in _unfinished(stored, now, branch_grace)}
     extended: set[tuple[str, str]] = set()
-    if thread.blobs is not None:
+    if thread.blobs is not None or delta:  # a run's next checkpoint needs these (module doc)
         due = {(c.ns, c.id) for c in thread.checkpoints if c.due}
         extended = unfinished & due
+    if delta:
+        extended |= _superseded(by_ns, now, min(branch_grace, SUPERSEDED_GRACE))
     roots = [c.id for c in by_ns.get(ROOT_NS, [])]
     spared = protected | extended
     kept_roots = set(roots[:keep_last]) | {i for ns, i in spared if ns == ROOT_NS}
@@ -268,7 +294,7 @@ def plan_retention(
             keep = stored  # its root checkpoint is not saved yet
         keep_ids = {c.id for c in keep}
         keep += [c for c in stored if c.id not in keep_ids and (ns, c.id) in spared]
-        kept[ns] = keep
+        kept[ns] = _with_delta_ancestors(keep, stored, thread.blobs is not None) if delta else keep
 
     deleted: dict[str, tuple[str, ...]] = {}
     blobs: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -304,6 +330,47 @@ def _is_call(ns: str, head: StoredCheckpoint) -> bool:
     """A subgraph call's namespace (``"node:<task id>"`` with a root link): it keeps its latest
     checkpoint only while its root checkpoint is kept."""
     return ns != ROOT_NS and ":" in ns and head.root is not None
+
+
+def _with_delta_ancestors(
+    keep: Sequence[StoredCheckpoint], stored: Sequence[StoredCheckpoint], shared: bool
+) -> list[StoredCheckpoint]:
+    """``keep`` and what its delta channels are rebuilt from (rules: module doc), in ``stored``'s
+    order (newest first): the parent of each checkpoint kept that rebuilds a delta channel, and
+    (``shared``: a blob saver) the checkpoint that stored each delta value one kept reads."""
+    by_id = {c.id: c for c in stored}
+    read = {entry for c in stored for entry in c.held} if shared else set()
+    writer: dict[tuple[str, str], str] = {}
+    for c in stored:  # newest first: the oldest checkpoint naming a value stored it
+        for entry in read.intersection(c.versions.items()):
+            writer[entry] = c.id
+    keep_ids: set[str] = set()
+    todo = list(keep)
+    while todo:
+        c = todo.pop()
+        if c.id in keep_ids:
+            continue
+        keep_ids.add(c.id)
+        if c.unseeded and c.parent in by_id:
+            todo.append(by_id[c.parent])
+        if shared:
+            todo.extend(by_id[writer[entry]] for entry in c.held)
+    return [c for c in stored if c.id in keep_ids]
+
+
+def _superseded(
+    by_ns: Mapping[str, Sequence[StoredCheckpoint]], now: datetime, grace: timedelta
+) -> set[tuple[str, str]]:
+    """The checkpoints a newer one of their namespace superseded as the latest less than ``grace``
+    before ``now`` (by the time in the newer one's id): a run that started from one of them may
+    not have stored its first checkpoint, whose delta channels are rebuilt through it."""
+    out = set()
+    for ns, stored in by_ns.items():  # each newest first
+        for newer, c in itertools.pairwise(stored):
+            made = checkpoint_time(newer.id)
+            if made is not None and now - made < grace:
+                out.add((ns, c.id))
+    return out
 
 
 def _unfinished(
@@ -399,11 +466,15 @@ def step_due(updated_channels: Any) -> bool:
 
 
 def stored_checkpoint(
-    ns: str, cid: str, metadata: Any, versions: Any = None, parent: Any = None, updated: Any = None
+    ns: str, cid: str, metadata: Any, versions: Any = None, parent: Any = None, updated: Any = None,
+    *, unseeded: Collection[str] | None = None, stored: Collection[str] | None = None,
 ) -> StoredCheckpoint:
     """A ``StoredCheckpoint`` from a saver's stored fields: ``metadata``, ``versions`` (the
     checkpoint's ``channel_versions``) and ``updated`` (its ``updated_channels``) as mappings or
-    lists, or as the JSON text or bytes a database returns."""
+    lists, or as the JSON text or bytes a database returns. ``unseeded``: the delta channels it
+    rebuilds, where the saver worked them out itself (row savers, which give no ``versions``);
+    otherwise they are ``unseeded_channels(metadata, versions, stored)`` (``stored``: the
+    channels it holds a value for, None when unknown)."""
     meta = metadata if isinstance(metadata, Mapping) else (_loads_json(metadata) or {})
     parents = meta.get("parents") or {}
     root = parents.get(ROOT_NS) if isinstance(parents, Mapping) else None
@@ -411,11 +482,49 @@ def stored_checkpoint(
     vers = versions if isinstance(versions, Mapping) else (_loads_json(versions) or {})
     if isinstance(updated, (str, bytes, bytearray, memoryview)):
         updated = _loads_json(updated)
+    held: frozenset[tuple[str, str]] = frozenset()
+    if unseeded is None:
+        unseeded = unseeded_channels(meta, vers, stored)
+        if stored is not None:
+            held = frozenset((c, str(vers[c])) for c in delta_counters(meta) if c in vers and c in stored)
     return StoredCheckpoint(
         ns, cid, root if isinstance(root, str) else None, delta,
         {str(k): str(v) for k, v in vers.items()}, None if parent is None else str(parent),
         meta.get("source") == "loop", checkpoint_step(meta.get("step")), step_due(updated),
+        frozenset(unseeded), held,
     )
+
+
+def delta_counters(metadata: Any) -> frozenset[str]:
+    """The channels a checkpoint's metadata ``counters_since_delta_snapshot`` names: LangGraph
+    counts every delta channel there until the checkpoint that snapshots it (then drops it).
+
+    >>> sorted(delta_counters({"counters_since_delta_snapshot": {"messages": [2, 2], "files": [0, 2]}}))
+    ['files', 'messages']
+    >>> delta_counters({"step": 1})
+    frozenset()
+    """
+    meta = metadata if isinstance(metadata, Mapping) else (_loads_json(metadata) or {})
+    counters = meta.get("counters_since_delta_snapshot")
+    return frozenset(str(k) for k in counters) if isinstance(counters, Mapping) else frozenset()
+
+
+def unseeded_channels(
+    metadata: Any, versions: Mapping[str, Any], stored: Collection[str] | None = None
+) -> frozenset[str]:
+    """The delta channels a checkpoint rebuilds from its ancestors, as LangGraph's loader decides:
+    named by its metadata counters (``delta_counters``), with a version in ``versions`` (a channel
+    never written has none and is empty without a walk) and no value in ``stored`` (the channels
+    it holds a value for; None: unknown, so every one counts, which keeps more, never less).
+
+    >>> meta = {"counters_since_delta_snapshot": {"messages": [2, 2], "files": [0, 2]}}
+    >>> sorted(unseeded_channels(meta, {"messages": "3"}))
+    ['messages']
+    >>> unseeded_channels(meta, {"messages": "3"}, stored={"messages"})
+    frozenset()
+    """
+    named = {c for c in delta_counters(metadata) if c in versions}
+    return frozenset(named - set(stored or ()))
 
 
 def checkpoint_step(value: Any) -> int | None:

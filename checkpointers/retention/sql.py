@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator, Sequence
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 from langgraph.checkpoint.serde.types import INTERRUPT
@@ -24,7 +25,7 @@ from .flows import (
     NewestTs,
     Op,
 )
-from .rules import StoredCheckpoint, StoredWrites, ThreadState, stored_checkpoint
+from .rules import StoredCheckpoint, StoredWrites, ThreadState, stored_checkpoint, unseeded_channels
 
 __all__ = [
     "PG_SIZE_SQL",
@@ -112,9 +113,15 @@ class SqlDialect:
 
 
 class SqliteDialect(SqlDialect):
+    # The checkpoints themselves (one msgpack value each) only of a thread whose metadata shows a
+    # DeltaChannel: which delta channels one rebuilds needs its versions and values
+    # (rules.unseeded_channels), and whether a step is due after it its updated_channels.
     load_checkpoints = (
-        "SELECT checkpoint_ns, checkpoint_id, CAST(metadata AS TEXT), parent_checkpoint_id FROM checkpoints "
-        "WHERE thread_id = ?"
+        "WITH d(delta) AS (SELECT EXISTS (SELECT 1 FROM checkpoints WHERE thread_id = ? "
+        "AND instr(CAST(metadata AS TEXT), 'counters_since_delta_snapshot'))) "
+        "SELECT checkpoint_ns, checkpoint_id, CAST(metadata AS TEXT), parent_checkpoint_id, "
+        "CASE WHEN d.delta THEN type END, CASE WHEN d.delta THEN checkpoint END "
+        "FROM checkpoints, d WHERE thread_id = ?"
     )
     load_writes = (
         "SELECT checkpoint_ns, checkpoint_id, COUNT(*), MAX(channel = ?) FROM writes "
@@ -142,8 +149,20 @@ class SqliteDialect(SqlDialect):
     def statements(self, op: Op) -> list[Sql]:
         out = super().statements(op)
         if isinstance(op, LoadThread):
+            out[0] = Sql(self.load_checkpoints, (op.thread_id, op.thread_id), True)
             out[1] = Sql(self.load_writes, (INTERRUPT, op.thread_id), True)
         return out
+
+    def checkpoint(self, row: Sequence[Any]) -> StoredCheckpoint:
+        if row[5] is None:
+            return stored_checkpoint(row[0], row[1], row[2], parent=row[3], unseeded=())
+        body = self.serde.loads_typed((row[4], row[5]))
+        values = body.get("channel_values") or {}
+        unseeded = unseeded_channels(row[2], body.get("channel_versions") or {}, values.keys())
+        # its versions stay unread: a row saver has no blobs to collect
+        return stored_checkpoint(
+            row[0], row[1], row[2], parent=row[3], updated=body.get("updated_channels"), unseeded=unseeded
+        )
 
     def ts(self, row: Sequence[Any]) -> str | None:
         ts = self.serde.loads_typed((row[0], row[1])).get("ts")
@@ -186,7 +205,9 @@ class PostgresDialect(SqlDialect):
         "ORDER BY checkpoint_id DESC LIMIT 1"
     )
 
-    load_blobs = "SELECT checkpoint_ns, channel, version FROM checkpoint_blobs WHERE thread_id = %s"
+    load_blobs = (
+        "SELECT checkpoint_ns, channel, version, type <> 'empty' FROM checkpoint_blobs WHERE thread_id = %s"
+    )
 
     def ids(self, ids: Sequence[str]) -> Any:
         return list(ids)
@@ -202,11 +223,20 @@ class PostgresDialect(SqlDialect):
         value = super().result(op, results)
         if isinstance(op, LoadThread):
             blobs = frozenset((r[0], r[1], str(r[2])) for r in results[2])
-            return ThreadState(value.thread_id, value.checkpoints, value.writes, blobs)
+            filled = {(r[0], r[1], str(r[2])) for r in results[2] if r[3]}
+            checkpoints = tuple(self._held(c, filled) if c.unseeded else c for c in value.checkpoints)
+            return ThreadState(value.thread_id, checkpoints, value.writes, blobs)
         return value
 
     def checkpoint(self, row: Sequence[Any]) -> StoredCheckpoint:
         return stored_checkpoint(row[0], row[1], row[2], row[4], row[3], row[5])
+
+    @staticmethod
+    def _held(c: StoredCheckpoint, filled: set[tuple[str, str, str]]) -> StoredCheckpoint:
+        """``c`` with the delta channels whose blob at its version holds a value moved from
+        ``unseeded`` to ``held``."""
+        held = {ch for ch in c.unseeded if (c.ns, ch, c.versions.get(ch)) in filled}
+        return replace(c, unseeded=c.unseeded - held, held=frozenset((ch, c.versions[ch]) for ch in held))
 
     def ts(self, row: Sequence[Any]) -> str | None:
         return str(row[0]) if row[0] is not None else None
