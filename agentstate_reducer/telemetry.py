@@ -332,10 +332,11 @@ def summarizer_span(messages: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def retention_span(entry_name: str) -> Iterator[dict[str, int]]:
-    """A span around one retention or compaction pass. The block fills the yielded dict with what
-    the pass did (``checkpoints_deleted``, ``writes_deleted``, ``blobs_deleted``, ``bytes_freed``:
-    ints), which become ``agentstate.*`` attributes and the ``bytes_freed`` histogram."""
+def retention_span(entry_name: str, *, thread: str | None = None) -> Iterator[dict[str, int]]:
+    """A span around one retention or compaction pass (of ``thread``, when it is one thread's).
+    The block fills the yielded dict with what the pass did (``checkpoints_deleted``,
+    ``writes_deleted``, ``blobs_deleted``, ``bytes_freed``: ints), which become ``agentstate.*``
+    attributes and the ``bytes_freed`` histogram."""
     stats: dict[str, int] = {}
     otel = _otel()
     if otel is None:
@@ -349,6 +350,8 @@ def retention_span(entry_name: str) -> Iterator[dict[str, int]]:
             RETENTION_SPAN, record_exception=False, set_status_on_exception=False
         ) as span:
             span.set_attribute("agentstate.entry", entry_name)
+            if thread is not None:
+                span.set_attributes({"agentstate.thread": thread, "gen_ai.conversation.id": thread})
             try:
                 yield stats
             except BaseException as exc:

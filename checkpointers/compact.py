@@ -35,7 +35,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, copy_checkpoint
 from langgraph.checkpoint.base.id import uuid6
 
-from agentstate_reducer import MessageReducer
+from agentstate_reducer import MessageReducer, telemetry
 
 from . import retention as r
 from .offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow
@@ -299,64 +299,67 @@ def compact_store(
     """
 
     report = StoreCompaction(dry_run=dry_run)
-    if keep_last is not None:
-        r.validate_keep_last(keep_last)
-    backend = r.backend_for(saver) if (keep_last is not None or older_than is not None) else None
-    if thread_ids is None:
-        if backend is None:
-            raise ValueError("compact_store needs thread_ids= without keep_last or older_than")
-        thread_ids = backend.run(r.list_threads_flow())
-    if backend is not None and record_references:
-        report.references_recorded = _record_references(saver, backend, dry_run, messages_key)
-    now = datetime.now(timezone.utc)
-    for thread_id in thread_ids:
-        if on_thread is not None:
-            on_thread(thread_id)
-        state = ts = None
-        if backend is not None:
-            ts = backend.run(_newest_ts_flow(thread_id))
-            state = backend.run(_load_flow(thread_id))
-            if r.waiting(state) and not force:
-                report.kept_whole[thread_id] = (
-                    "pending writes on its latest checkpoint (a step ran or an interrupt waits); "
-                    "--force to trim it anyway"
+    with telemetry.retention_span("compact") as traced:
+        if keep_last is not None:
+            r.validate_keep_last(keep_last)
+        backend = r.backend_for(saver) if (keep_last is not None or older_than is not None) else None
+        if thread_ids is None:
+            if backend is None:
+                raise ValueError("compact_store needs thread_ids= without keep_last or older_than")
+            thread_ids = backend.run(r.list_threads_flow())
+        if backend is not None and record_references:
+            report.references_recorded = _record_references(saver, backend, dry_run, messages_key)
+        now = datetime.now(timezone.utc)
+        for thread_id in thread_ids:
+            if on_thread is not None:
+                on_thread(thread_id)
+            state = ts = None
+            if backend is not None:
+                ts = backend.run(_newest_ts_flow(thread_id))
+                state = backend.run(_load_flow(thread_id))
+                if r.waiting(state) and not force:
+                    report.kept_whole[thread_id] = (
+                        "pending writes on its latest checkpoint (a step ran or an interrupt waits); "
+                        "--force to trim it anyway"
+                    )
+                    if reducer is not None:
+                        report.threads.append(compact_thread(
+                            saver, thread_id, reducer, messages_key=messages_key, dry_run=True,
+                            count_tokens=count_tokens, offload=offload,
+                        ))
+                    continue
+                if r.is_idle(ts, older_than, now):
+                    report.add(r.Deleted(len(state.checkpoints), sum(w.count for w in state.writes)))
+                    report.threads_deleted.append(thread_id)
+                    if not dry_run:
+                        backend.run(r.delete_thread_flow(thread_id))
+                    continue
+            compacted = None
+            if reducer is not None:
+                compacted = compact_thread(
+                    saver, thread_id, reducer, messages_key=messages_key, dry_run=dry_run,
+                    count_tokens=count_tokens, offload=offload,
                 )
-                if reducer is not None:
-                    report.threads.append(compact_thread(
-                        saver, thread_id, reducer, messages_key=messages_key, dry_run=True,
-                        count_tokens=count_tokens, offload=offload,
-                    ))
+                report.threads.append(compacted)
+                if compacted.action in ("compacted", "would compact"):
+                    report.checkpoints_written += 1
+            if keep_last is None or backend is None or state is None:
                 continue
-            if r.is_idle(ts, older_than, now):
-                report.add(r.Deleted(len(state.checkpoints), sum(w.count for w in state.writes)))
-                report.threads_deleted.append(thread_id)
-                if not dry_run:
-                    backend.run(r.delete_thread_flow(thread_id))
-                continue
-        compacted = None
-        if reducer is not None:
-            compacted = compact_thread(
-                saver, thread_id, reducer, messages_key=messages_key, dry_run=dry_run,
-                count_tokens=count_tokens, offload=offload,
-            )
-            report.threads.append(compacted)
-            if compacted.action in ("compacted", "would compact"):
-                report.checkpoints_written += 1
-        if keep_last is None or backend is None or state is None:
-            continue
-        if dry_run:
-            planned = state
-            if compacted is not None and compacted.action == "would compact":
-                latest = saver.get_tuple(_root_config(thread_id))
-                assert latest is not None
-                planned = _with_compacted(state, backend, latest, messages_key)
-            plan = r.plan_retention(planned, keep_last=keep_last, now=now, branch_grace=branch_grace)
-            deleted = r.Deleted(plan.checkpoint_count, plan.writes, plan.blob_count)
-        else:
-            deleted = backend.run(r.retain_flow(thread_id, keep_last, branch_grace=branch_grace))
-        if deleted.checkpoints or deleted.blobs:
-            report.threads_trimmed.append(thread_id)
-            report.add(deleted)
+            if dry_run:
+                planned = state
+                if compacted is not None and compacted.action == "would compact":
+                    latest = saver.get_tuple(_root_config(thread_id))
+                    assert latest is not None
+                    planned = _with_compacted(state, backend, latest, messages_key)
+                plan = r.plan_retention(planned, keep_last=keep_last, now=now, branch_grace=branch_grace)
+                deleted = r.Deleted(plan.checkpoint_count, plan.writes, plan.blob_count)
+            else:
+                deleted = backend.run(r.retain_flow(thread_id, keep_last, branch_grace=branch_grace))
+            if deleted.checkpoints or deleted.blobs:
+                report.threads_trimmed.append(thread_id)
+                report.add(deleted)
+        traced.update(checkpoints_deleted=report.checkpoints_deleted, writes_deleted=report.writes_deleted,
+                      blobs_deleted=report.blobs_deleted, threads_deleted=len(report.threads_deleted))
     return report
 
 

@@ -29,6 +29,8 @@ from typing import Any
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
+from agentstate_reducer import telemetry
+
 from .backends import Backend, backend_for
 from .flows import (
     Deleted,
@@ -133,21 +135,23 @@ def sweep(
     older, keep = _check_sweep_args(older_than, keep_last)
     grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
-    report = SweepReport(dry_run=dry_run, bytes_before=backend.size())
-    now = datetime.now(timezone.utc)
-    threads = backend.run(list_threads_flow())
-    report.threads_seen = len(threads)
-    for thread_id in threads:
-        swept = backend.run(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
-        report.record(thread_id, swept)
-    forget = getattr(type(saver), "forget_archived", None)
-    if forget is not None and not dry_run:  # a wrapper with an archive: the archive follows the thread
-        for thread_id in report.threads_deleted:
-            forget(saver, thread_id)
-    if vacuum and not dry_run:
-        backend.vacuum()
-        report.vacuumed = True
-    report.bytes_after = report.bytes_before if dry_run else backend.size()
+    with telemetry.retention_span("sweep") as traced:
+        report = SweepReport(dry_run=dry_run, bytes_before=backend.size())
+        now = datetime.now(timezone.utc)
+        threads = backend.run(list_threads_flow())
+        report.threads_seen = len(threads)
+        for thread_id in threads:
+            swept = backend.run(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
+            report.record(thread_id, swept)
+        forget = getattr(type(saver), "forget_archived", None)
+        if forget is not None and not dry_run:  # a wrapper with an archive: the archive follows the thread
+            for thread_id in report.threads_deleted:
+                forget(saver, thread_id)
+        if vacuum and not dry_run:
+            backend.vacuum()
+            report.vacuumed = True
+        report.bytes_after = report.bytes_before if dry_run else backend.size()
+        traced.update(_traced(report))
     return report
 
 
@@ -165,22 +169,39 @@ async def asweep(
     older, keep = _check_sweep_args(older_than, keep_last)
     grace = validate_branch_grace(branch_grace)
     backend = backend_for(saver)
-    report = SweepReport(dry_run=dry_run, bytes_before=await backend.asize())
-    now = datetime.now(timezone.utc)
-    threads = await backend.arun(list_threads_flow())
-    report.threads_seen = len(threads)
-    for thread_id in threads:
-        swept = await backend.arun(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
-        report.record(thread_id, swept)
-    aforget = getattr(type(saver), "aforget_archived", None)
-    if aforget is not None and not dry_run:
-        for thread_id in report.threads_deleted:
-            await aforget(saver, thread_id)
-    if vacuum and not dry_run:
-        await backend.avacuum()
-        report.vacuumed = True
-    report.bytes_after = report.bytes_before if dry_run else await backend.asize()
+    with telemetry.retention_span("sweep") as traced:
+        report = SweepReport(dry_run=dry_run, bytes_before=await backend.asize())
+        now = datetime.now(timezone.utc)
+        threads = await backend.arun(list_threads_flow())
+        report.threads_seen = len(threads)
+        for thread_id in threads:
+            swept = await backend.arun(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
+            report.record(thread_id, swept)
+        aforget = getattr(type(saver), "aforget_archived", None)
+        if aforget is not None and not dry_run:
+            for thread_id in report.threads_deleted:
+                await aforget(saver, thread_id)
+        if vacuum and not dry_run:
+            await backend.avacuum()
+            report.vacuumed = True
+        report.bytes_after = report.bytes_before if dry_run else await backend.asize()
+        traced.update(_traced(report))
     return report
+
+
+def _traced(report: SweepReport) -> dict[str, int]:
+    """What a sweep's telemetry span reports: what it deleted, and the bytes it freed where both
+    sizes were measured (a dry run frees nothing)."""
+    out = {"checkpoints_deleted": report.checkpoints_deleted, "writes_deleted": report.writes_deleted,
+           "blobs_deleted": report.blobs_deleted, "threads_deleted": len(report.threads_deleted)}
+    if report.bytes_before is not None and report.bytes_after is not None:
+        out["bytes_freed"] = max(report.bytes_before - report.bytes_after, 0)
+    return out
+
+
+def _deleted(deleted: Deleted) -> dict[str, int]:
+    return {"checkpoints_deleted": deleted.checkpoints, "writes_deleted": deleted.writes,
+            "blobs_deleted": deleted.blobs}
 
 
 # -- prune: LangGraph's API, on savers that lack it -----------------------------------------------
@@ -212,7 +233,8 @@ def prune(
             backend.run(delete_thread_flow(thread_id))
         return
     for thread_id in ids:
-        backend.run(retain_flow(thread_id, 1, branch_grace=grace))
+        with telemetry.retention_span("prune", thread=thread_id) as traced:
+            traced.update(_deleted(backend.run(retain_flow(thread_id, 1, branch_grace=grace))))
 
 
 async def aprune(
@@ -228,7 +250,8 @@ async def aprune(
             await backend.arun(delete_thread_flow(thread_id))
         return
     for thread_id in ids:
-        await backend.arun(retain_flow(thread_id, 1, branch_grace=grace))
+        with telemetry.retention_span("prune", thread=thread_id) as traced:
+            traced.update(_deleted(await backend.arun(retain_flow(thread_id, 1, branch_grace=grace))))
 
 
 # -- per-put retention: what ReducingCheckpointSaver(keep_last=...) runs -------------------------
@@ -377,9 +400,11 @@ class RetentionSchedule:
             return
         thread_id, protect = due
         try:
-            deleted = backend.run(
-                retain_flow(thread_id, self.keep_last, protect, branch_grace=self.branch_grace)
-            )
+            with telemetry.retention_span("keep_last", thread=thread_id) as traced:
+                deleted = backend.run(
+                    retain_flow(thread_id, self.keep_last, protect, branch_grace=self.branch_grace)
+                )
+                traced.update(_deleted(deleted))
         except Exception as exc:
             self._done(thread_id, None, exc)
         else:
@@ -393,9 +418,11 @@ class RetentionSchedule:
             return
         thread_id, protect = due
         try:
-            deleted = await backend.arun(
-                retain_flow(thread_id, self.keep_last, protect, branch_grace=self.branch_grace)
-            )
+            with telemetry.retention_span("keep_last", thread=thread_id) as traced:
+                deleted = await backend.arun(
+                    retain_flow(thread_id, self.keep_last, protect, branch_grace=self.branch_grace)
+                )
+                traced.update(_deleted(deleted))
         except Exception as exc:
             self._done(thread_id, None, exc)
         else:
