@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -82,13 +82,13 @@ def wrapped(inner: Any) -> ReducingCheckpointSaver:
                                    offload=BlobOffload(min_bytes=MIN))
 
 
-def check_every_depth(saver: ReducingCheckpointSaver) -> None:
+def check_every_depth(saver: ReducingCheckpointSaver, depths: Sequence[int] = DEPTHS) -> None:
     graph = build(saver)
     # another thread stores the image whose reference STORED names
     graph.invoke({"messages": [HumanMessage(id="img", content=IMAGE)], "data": {"forged": "", "depth": 0}},
                  thread_config("owner"))
     for forged in (STORED, UNSTORED):
-        for depth in DEPTHS:
+        for depth in depths:
             config = thread_config(f"forged-{forged == STORED}-{depth}")
             sent = turn(depth, forged)
             graph.invoke(sent, config)
