@@ -288,8 +288,136 @@ def test_autogen_reduce_span_is_a_child_of_invoke_agent(otel: Otel, stream: bool
     with otel.tracer.start_as_current_span("outer"):
         asyncio.run(main())
     spans = reduce_spans(otel, "autogen")
-    print([len(r) for r in client.requests], [(attributes(s)["agentstate.messages.before"],
-          attributes(s)["agentstate.messages.after"]) for s in spans])
+    # the requests carry the system message besides the conversation the reducer bounds
+    assert [len(r) for r in client.requests] == [2, 4, 6, 8, 4, 6, 8, 4, 6]
+    assert [(attributes(s)["agentstate.messages.before"], attributes(s)["agentstate.messages.after"])
+            for s in spans] == [(9, 3), (9, 3)]  # fmt: skip
     assert {attributes(s)["agentstate.thread"] for s in spans} == {"t-autogen"}
     for span in spans:
         assert chain(otel, span) == ["invoke_agent helper", "outer"]
+
+
+# -- LlamaIndex, smolagents, Agno, the OpenAI Agents SDK: no OpenTelemetry span of their own (their
+# tracing is their own instrumentation, or an add-on instrumentor): the reduce span is a child of
+# whatever span is current, here the test's outer span
+
+
+@pytest.mark.parametrize("streaming", [True, False], ids=["astream_chat", "achat"])
+def test_llama_index_reduce_span_is_a_child_of_the_callers_span(otel: Otel, streaming: bool) -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+
+    from agentstate_reducer.integrations.llama_index import ReducingMemory
+    from tests.llama_index_script import TOOLS, ScriptedLLM, question, script
+
+    llm = ScriptedLLM(script(3))
+    memory = ReducingMemory.from_defaults(min_messages=4, max_messages=8, session_id="user-1")
+    agent = FunctionAgent(tools=TOOLS, llm=llm, system_prompt="You are brief.", streaming=streaming)
+
+    async def main() -> None:
+        for i in range(3):
+            await agent.run(question(i), memory=memory)
+
+    with otel.tracer.start_as_current_span("outer"):
+        asyncio.run(main())
+    spans = reduce_spans(otel, "llama_index")
+    # a turn stores 7 messages; storing turn 1 (14 > 8) keeps 2, storing turn 2 (9) keeps 2; turn
+    # 2's first request is the system prompt, the 2 kept and the new question
+    assert [len(r) for r in llm.requests] == [2, 4, 7, 9, 11, 14, 4, 6, 9]
+    assert [(attributes(s)["agentstate.messages.before"], attributes(s)["agentstate.messages.after"])
+            for s in spans] == [(14, 2), (9, 2)]  # fmt: skip
+    assert {attributes(s)["agentstate.thread"] for s in spans} == {"user-1"}
+    for span in spans:
+        assert chain(otel, span) == ["outer"]
+
+
+@pytest.mark.parametrize("failing", [False, True], ids=["prunes", "failing-summarizer"])
+def test_smolagents_reduce_span_is_a_child_of_the_callers_span(otel: Otel, failing: bool) -> None:
+    from agentstate_reducer.integrations.smolagents import ReduceMemory
+    from tests.smolagents_script import ScriptedModel, converse, tool_agent
+
+    model = ScriptedModel()
+    reduce = ReduceMemory(min_messages=4, max_messages=8, summarizer=failing_summarizer if failing else None)
+    agent = tool_agent(model, step_callbacks=[reduce], name="researcher")
+    with otel.tracer.start_as_current_span("outer"):
+        answers = converse(agent, 3)
+    assert answers == ["a0", "a1", "a2"]
+    spans = reduce_spans(otel, "smolagents")
+    counts = [(attributes(s)["agentstate.messages.before"], attributes(s)["agentstate.messages.after"])
+              for s in spans]
+    assert {attributes(s)["agentstate.thread"] for s in spans} == {"researcher"}
+    for span in spans:
+        assert chain(otel, span) == ["outer"]
+    if failing:
+        assert_failed_summary(otel)
+        assert len(agent.memory.steps) == 3 * 4  # nothing pruned
+        assert [len(r) for r in model.requests] == [2, 4, 6, 9, 11, 13, 16, 18, 20]
+        assert counts == [(6, 6), (7, 7), (8, 8), (10, 10), (11, 11), (12, 12)]
+        no_text_anywhere(otel, SECRET, "q0 please")
+    else:
+        # counted in memory steps; each reduction shortens the next request
+        assert [len(r) for r in model.requests] == [2, 4, 6, 9, 5, 7, 10, 5, 7]
+        assert counts == [(6, 3), (7, 3)]
+
+
+@pytest.mark.parametrize("sync", [True, False], ids=["run", "arun"])
+def test_agno_reduce_span_is_a_child_of_the_callers_span(otel: Otel, sync: bool) -> None:
+    from agentstate_reducer.integrations.agno import ReducingCompressionManager
+    from tests.agno_script import ScriptedModel, agent, question
+
+    model = ScriptedModel()
+    bot = agent(model, compression_manager=ReducingCompressionManager(min_messages=4, max_messages=8))
+
+    async def arun() -> None:
+        for i in range(3):
+            await bot.arun(question(i), session_id="s-agno")
+
+    with otel.tracer.start_as_current_span("outer"):
+        if sync:
+            for i in range(3):
+                bot.run(question(i), session_id="s-agno")
+        else:
+            asyncio.run(arun())
+    spans = reduce_spans(otel, "agno")
+    # turn 2's first request, 15 messages with the system message, goes out as the 3 kept and the
+    # live question
+    assert [len(r) for r in model.requests] == [2, 4, 7, 9, 11, 14, 4, 6, 9]
+    assert [(attributes(s)["agentstate.messages.before"], attributes(s)["agentstate.messages.after"])
+            for s in spans] == [(15, 3)]  # fmt: skip
+    # Agno does not tell a compression manager the session id: the conversation is named by the id
+    # of its first question, which Agno copies into every later run's history
+    first_question = next(m for m in model.requests[0] if m.role == "user")
+    assert {attributes(s)["agentstate.thread"] for s in spans} == {first_question.id}
+    for span in spans:
+        assert chain(otel, span) == ["outer"]
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_openai_agents_reduce_span_is_a_child_of_the_callers_span(otel: Otel, api: Any, tmp_path: Any) -> None:
+    from agents import Agent, Runner, SQLiteSession, set_tracing_disabled
+
+    from agentstate_reducer.integrations.openai_agents import ReducingSession
+    from tests.openai_agents_script import Reply, ScriptedAPI
+
+    set_tracing_disabled(True)
+    scripted = ScriptedAPI()
+    agent = Agent(name="assistant", instructions="Answer.", model=scripted.model(api))
+    session = ReducingSession(SQLiteSession("s-openai", str(tmp_path / "sessions.db")),
+                              min_messages=4, max_messages=8)
+
+    async def main() -> None:
+        for i in range(6):
+            scripted.extend([Reply(text=f"answer {i}")])
+            await Runner.run(agent, f"question {i}", session=session)
+
+    with otel.tracer.start_as_current_span("outer"):
+        asyncio.run(main())
+    spans = reduce_spans(otel, "openai_agents")
+    # the runner stores the fifth question (9 items > 8): 3 stay, then the answer; the sixth run
+    # sends those 4 and its question (and the system message on Chat Completions)
+    sizes = [len(r.get("input", r.get("messages", []))) for r in scripted.requests]
+    assert sizes == ([1, 3, 5, 7, 9, 5] if api == "responses" else [2, 4, 6, 8, 10, 6])
+    assert [(attributes(s)["agentstate.messages.before"], attributes(s)["agentstate.messages.after"])
+            for s in spans] == [(9, 3)]  # fmt: skip
+    assert {attributes(s)["agentstate.thread"] for s in spans} == {"s-openai"}
+    for span in spans:
+        assert chain(otel, span) == ["outer"]
