@@ -11,14 +11,35 @@ outer span (docs/observability.md, "How they appear under each framework's own t
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
+from agent_framework import BaseChatClient, FunctionInvocationLayer
+from agent_framework.observability import ChatTelemetryLayer
+from agents import Agent as SdkAgent
+from agents import Runner, SQLiteSession, set_tracing_disabled
+from autogen_agentchat.agents import AssistantAgent
+from google.adk.runners import InMemoryRunner
+from llama_index.core.agent.workflow import FunctionAgent
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
 
 from agentstate_reducer import telemetry
+from agentstate_reducer.integrations.agent_framework import ReducerCompactionStrategy
+from agentstate_reducer.integrations.agno import ReducingCompressionManager
+from agentstate_reducer.integrations.autogen import ReducingChatCompletionContext
+from agentstate_reducer.integrations.google_adk import ReducerCallback
+from agentstate_reducer.integrations.llama_index import ReducingMemory
+from agentstate_reducer.integrations.openai_agents import ReducingSession
+from agentstate_reducer.integrations.pydantic_ai import ReduceHistory
+from agentstate_reducer.integrations.smolagents import ReduceMemory
+from tests import adk_script, af_script, agno_script, autogen_script, llama_index_script, smolagents_script
+from tests.openai_agents_script import Reply, ScriptedAPI
 from tests.otel_support import Otel, otel_fixture  # noqa: F401  (the otel fixture)
 
 SECRET = "zebra-quartz-secret"
@@ -37,7 +58,8 @@ def reduce_spans(otel: Otel, entry: str) -> list[ReadableSpan]:
         got = attributes(span)
         assert got["agentstate.entry"] == entry
         if not got["agentstate.summary.created"]:
-            assert got["agentstate.messages.before"] - got["agentstate.pruned"] == got["agentstate.messages.after"]
+            kept = got["agentstate.messages.before"] - got["agentstate.pruned"]
+            assert kept == got["agentstate.messages.after"]
     return spans
 
 
@@ -93,26 +115,22 @@ def failing_summarizer(messages: Sequence[Any]) -> str:
 
 
 def _adk_run(otel: Otel, *, sync: bool, turns: int = 3, summarizer: Any = None) -> Any:
-    from google.adk.runners import InMemoryRunner
-
-    from agentstate_reducer.integrations.google_adk import ReducerCallback
-    from tests.adk_script import ScriptedLlm, agent, question, user
-
-    model = ScriptedLlm()
+    model = adk_script.ScriptedLlm()
     callback = ReducerCallback(min_messages=4, max_messages=8, summarizer=summarizer)
-    runner = InMemoryRunner(agent=agent(model, before_model_callback=callback), app_name="app")
+    runner = InMemoryRunner(agent=adk_script.agent(model, before_model_callback=callback), app_name="app")
+    asks = [{"user_id": "u", "session_id": "s1", "new_message": adk_script.user(adk_script.question(i))}
+            for i in range(turns)]  # fmt: skip
 
     async def main() -> None:
-        await runner.session_service.create_session(app_name="app", user_id="u", session_id="s1")
-        for i in range(turns):
-            async for _ in runner.run_async(user_id="u", session_id="s1", new_message=user(question(i))):
+        for ask in asks:
+            async for _ in runner.run_async(**ask):
                 pass
 
+    asyncio.run(runner.session_service.create_session(app_name="app", user_id="u", session_id="s1"))
     with otel.tracer.start_as_current_span("outer"):
-        if sync:
-            asyncio.run(runner.session_service.create_session(app_name="app", user_id="u", session_id="s1"))
-            for i in range(turns):
-                for _ in runner.run(user_id="u", session_id="s1", new_message=user(question(i))):
+        if sync:  # Runner.run drives the async run in a thread of its own
+            for ask in asks:
+                for _ in runner.run(**ask):
                     pass
         else:
             asyncio.run(main())
@@ -160,18 +178,12 @@ def test_google_adk_failing_summarizer_records_its_type_and_the_model_gets_every
 
 
 def _pydantic_agent(summarizer: Any = None) -> tuple[Any, list[int]]:
-    from pydantic_ai import Agent
-    from pydantic_ai.messages import ModelResponse, TextPart
-
-    from agentstate_reducer.integrations.pydantic_ai import ReduceHistory
-
     received: list[int] = []
 
     def model(messages: list[Any], info: Any) -> ModelResponse:
         received.append(len(messages))
         return ModelResponse(parts=[TextPart(f"answer {len(received)}")])
 
-    from pydantic_ai.models.function import FunctionModel
 
     capability = ReduceHistory(min_messages=4, max_messages=8, summarizer=summarizer)
     agent = Agent(FunctionModel(model), system_prompt="You are brief.", capabilities=[capability])
@@ -208,11 +220,6 @@ def test_pydantic_ai_reduce_span_is_a_child_of_the_chat_span(otel: Otel, sync: b
 
 
 def _af_client() -> Any:
-    from agent_framework import BaseChatClient, FunctionInvocationLayer
-    from agent_framework.observability import ChatTelemetryLayer
-
-    from tests.af_script import ScriptClient
-
     class TracedClient(FunctionInvocationLayer[Any], ChatTelemetryLayer[Any], BaseChatClient[Any]):
         """The scripted client in a provider client's layer order."""
 
@@ -221,25 +228,22 @@ def _af_client() -> Any:
             self.requests: list[Any] = []
             self.summaries = 0
 
-        _inner_get_response = ScriptClient._inner_get_response
+        _inner_get_response = af_script.ScriptClient._inner_get_response
 
     return TracedClient()
 
 
 @pytest.mark.parametrize("failing", [False, True], ids=["prunes", "failing-summarizer"])
 def test_agent_framework_reduce_span_is_a_child_of_the_chat_span(otel: Otel, failing: bool) -> None:
-    from agentstate_reducer.integrations.agent_framework import ReducerCompactionStrategy
-    from tests.af_script import make_agent, question
-
     client = _af_client()
     summarizer = failing_summarizer if failing else None
-    agent = make_agent(client, compaction_strategy=ReducerCompactionStrategy(
+    agent = af_script.make_agent(client, compaction_strategy=ReducerCompactionStrategy(
         min_messages=4, max_messages=8, summarizer=summarizer))
 
     async def main() -> None:
         session = agent.create_session()
         for i in range(3):
-            await agent.run(question(i), session=session)
+            await agent.run(af_script.question(i), session=session)
 
     with otel.tracer.start_as_current_span("outer"):
         asyncio.run(main())
@@ -267,23 +271,19 @@ def test_agent_framework_reduce_span_is_a_child_of_the_chat_span(otel: Otel, fai
 
 @pytest.mark.parametrize("stream", [False, True], ids=["run", "run_stream"])
 def test_autogen_reduce_span_is_a_child_of_invoke_agent(otel: Otel, stream: bool) -> None:
-    from autogen_agentchat.agents import AssistantAgent
-
-    from agentstate_reducer.integrations.autogen import ReducingChatCompletionContext
-    from tests.autogen_script import ScriptedClient, add, lookup, question, turn_responses
-
-    client = ScriptedClient([r for i in range(3) for r in turn_responses(i)])
+    client = autogen_script.ScriptedClient([r for i in range(3) for r in autogen_script.turn_responses(i)])
     context = ReducingChatCompletionContext(min_messages=4, max_messages=8, thread_id="t-autogen")
-    agent = AssistantAgent("helper", client, tools=[lookup, add], system_message="You are brief.",
+    tools = [autogen_script.lookup, autogen_script.add]
+    agent = AssistantAgent("helper", client, tools=tools, system_message="You are brief.",
                            model_context=context, max_tool_iterations=3)
 
     async def main() -> None:
         for i in range(3):
             if stream:
-                async for _ in agent.run_stream(task=question(i)):
+                async for _ in agent.run_stream(task=autogen_script.question(i)):
                     pass
             else:
-                await agent.run(task=question(i))
+                await agent.run(task=autogen_script.question(i))
 
     with otel.tracer.start_as_current_span("outer"):
         asyncio.run(main())
@@ -304,18 +304,14 @@ def test_autogen_reduce_span_is_a_child_of_invoke_agent(otel: Otel, stream: bool
 
 @pytest.mark.parametrize("streaming", [True, False], ids=["astream_chat", "achat"])
 def test_llama_index_reduce_span_is_a_child_of_the_callers_span(otel: Otel, streaming: bool) -> None:
-    from llama_index.core.agent.workflow import FunctionAgent
-
-    from agentstate_reducer.integrations.llama_index import ReducingMemory
-    from tests.llama_index_script import TOOLS, ScriptedLLM, question, script
-
-    llm = ScriptedLLM(script(3))
+    llm = llama_index_script.ScriptedLLM(llama_index_script.script(3))
     memory = ReducingMemory.from_defaults(min_messages=4, max_messages=8, session_id="user-1")
-    agent = FunctionAgent(tools=TOOLS, llm=llm, system_prompt="You are brief.", streaming=streaming)
+    agent = FunctionAgent(tools=llama_index_script.TOOLS, llm=llm, system_prompt="You are brief.",
+                          streaming=streaming)
 
     async def main() -> None:
         for i in range(3):
-            await agent.run(question(i), memory=memory)
+            await agent.run(llama_index_script.question(i), memory=memory)
 
     with otel.tracer.start_as_current_span("outer"):
         asyncio.run(main())
@@ -332,14 +328,11 @@ def test_llama_index_reduce_span_is_a_child_of_the_callers_span(otel: Otel, stre
 
 @pytest.mark.parametrize("failing", [False, True], ids=["prunes", "failing-summarizer"])
 def test_smolagents_reduce_span_is_a_child_of_the_callers_span(otel: Otel, failing: bool) -> None:
-    from agentstate_reducer.integrations.smolagents import ReduceMemory
-    from tests.smolagents_script import ScriptedModel, converse, tool_agent
-
-    model = ScriptedModel()
+    model = smolagents_script.ScriptedModel()
     reduce = ReduceMemory(min_messages=4, max_messages=8, summarizer=failing_summarizer if failing else None)
-    agent = tool_agent(model, step_callbacks=[reduce], name="researcher")
+    agent = smolagents_script.tool_agent(model, step_callbacks=[reduce], name="researcher")
     with otel.tracer.start_as_current_span("outer"):
-        answers = converse(agent, 3)
+        answers = smolagents_script.converse(agent, 3)
     assert answers == ["a0", "a1", "a2"]
     spans = reduce_spans(otel, "smolagents")
     counts = [(attributes(s)["agentstate.messages.before"], attributes(s)["agentstate.messages.after"])
@@ -361,20 +354,18 @@ def test_smolagents_reduce_span_is_a_child_of_the_callers_span(otel: Otel, faili
 
 @pytest.mark.parametrize("sync", [True, False], ids=["run", "arun"])
 def test_agno_reduce_span_is_a_child_of_the_callers_span(otel: Otel, sync: bool) -> None:
-    from agentstate_reducer.integrations.agno import ReducingCompressionManager
-    from tests.agno_script import ScriptedModel, agent, question
-
-    model = ScriptedModel()
-    bot = agent(model, compression_manager=ReducingCompressionManager(min_messages=4, max_messages=8))
+    model = agno_script.ScriptedModel()
+    manager = ReducingCompressionManager(min_messages=4, max_messages=8)
+    bot = agno_script.agent(model, compression_manager=manager)
 
     async def arun() -> None:
         for i in range(3):
-            await bot.arun(question(i), session_id="s-agno")
+            await bot.arun(agno_script.question(i), session_id="s-agno")
 
     with otel.tracer.start_as_current_span("outer"):
         if sync:
             for i in range(3):
-                bot.run(question(i), session_id="s-agno")
+                bot.run(agno_script.question(i), session_id="s-agno")
         else:
             asyncio.run(arun())
     spans = reduce_spans(otel, "agno")
@@ -392,15 +383,12 @@ def test_agno_reduce_span_is_a_child_of_the_callers_span(otel: Otel, sync: bool)
 
 
 @pytest.mark.parametrize("api", ["responses", "chat"])
-def test_openai_agents_reduce_span_is_a_child_of_the_callers_span(otel: Otel, api: Any, tmp_path: Any) -> None:
-    from agents import Agent, Runner, SQLiteSession, set_tracing_disabled
-
-    from agentstate_reducer.integrations.openai_agents import ReducingSession
-    from tests.openai_agents_script import Reply, ScriptedAPI
-
+def test_openai_agents_reduce_span_is_a_child_of_the_callers_span(
+    otel: Otel, api: Any, tmp_path: Path
+) -> None:
     set_tracing_disabled(True)
     scripted = ScriptedAPI()
-    agent = Agent(name="assistant", instructions="Answer.", model=scripted.model(api))
+    agent = SdkAgent(name="assistant", instructions="Answer.", model=scripted.model(api))
     session = ReducingSession(SQLiteSession("s-openai", str(tmp_path / "sessions.db")),
                               min_messages=4, max_messages=8)
 

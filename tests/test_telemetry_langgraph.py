@@ -82,7 +82,8 @@ def test_middleware_reduce_span_names_middleware_the_thread_and_the_model(
 
 def test_middleware_failing_summarizer_records_its_type_and_the_model_gets_everything(otel: Otel) -> None:
     model = ScriptedModel(steps=1)
-    reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, summarize_fn=failing_summarizer))
+    config = ReducerConfig(min_messages=4, max_messages=8, summarize_fn=failing_summarizer)
+    reducer = MessageReducer(config=config)
     agent = create_agent(model, [lookup, add], system_prompt=SYSTEM, checkpointer=InMemorySaver(),
                          middleware=[ReducerMiddleware(reducer)])
     with otel.tracer.start_as_current_span("outer"):
@@ -122,6 +123,10 @@ def _answer(state: _State) -> dict[str, Any]:
     return {"messages": [AIMessage(content=f"answer {n}", id=f"a{n}")], "turns": 1}
 
 
+def _question(n: int) -> dict[str, Any]:
+    return {"messages": [HumanMessage(content=f"q{n}", id=f"u{n}")], "turns": 0}
+
+
 @pytest.mark.parametrize("sync", [True, False], ids=["invoke", "ainvoke"])
 def test_state_annotation_reduce_span_names_state(otel: Otel, sync: bool) -> None:
     graph = StateGraph(_State)
@@ -134,13 +139,13 @@ def test_state_annotation_reduce_span_names_state(otel: Otel, sync: bool) -> Non
     async def arun() -> list[Any]:
         out: Any = None
         for n in range(6):
-            out = await app.ainvoke({"messages": [HumanMessage(content=f"q{n}", id=f"u{n}")], "turns": 0}, config)
+            out = await app.ainvoke(_question(n), config)
         return list(out["messages"])
 
     with otel.tracer.start_as_current_span("outer"):
         if sync:
             for n in range(6):
-                out = app.invoke({"messages": [HumanMessage(content=f"q{n}", id=f"u{n}")], "turns": 0}, config)
+                out = app.invoke(_question(n), config)
             final = list(out["messages"])
         else:
             final = asyncio.run(arun())

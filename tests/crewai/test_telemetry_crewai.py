@@ -65,7 +65,8 @@ def test_crewai_reduce_span_is_a_child_of_the_callers_span(otel: Otel, sync: boo
     for span in spans:
         got = attributes(span)
         assert got["agentstate.entry"] == "crewai"
-        assert got["agentstate.messages.before"] - got["agentstate.pruned"] == got["agentstate.messages.after"]
+        assert got["agentstate.messages.before"] - got["agentstate.pruned"] == got[
+            "agentstate.messages.after"]
         assert got["agentstate.thread"] == str(crew.tasks[0].id)
         assert span.parent is not None and span.parent.span_id == outer.get_span_context().span_id
 
@@ -86,6 +87,7 @@ def test_crewai_failing_summarizer_records_its_type_and_the_model_gets_everythin
         assert [dict(e.attributes or {}) for e in span.events] == [{"exception.type": "RuntimeError"}]
     for span in otel.spans():
         if span.name.startswith("agentstate_reducer."):
-            values = [*attributes(span).values(), *(v for e in span.events for v in (e.attributes or {}).values())]
+            events = [v for e in span.events for v in (e.attributes or {}).values()]
+            values = [*attributes(span).values(), *events]
             assert not any("down over" in str(v) or "lookup" in str(v) for v in values)
     assert all(attributes(s)["agentstate.pruned"] == 0 for s in otel.spans(telemetry.REDUCE_SPAN))
