@@ -118,19 +118,18 @@ def _adk_run(otel: Otel, *, sync: bool, turns: int = 3, summarizer: Any = None) 
     model = adk_script.ScriptedLlm()
     callback = ReducerCallback(min_messages=4, max_messages=8, summarizer=summarizer)
     runner = InMemoryRunner(agent=adk_script.agent(model, before_model_callback=callback), app_name="app")
-    asks = [{"user_id": "u", "session_id": "s1", "new_message": adk_script.user(adk_script.question(i))}
-            for i in range(turns)]  # fmt: skip
+    asks = [adk_script.user(adk_script.question(i)) for i in range(turns)]
 
     async def main() -> None:
         for ask in asks:
-            async for _ in runner.run_async(**ask):
+            async for _ in runner.run_async(user_id="u", session_id="s1", new_message=ask):
                 pass
 
     asyncio.run(runner.session_service.create_session(app_name="app", user_id="u", session_id="s1"))
     with otel.tracer.start_as_current_span("outer"):
         if sync:  # Runner.run drives the async run in a thread of its own
             for ask in asks:
-                for _ in runner.run(**ask):
+                for _ in runner.run(user_id="u", session_id="s1", new_message=ask):
                     pass
         else:
             asyncio.run(main())
@@ -273,7 +272,7 @@ def test_agent_framework_reduce_span_is_a_child_of_the_chat_span(otel: Otel, fai
 def test_autogen_reduce_span_is_a_child_of_invoke_agent(otel: Otel, stream: bool) -> None:
     client = autogen_script.ScriptedClient([r for i in range(3) for r in autogen_script.turn_responses(i)])
     context = ReducingChatCompletionContext(min_messages=4, max_messages=8, thread_id="t-autogen")
-    tools = [autogen_script.lookup, autogen_script.add]
+    tools: list[Any] = [autogen_script.lookup, autogen_script.add]
     agent = AssistantAgent("helper", client, tools=tools, system_message="You are brief.",
                            model_context=context, max_tool_iterations=3)
 

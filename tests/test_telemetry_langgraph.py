@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 
@@ -123,7 +124,7 @@ def _answer(state: _State) -> dict[str, Any]:
     return {"messages": [AIMessage(content=f"answer {n}", id=f"a{n}")], "turns": 1}
 
 
-def _question(n: int) -> dict[str, Any]:
+def _question(n: int) -> Any:
     return {"messages": [HumanMessage(content=f"q{n}", id=f"u{n}")], "turns": 0}
 
 
@@ -134,7 +135,7 @@ def test_state_annotation_reduce_span_names_state(otel: Otel, sync: bool) -> Non
     graph.add_edge(START, "answer")
     graph.add_edge("answer", END)
     app = graph.compile(checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "t-state"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t-state"}}
 
     async def arun() -> list[Any]:
         out: Any = None
