@@ -145,11 +145,8 @@ def test_google_adk_reduce_span_is_under_invoke_agent_beside_generate_content(ot
     assert [(attributes(s)["agentstate.messages.before"], attributes(s)["agentstate.messages.after"])
             for s in spans] == [(9, 3), (9, 3)]  # fmt: skip
     assert {attributes(s)["agentstate.thread"] for s in spans} == {"s1"}
-    for span in spans:
-        assert chain(otel, span)[:2] == ["invoke_agent assistant", "invoke_workflow assistant"]
-        assert not any(name.startswith("generate_content") for name in chain(otel, span))
-    if not sync:  # Runner.run drives the run in a thread of its own: no outer span there
-        assert chain(otel, spans[0])[-1] == "outer"
+    for span in spans:  # not under generate_content, which ADK opens after the callbacks
+        assert chain(otel, span) == ["invoke_agent assistant", "invoke_workflow assistant", "outer"]
 
 
 def test_google_adk_legacy_schema_puts_the_reduce_span_in_call_llm(
