@@ -7,8 +7,9 @@ meter provider set by the application, the API's proxies are detected and nothin
 What is recorded (docs/observability.md):
 
 * a span ``agentstate_reducer.reduce`` for every reduction that prunes, summarizes or repairs, a
-  child of the current span (the model call's, when a framework hook runs the reduction), with
-  ``agentstate.*`` attributes: counts only, never a message's text;
+  child of the current span (the framework's model-call span where it opens one around the
+  integration's hook; docs/observability.md lists which do), with ``agentstate.*`` attributes:
+  counts only, never a message's text;
 * a child span ``agentstate_reducer.summarize`` around the summarizer, its outcome, and on failure
   the error's type (never its message, which may quote the conversation);
 * a span ``agentstate_reducer.retention`` per retention or compaction pass (``retention_span``);
