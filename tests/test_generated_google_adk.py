@@ -105,16 +105,11 @@ REPLAYS: dict[str, frozenset[str]] = {
     "adk": frozenset({"late", "replayed"}),
     "none": frozenset({"late", "replayed", "orphan", "duplicate"}),
 }
-#: results split by a model text: the repair drops the call and the results after the text and
-#: leaves the text last, a request that does not end with a user turn (``_common.RequestRepair``)
-SPLIT_REASON = "repaired split results end the request with a model turn: _common RequestRepair"
-ENDS_WITH_USER = "anthropic: the request does not end with a user message"
 
 
-async def _drive(hook: Hook, history: History, mode: IdMode, *, strict: bool = False) -> list[types.Content]:
+async def _drive(hook: Hook, history: History, mode: IdMode) -> list[types.Content]:
     """Call the hook at each model call of ``history``; returns the last request sent. Every
-    request passes the providers' rules (a history with split results: all but ending with a
-    user turn, unless ``strict``)."""
+    request passes the providers' rules."""
     sent: list[types.Content] = []
     calls_made = _model_calls(history)
     # a call's history is a prefix of the last one: ADK sends copies of what it stored
@@ -127,8 +122,6 @@ async def _drive(hook: Hook, history: History, mode: IdMode, *, strict: bool = F
         sent = request.contents
         where = f"seed {history.seed} call {n}"
         errors = request_errors(to_openai(sent))
-        if "split" in history.defects and not strict:
-            errors = [e for e in errors if e != ENDS_WITH_USER]
         assert errors == [], f"{where}: {errors}"
         # the caller's own objects (or the running summary), none of them changed
         assert all(_is_summary(c) or any(c is g for g in given) for c in sent), where
@@ -159,12 +152,11 @@ def test_a_replayed_result_is_counted_once(mode: IdMode) -> None:
         assert counted.errors(sent) == [], f"seed {history.seed} {sorted(history.defects)}"
 
 
-@pytest.mark.xfail(strict=True, reason=SPLIT_REASON)
 def test_a_request_with_split_results_ends_with_a_user_turn() -> None:
     splits = [h for h in SEEDS if "split" in h.defects]
     assert splits
     for history in splits:
-        asyncio.run(_drive(_hook("callback", Counted(history)), history, "ids", strict=True))
+        asyncio.run(_drive(_hook("callback", Counted(history)), history, "ids"))
 
 
 class Recording(BasePlugin):

@@ -56,6 +56,7 @@ __all__ = [
     "missing_extra",
     "responses_summary_item",
     "responses_summary_text",
+    "trailing_answers",
 ]
 
 Mode = Literal["state", "request"]
@@ -231,6 +232,28 @@ class RequestRepair:
         ]
         start = next((j for j, info in enumerate(infos) if info.kind == "human"), 0)
         return sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
+
+
+def _is_answer(message: Any) -> bool:
+    info = read_message(message)
+    return info.kind == "ai" and not info.call_ids and not info.compaction
+
+
+def trailing_answers(messages: Sequence[Any]) -> int:
+    """How many assistant messages without tool calls end ``messages`` after its last user
+    message or tool result (0 when nothing precedes them), in any shape the core reads.
+
+    A model is called after a user message or tool results; an answer at the end is left when
+    the repair removed the results after it (a result that came after the model's next message).
+    Anthropic takes a final assistant message as a prefill to continue (models with extended
+    thinking refuse it), so the request is sent without it: the model answers the turn again.
+    """
+    n = 0
+    for m in reversed(messages):
+        if not _is_answer(m):
+            break
+        n += 1
+    return n if n < len(messages) else 0
 
 
 # -- what an integration did ---------------------------------------------------------------------
@@ -720,6 +743,11 @@ class CallFlow:
             sent, removed = self._repair.opening(out)
         else:
             sent, removed = self._repair(out) if self.validate else (out, [])
+            # an answer the repair (or the reduction's repair) left last, where the history did
+            # not end with one: the request goes without it, the stored history keeps it
+            answers = trailing_answers(sent) if self.validate else 0
+            if answers and begun.messages and not _is_answer(begun.messages[-1]):
+                removed, sent = [*removed, *sent[-answers:]], sent[:-answers]
         stored: list[Any] | None = None
         kept = sent if self._fixer is not None else out
         if self.mode == "state" and (

@@ -11,26 +11,9 @@ from typing import Any, cast
 
 from langchain_core.messages import SystemMessage
 
-from agentstate_reducer.integrations._common import RequestRepair
+from agentstate_reducer.integrations._common import RequestRepair, trailing_answers
 
 __all__ = ["RequestRepair", "merge_system", "trailing_answers"]
-
-
-def trailing_answers(messages: list[Any]) -> int:
-    """How many assistant messages without tool calls end ``messages`` after its last user
-    message or tool result (0 when nothing precedes them).
-
-    A model is called after a user message or tool results; an answer at the end is left when
-    the repair removed the results after it (a result that came after the model's next message).
-    Anthropic takes a final assistant message as a prefill to continue (models with extended
-    thinking refuse it), so the request is sent without it: the model answers the turn again.
-    """
-    n = 0
-    for m in reversed(messages):
-        if getattr(m, "type", None) != "ai" or getattr(m, "tool_calls", None):
-            break
-        n += 1
-    return n if n < len(messages) else 0
 
 
 def merge_system(first: SystemMessage | None, held: list[Any]) -> SystemMessage | None:
