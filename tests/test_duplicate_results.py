@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -26,11 +25,12 @@ from autogen_core.models import (
     UserMessage,
 )
 
-from agentstate_reducer import MessageReducer, ReducerConfig, _columns, read_message
+from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from agentstate_reducer.integrations.agent_framework import ReducerCompactionStrategy
 from agentstate_reducer.integrations.autogen import ReducingChatCompletionContext
 from tests import af_script, autogen_script
 from tests.convo import anthropic_dicts, bedrock_dicts
+from tests.paths import column_path
 from tests.provider_rules import request_errors
 from tests.test_properties import violations
 
@@ -123,15 +123,6 @@ def _twice(steps: Steps) -> int:
     """The index of the result message answering a call twice."""
     return next(k for k, (kind, value) in enumerate(steps) if kind == "tool" and len(set(value)) < len(value))
 
-
-@contextmanager
-def column_path(on: bool) -> Iterator[None]:
-    was = _columns.enabled
-    _columns.use(on)
-    try:
-        yield
-    finally:
-        _columns.use(was)
 
 
 def _kept(out: Any, msgs: Sequence[Any]) -> list[int]:

@@ -9,8 +9,6 @@ and on the reference path, returns every message and prunes none.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -22,22 +20,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.types import Send
 
-from agentstate_reducer import MessageInfo, MessageReducer, ReducerConfig, _columns, read_message
+from agentstate_reducer import MessageInfo, MessageReducer, ReducerConfig, read_message
 from checkpointers.saver import ReducingCheckpointSaver
 from tests.convo import MULTI_RESULT_FORMATS, PROPERTY_BUILDERS, SHAPES, Spec, ids
+from tests.paths import column_path
 from tests.provider_rules import request_errors
 from tests.test_properties import violations
-
-
-@contextmanager
-def column_path(on: bool) -> Iterator[None]:
-    was = _columns.enabled
-    _columns.use(on)
-    try:
-        yield
-    finally:
-        _columns.use(was)
-
 
 #: ``MessageReducer()``'s own configuration (no trigger), and limits no test history reaches
 UNTRIGGERED = [

@@ -16,8 +16,7 @@ import subprocess
 import sys
 import threading
 import warnings
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,11 +42,12 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
-from agentstate_reducer import MessageReducer, ReducerConfig, _columns, read_message
+from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from agentstate_reducer.integrations._common import ReduceRecord, RequestRepair
 from agentstate_reducer.integrations.pydantic_ai import ReduceHistory, summary_text
 from agentstate_reducer.summary import SUMMARY_PREFIX
 from tests.integration_checks import import_error_without
+from tests.paths import column_path as columns
 from tests.provider_rules import request_errors
 
 SYSTEM = "You are brief."
@@ -526,16 +526,6 @@ def _conversation(turns: int) -> list[ModelMessage]:
     extra = req(ret("nowhere", "late"), UserPromptPart("more please"))
     return [*history, ModelResponse(parts=[ThinkingPart("hm"), TextPart("t")]), extra]
 
-
-@contextmanager
-def columns(on: bool) -> Iterator[None]:
-    """The column path on or off (the reference), then as it was."""
-    was = _columns.enabled
-    _columns.use(on)
-    try:
-        yield
-    finally:
-        _columns.use(was)
 
 
 @pytest.mark.parametrize("limits", [(6, 12), (10, 20), (0, 8)])

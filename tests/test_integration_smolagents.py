@@ -13,8 +13,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,12 @@ from smolagents.memory import ActionStep, PlanningStep, SystemPromptStep, TaskSt
 from smolagents.models import ChatMessage, MessageRole
 from smolagents.monitoring import Timing
 
-from agentstate_reducer import MessageReducer, ReducerConfig, _columns, read_message
+from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from agentstate_reducer.integrations._common import ReduceRecord
 from agentstate_reducer.integrations.smolagents import ReduceMemory, SummaryStep
 from agentstate_reducer.summary import SUMMARY_PREFIX
 from tests.integration_checks import import_error_without
+from tests.paths import column_path as columns
 from tests.provider_rules import request_errors
 from tests.smolagents_script import (
     ScriptedModel,
@@ -340,15 +340,6 @@ def test_the_core_reads_memory_steps() -> None:
     ]
     assert [read_message(m).kind for m in rendered] == ["unknown", "unknown"]
 
-
-@contextmanager
-def columns(on: bool) -> Iterator[None]:
-    was = _columns.enabled
-    _columns.use(on)
-    try:
-        yield
-    finally:
-        _columns.use(was)
 
 
 @pytest.mark.parametrize("limits", [(3, 6), (0, 5), (6, 12)])

@@ -9,30 +9,18 @@ the next reduction. Checked in every shape built from one spec, on both paths, f
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentstate_reducer import MessageReducer, ReducerConfig, _columns, read_message
+from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from agentstate_reducer.messages import LEADS_REQUIRED
 from agentstate_reducer.tokens import heuristic_counter
 from tests.convo import PROPERTY_BUILDERS, SHAPES, Spec, ids
+from tests.paths import column_path
 from tests.test_properties import violations
-
-
-@contextmanager
-def column_path(on: bool) -> Iterator[None]:
-    was = _columns.enabled
-    _columns.use(on)
-    try:
-        yield
-    finally:
-        _columns.use(was)
-
 
 SPEC: Spec = [
     ("ai", "a0"),
