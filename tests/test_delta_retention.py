@@ -43,6 +43,10 @@ ASYNC = ["memory", "aiosqlite", pytest.param("apostgres", marks=pytest.mark.post
 ALIGNED, STAGGERED, LARGE_K = (6, 2, 1), (4, 2, 2), (1000, 1000, 2)
 #: spare nothing for recency: these tests write a thread and trim it within seconds
 NO_GRACE = timedelta(0)
+#: the wrapper's messages_key in the tests of retention alone: a channel the graphs never write, so
+#: the wrapper reduces nothing and a bare twin rebuilds the same values
+#: (test_reduced_and_trimmed_thread_matches_a_reduced_twin has reduction and retention at work)
+UNREDUCED = "files"
 CADENCES = [pytest.param(ALIGNED, id="aligned"), pytest.param(STAGGERED, id="staggered"),
             pytest.param(LARGE_K, id="large-k")]
 #: savers that store a value per (channel, version): a checkpoint reads the snapshot of an
@@ -327,7 +331,7 @@ def test_prune_keep_latest_leaves_every_checkpoint_rebuilding_the_same(
 def test_a_wrapper_s_keep_last_matches_a_twin_that_was_never_pruned(kind: str, sync_saver: Any) -> None:
     with sync_saver(kind) as inner, sync_saver(kind, "twin") as twin_inner:
         saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8), keep_last=2,
-                                        retention_every=1, branch_grace=NO_GRACE)
+                                        messages_key=UNREDUCED, retention_every=1, branch_grace=NO_GRACE)
         graph, twin = build(saver), build(twin_inner)
         run(graph, "t", range(12))
         run(twin, "t", range(12))
@@ -342,6 +346,30 @@ def test_a_wrapper_s_keep_last_matches_a_twin_that_was_never_pruned(kind: str, s
         assert_unchanged(pruned, rebuilt(graph, "t"), trimmed=len(pruned) > 7)
         run(graph, "t", range(12, 14))
         assert values(graph.get_state(config("t"))) == expected(14)
+
+
+@pytest.mark.parametrize("kind", SYNC)
+def test_reduced_and_trimmed_thread_matches_a_reduced_twin(kind: str, sync_saver: Any) -> None:
+    """The wrapper reduces the DeltaChannel messages (a snapshot at each put) and keep_last trims:
+    every checkpoint left rebuilds what the same step of a twin, reduced and never trimmed,
+    rebuilds, and the thread goes on like the twin."""
+    with sync_saver(kind) as inner, sync_saver(kind, "twin") as twin_inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8), keep_last=2,
+                                        retention_every=1, branch_grace=NO_GRACE)
+        twin_saver = ReducingCheckpointSaver(twin_inner, MessageReducer(min_messages=4, max_messages=8))
+        graph, twin = build(saver), build(twin_saver)
+        run(graph, "t", range(12))
+        run(twin, "t", range(12))
+        pruned, reference = rebuilt(graph, "t"), rebuilt(twin, "t")
+        assert_like_twin(pruned, reference)
+        latest = values(graph.get_state(config("t")))
+        assert latest == values(twin.get_state(config("t")))
+        assert len(latest[0]) <= 8 < len(expected(12)[0])
+        stats = saver.retention_stats
+        assert stats is not None and stats.checkpoints_deleted > 0 and stats.failures == 0
+        run(graph, "t", range(12, 14))
+        run(twin, "t", range(12, 14))
+        assert values(graph.get_state(config("t"))) == values(twin.get_state(config("t")))
 
 
 @pytest.mark.parametrize("kind", SYNC)
@@ -384,7 +412,7 @@ async def test_async_keep_last_aprune_and_asweep(
 ) -> None:
     async with async_saver(kind) as inner, async_saver(kind, "atwin") as twin_inner:
         saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8), keep_last=2,
-                                        retention_every=1, branch_grace=NO_GRACE)
+                                        messages_key=UNREDUCED, retention_every=1, branch_grace=NO_GRACE)
         graph, twin = build(saver, cadence), build(twin_inner, cadence)
         await arun(graph, "t", range(9))
         await arun(twin, "t", range(9))
@@ -432,7 +460,7 @@ async def acosmos_saver(request: pytest.FixtureRequest, container: str = "c") ->
 def test_cosmos_prune_sweep_and_keep_last(request: pytest.FixtureRequest) -> None:
     with cosmos_saver(request) as inner, cosmos_saver(request, "twin") as twin_inner:
         saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8), keep_last=2,
-                                        retention_every=1, branch_grace=NO_GRACE)
+                                        messages_key=UNREDUCED, retention_every=1, branch_grace=NO_GRACE)
         graph, twin = build(saver), build(twin_inner)
         run(graph, "t", range(9))
         run(twin, "t", range(9))
@@ -452,7 +480,7 @@ def test_cosmos_prune_sweep_and_keep_last(request: pytest.FixtureRequest) -> Non
 async def test_async_cosmos_keep_last_and_aprune(request: pytest.FixtureRequest) -> None:
     async with acosmos_saver(request) as inner:
         saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=4, max_messages=8), keep_last=2,
-                                        retention_every=1, branch_grace=NO_GRACE)
+                                        messages_key=UNREDUCED, retention_every=1, branch_grace=NO_GRACE)
         graph = build(saver)
         await arun(graph, "t", range(9))
         before = await arebuilt(graph, "t")
@@ -508,6 +536,7 @@ def test_offload_and_the_archive_on_a_delta_thread_lose_no_image(kind: str, sync
     reducer = MessageReducer(config=ReducerConfig(min_messages=4, max_messages=8, on_prune=[archive]))
     with sync_saver(kind) as inner, sync_saver(kind, "twin") as twin_inner:
         saver = ReducingCheckpointSaver(inner, reducer, offload=BlobOffload(min_bytes=1024), keep_last=2,
+                                        messages_key=UNREDUCED,
                                         retention_every=1, branch_grace=NO_GRACE)
         graph, twin = build(saver), build(twin_inner)
         for turn in range(9):
