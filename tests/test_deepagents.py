@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -98,20 +99,27 @@ def test_the_saver_alone_bounds_a_deep_agent(inner: Any) -> None:
 
 
 def test_middleware_and_saver_with_keep_last(tmp_path: Path) -> None:
-    """The one-line setup. keep_last on a DeltaChannel thread is retention's part: while retention
-    refuses such threads, the refusal is logged after each put and never fails a run; this test
-    states the reduction only."""
+    """The one-line setup: the middleware bounds each request, the saver the stored messages, and
+    keep_last trims the thread's checkpoints (no grace for superseded ones: one run at a time)."""
     model = ScriptedModel()
     with open_saver("sqlite", path=tmp_path / "cp.db") as inner:
+        saver = ReducingCheckpointSaver(inner, reducer(), keep_last=2, branch_grace=timedelta(0))
         agent = create_deep_agent(
             model=model, tools=TOOLS, system_prompt=SYSTEM,
             middleware=[ReducerMiddleware(MessageReducer(min_messages=8, max_messages=MAX))],
-            checkpointer=ReducingCheckpointSaver(inner, reducer(), keep_last=2),
+            checkpointer=saver,
         )
         cfg = config()
-        for t in turns(8):
+        kept = []
+        for t in turns(16):
             agent.invoke(t, cfg)
             assert len(agent.get_state(cfg).values["messages"]) <= MAX + 1
+            kept.append(len(list(saver.list(cfg))))
+        stats = saver.retention_stats
+        assert stats is not None and stats.failures == 0 and stats.checkpoints_deleted > 0
+        # flat: keep_last plus what the puts between two retention runs add (retention_every=8)
+        assert max(kept) <= 2 + saver.retention_every
+        assert max(kept[8:]) <= max(kept[:8])
     # ReducerMiddleware bounds the in-run state too: every request stays near the bound
     assert_requests_valid(model.calls, MAX + 7)
     assert model.lost_turns == 0
