@@ -31,6 +31,7 @@ from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import pytest
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import (
@@ -327,6 +328,19 @@ def contract_violations(messages: Sequence[Any], *, max_len: int | None = None) 
 
 SYNC_SAVERS = ("memory", "sqlite", "postgres")
 ASYNC_SAVERS = ("memory", "aiosqlite", "apostgres")
+
+
+_SAVER_NAMES = {"memory": "InMemorySaver", "sqlite": "SqliteSaver", "postgres": "PostgresSaver",
+                "aiosqlite": "AsyncSqliteSaver", "apostgres": "AsyncPostgresSaver"}
+
+
+def saver_params(kinds: Sequence[str]) -> list[Any]:
+    """``kinds`` (of ``SYNC_SAVERS`` / ``ASYNC_SAVERS``) as test parameters named by the saver,
+    the PostgreSQL ones marked ``postgres``."""
+    return [
+        pytest.param(k, id=_SAVER_NAMES[k], marks=pytest.mark.postgres if "postgres" in k else ())
+        for k in kinds
+    ]
 
 
 @contextmanager

@@ -23,20 +23,13 @@ from agentstate_reducer import MessageReducer, ReducerConfig
 from agentstate_reducer.middleware import ReducerMiddleware
 from checkpointers import ReducingCheckpointSaver
 from tests.agent_script import TOOLS, ScriptedModel, provider_errors, turns
-from tests.scenario_graph import aopen_saver, open_saver
+from tests.scenario_graph import SYNC_SAVERS, aopen_saver, open_saver, saver_params
 
 SYSTEM = "You are a terse assistant."
 MAX = 16
 
-SYNC = [
-    pytest.param("memory", id="InMemorySaver"),
-    pytest.param("sqlite", id="SqliteSaver"),
-    pytest.param("postgres", id="PostgresSaver", marks=pytest.mark.postgres),
-]
-ASYNC = [
-    pytest.param("memory", id="InMemorySaver"),
-    pytest.param("aiosqlite", id="AsyncSqliteSaver"),
-]
+SYNC = saver_params(SYNC_SAVERS)
+ASYNC = saver_params(["memory", "aiosqlite"])
 
 
 @pytest.fixture(params=SYNC)

@@ -26,6 +26,8 @@ from agentstate_reducer import MessageReducer, ReducerConfig, read_message
 from checkpointers import PutReduction, ReducingCheckpointSaver
 from checkpointers.reduction import SummaryMemo
 from tests.scenario_graph import (
+    ASYNC_SAVERS,
+    SYNC_SAVERS,
     aopen_saver,
     arun_turns,
     build_graph,
@@ -33,6 +35,7 @@ from tests.scenario_graph import (
     human_message,
     open_saver,
     run_turns,
+    saver_params,
     system_message,
     thread_config,
     turn_ids,
@@ -40,16 +43,8 @@ from tests.scenario_graph import (
 
 MAX = 16
 
-SYNC = [
-    pytest.param("memory", id="InMemorySaver"),
-    pytest.param("sqlite", id="SqliteSaver"),
-    pytest.param("postgres", id="PostgresSaver", marks=pytest.mark.postgres),
-]
-ASYNC = [
-    pytest.param("memory", id="InMemorySaver"),
-    pytest.param("aiosqlite", id="AsyncSqliteSaver"),
-    pytest.param("apostgres", id="AsyncPostgresSaver", marks=pytest.mark.postgres),
-]
+SYNC = saver_params(SYNC_SAVERS)
+ASYNC = saver_params(ASYNC_SAVERS)
 
 
 def reducer() -> MessageReducer:
