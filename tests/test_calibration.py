@@ -65,6 +65,8 @@ def history(turns: int, usage: Any = None, *, chars: int = 200) -> list[dict[str
 
 
 def test_usage_input_tokens_reads_every_providers_usage_objects() -> None:
+    from agents.items import ModelResponse as AgentsResponse
+    from agents.usage import Usage as AgentsUsage
     from anthropic.types import Usage as AnthropicUsage
     from autogen_core.models import CreateResult
     from autogen_core.models import RequestUsage as AutoGenUsage
@@ -74,17 +76,21 @@ def test_usage_input_tokens_reads_every_providers_usage_objects() -> None:
     from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
     from pydantic_ai.usage import RequestUsage as PydanticAIUsage
 
-    from agents.items import ModelResponse as AgentsResponse
-    from agents.usage import Usage as AgentsUsage
-
     responses = ResponseUsage(
-        input_tokens=1500, input_tokens_details=InputTokensDetails(cached_tokens=1024, cache_write_tokens=0), output_tokens=9,
-        output_tokens_details=OutputTokensDetails(reasoning_tokens=0), total_tokens=1509,
+        input_tokens=1500,
+        input_tokens_details=InputTokensDetails(cached_tokens=1024, cache_write_tokens=0),
+        output_tokens=9,
+        output_tokens_details=OutputTokensDetails(reasoning_tokens=0),
+        total_tokens=1509,
     )
-    anthropic = AnthropicUsage(input_tokens=12, output_tokens=3, cache_read_input_tokens=900,
-                               cache_creation_input_tokens=100)
+    anthropic = AnthropicUsage(
+        input_tokens=12, output_tokens=3, cache_read_input_tokens=900, cache_creation_input_tokens=100
+    )
     autogen = AutoGenUsage(prompt_tokens=77, completion_tokens=1)
-    assert usage_input_tokens(CompletionUsage(prompt_tokens=1200, completion_tokens=5, total_tokens=1205)) == 1200
+    assert (
+        usage_input_tokens(CompletionUsage(prompt_tokens=1200, completion_tokens=5, total_tokens=1205))
+        == 1200
+    )
     assert usage_input_tokens(responses) == 1500  # the cached tokens are part of input_tokens
     assert usage_input_tokens(anthropic) == 1012  # uncached + cache read + cache write
     assert usage_input_tokens(GenerateContentResponseUsageMetadata(prompt_token_count=640)) == 640
@@ -92,7 +98,9 @@ def test_usage_input_tokens_reads_every_providers_usage_objects() -> None:
     bedrock = {"inputTokens": 100, "outputTokens": 4, "totalTokens": 104, "cacheReadInputTokens": 50}
     assert usage_input_tokens(bedrock) == 150
     assert usage_input_tokens(autogen) == 77
-    assert usage_input_tokens(CreateResult(finish_reason="stop", content="x", usage=autogen, cached=False)) == 77
+    assert (
+        usage_input_tokens(CreateResult(finish_reason="stop", content="x", usage=autogen, cached=False)) == 77
+    )
     assert usage_input_tokens(PydanticAIUsage(input_tokens=33, output_tokens=2)) == 33
     agents_usage = AgentsUsage(requests=1, input_tokens=4000, output_tokens=10, total_tokens=4010)
     assert usage_input_tokens(AgentsResponse(output=[], usage=agents_usage, response_id=None)) == 4000
@@ -100,8 +108,20 @@ def test_usage_input_tokens_reads_every_providers_usage_objects() -> None:
 
 @pytest.mark.parametrize(
     "usage",
-    [None, {}, {"input_tokens": 0}, {"input_tokens": -3}, {"input_tokens": True}, {"input_tokens": 2.5},
-     {"input_tokens": math.nan}, {"input_tokens": "100"}, {"output_tokens": 7}, "100", 100, 1.0],
+    [
+        None,
+        {},
+        {"input_tokens": 0},
+        {"input_tokens": -3},
+        {"input_tokens": True},
+        {"input_tokens": 2.5},
+        {"input_tokens": math.nan},
+        {"input_tokens": "100"},
+        {"output_tokens": 7},
+        "100",
+        100,
+        1.0,
+    ],
 )
 def test_usage_input_tokens_is_none_for_anything_but_a_usable_figure(usage: Any) -> None:
     assert usage_input_tokens(usage) is None
@@ -123,18 +143,33 @@ def test_read_usage_reads_what_stored_assistant_messages_carry() -> None:
     assert read_usage(dumpd(ai)) == 321
     assert read_usage(messages_to_dict([ai])[0]) == 321
     assert read_usage(ai.model_dump()) == 321
-    openai_meta = AIMessage("hi", response_metadata={"token_usage": {"prompt_tokens": 55, "completion_tokens": 1}})
+    openai_meta = AIMessage(
+        "hi", response_metadata={"token_usage": {"prompt_tokens": 55, "completion_tokens": 1}}
+    )
     assert read_usage(openai_meta) == 55
-    anthropic_meta = AIMessage("hi", response_metadata={"usage": {"input_tokens": 5, "cache_read_input_tokens": 50}})
+    anthropic_meta = AIMessage(
+        "hi", response_metadata={"usage": {"input_tokens": 5, "cache_read_input_tokens": 50}}
+    )
     assert read_usage(anthropic_meta) == 55
     assert read_usage(AIMessage("no usage")) is None
     assert read_usage(HumanMessage("hi")) is None
-    assert read_usage(ModelResponse(parts=[TextPart("x")], usage=RequestUsage(input_tokens=88, output_tokens=1))) == 88
-    step = ActionStep(step_number=1, timing=Timing(start_time=0.0), token_usage=TokenUsage(input_tokens=99, output_tokens=2))
+    assert (
+        read_usage(ModelResponse(parts=[TextPart("x")], usage=RequestUsage(input_tokens=88, output_tokens=1)))
+        == 88
+    )
+    step = ActionStep(
+        step_number=1, timing=Timing(start_time=0.0), token_usage=TokenUsage(input_tokens=99, output_tokens=2)
+    )
     assert read_usage(step) == 99
-    assert read_usage(AgnoMessage(role="assistant", content="x", metrics=MessageMetrics(input_tokens=111))) == 111
-    event = Event(author="model", content=Content(role="model", parts=[Part(text="x")]),
-                  usage_metadata=GenerateContentResponseUsageMetadata(prompt_token_count=222))
+    assert (
+        read_usage(AgnoMessage(role="assistant", content="x", metrics=MessageMetrics(input_tokens=111)))
+        == 111
+    )
+    event = Event(
+        author="model",
+        content=Content(role="model", parts=[Part(text="x")]),
+        usage_metadata=GenerateContentResponseUsageMetadata(prompt_token_count=222),
+    )
     assert read_usage(event) == 222
 
 
@@ -172,7 +207,9 @@ def test_a_model_change_is_followed_at_its_first_reported_usage(path: str) -> No
     ("factor", "ratio"),
     [(0.2, None), (RATIO_MIN, RATIO_MIN), (0.8, 0.8), (3.0, 3.0), (RATIO_MAX, RATIO_MAX), (50.0, RATIO_MAX)],
 )
-def test_the_ratio_is_bounded_and_a_figure_far_under_the_count_is_ignored(factor: float, ratio: float | None) -> None:
+def test_the_ratio_is_bounded_and_a_figure_far_under_the_count_is_ignored(
+    factor: float, ratio: float | None
+) -> None:
     messages = history(10, usage=lambda sent: math.ceil(sent * factor))
     got = heuristic(max_tokens=1000).token_ratio(messages)
     assert got == (None if ratio is None else pytest.approx(ratio, rel=0.01))
@@ -183,7 +220,9 @@ def test_a_figure_under_the_bound_plans_exactly_as_without_usage(path: str) -> N
     bad = history(12, usage=lambda sent: 3)
     none = history(12)
     reducer = heuristic(max_tokens=2000, target_tokens=1500)
-    assert [m["id"] for m in reducer.reduce(bad).surviving] == [m["id"] for m in reducer.reduce(none).surviving]
+    assert [m["id"] for m in reducer.reduce(bad).surviving] == [
+        m["id"] for m in reducer.reduce(none).surviving
+    ]
 
 
 def test_a_users_token_counter_is_exact_unless_calibrate_is_true(path: str) -> None:
@@ -192,9 +231,12 @@ def test_a_users_token_counter_is_exact_unless_calibrate_is_true(path: str) -> N
     def own(m: Any) -> int:
         return len(str(m.get("content") or "")) // 4 + 4
 
-    assert MessageReducer(config=ReducerConfig(max_tokens=2000, token_counter=own)).token_ratio(messages) is None
-    opted = MessageReducer(config=ReducerConfig(max_tokens=2000, target_tokens=1500, token_counter=own,
-                                                calibrate=True))
+    assert (
+        MessageReducer(config=ReducerConfig(max_tokens=2000, token_counter=own)).token_ratio(messages) is None
+    )
+    opted = MessageReducer(
+        config=ReducerConfig(max_tokens=2000, target_tokens=1500, token_counter=own, calibrate=True)
+    )
     assert opted.token_ratio(messages) is not None
     assert opted.reduce(messages).stats.token_ratio is not None
 
@@ -248,8 +290,12 @@ def test_threads_sharing_a_reducer_never_mix_conversations() -> None:
     for f in set(factors):
         cal = Calibration()
         cal.observe(sent, int(counted * f))
-        expected[f] = [m["id"] for m in heuristic(max_tokens=2000, target_tokens=1500).reduce(
-            messages, calibration=cal).surviving]
+        expected[f] = [
+            m["id"]
+            for m in heuristic(max_tokens=2000, target_tokens=1500)
+            .reduce(messages, calibration=cal)
+            .surviving
+        ]
     assert len({tuple(v) for v in expected.values()}) > 2  # the factors plan differently
     got: dict[int, list[list[str]]] = {}
     barrier = threading.Barrier(len(factors))
@@ -288,8 +334,12 @@ def test_asyncio_tasks_sharing_a_reducer_never_mix_conversations() -> None:
     for f, ids in asyncio.run(main()):
         cal = Calibration()
         cal.observe(sent, int(counted * f))
-        assert ids == [m["id"] for m in heuristic(max_tokens=2000, target_tokens=1500).reduce(
-            messages, calibration=cal).surviving]
+        assert ids == [
+            m["id"]
+            for m in heuristic(max_tokens=2000, target_tokens=1500)
+            .reduce(messages, calibration=cal)
+            .surviving
+        ]
 
 
 # -- whatever the figures -----------------------------------------------------------------------
@@ -305,7 +355,9 @@ figures = st.one_of(
     usages=st.lists(figures, min_size=16, max_size=16),
     target=st.integers(0, 3000),
 )
-def test_no_usage_figure_breaks_a_reduction_or_loses_a_message(turns: int, usages: list[Any], target: int) -> None:
+def test_no_usage_figure_breaks_a_reduction_or_loses_a_message(
+    turns: int, usages: list[Any], target: int
+) -> None:
     messages = history(turns)
     for i, u in enumerate(usages[:turns]):
         messages[2 + 2 * i] = {**messages[2 + 2 * i], "usage_metadata": {"input_tokens": u}}
