@@ -9,6 +9,7 @@ the largest request uses at least 90% of the budget (calibration does not over-p
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from agentstate_reducer import MessageReducer, ReducerConfig
+from agentstate_reducer import Calibration, MessageReducer, ReducerConfig
 from agentstate_reducer.middleware import ReducerMiddleware
 from checkpointers import ReducingCheckpointSaver
 from tests.calibration_script import TOKENIZERS, UsageToolModel, lookup_tool
@@ -60,7 +61,28 @@ def test_state_annotation_without_usage_plans_with_the_counter_alone() -> None:
     assert reducer.token_ratio(out["messages"]) is None
 
 
-def _agent_requests(mode: str, tokenizer: str) -> tuple[list[int], list[Any]]:
+def test_reduce_with_a_calibration_keeps_every_request_within_the_provider_budget() -> None:
+    """OpenAI-style dicts carry no usage: the caller feeds what it sent and ``prompt_tokens``."""
+
+    def provider(messages: list[dict[str, Any]]) -> int:  # bytes/3 + 4 per message
+        return sum(len(str(m["content"]).encode()) // 3 + 4 for m in messages)
+
+    reducer = MessageReducer(config=config())
+    cal = Calibration()
+    history: list[dict[str, Any]] = [{"role": "system", "content": "Be brief.", "id": "sys"}]
+    requests: list[int] = []
+    for turn in range(3 * TURNS):
+        history.append({"role": "user", "content": _filler(f"question {turn}", CHARS), "id": f"u{turn}"})
+        sent = reducer.reduce(history, calibration=cal).surviving
+        requests.append(provider(sent))
+        assert cal.observe(sent, {"prompt_tokens": requests[-1], "completion_tokens": 20})
+        answer = {"role": "assistant", "content": _filler(f"answer {turn}", CHARS), "id": f"a{turn}"}
+        history = [*sent, answer]
+    assert_within_budget(requests)
+    assert history[0]["id"] == "sys"  # the system prompt stays
+
+
+def _agent_requests(mode: str, tokenizer: str, *, use_async: bool = False) -> tuple[list[int], list[Any]]:
     model = UsageToolModel(tokenizer=tokenizer, content_chars=CHARS)
     mw = ReducerMiddleware(config=config(), mode=mode)  # type: ignore[arg-type]
     agent = create_agent(
@@ -69,8 +91,11 @@ def _agent_requests(mode: str, tokenizer: str) -> tuple[list[int], list[Any]]:
     )
     out: dict[str, Any] = {}
     for turn in range(TURNS):
-        question = HumanMessage(_filler(f"question {turn}", CHARS), id=f"h{turn}")
-        out = agent.invoke({"messages": [question]}, thread_config("t1"))
+        question = {"messages": [HumanMessage(_filler(f"question {turn}", CHARS), id=f"h{turn}")]}
+        if use_async:
+            out = asyncio.run(agent.ainvoke(question, thread_config("t1")))
+        else:
+            out = agent.invoke(question, thread_config("t1"))
     return model.requests, out["messages"]
 
 
@@ -81,6 +106,12 @@ def test_middleware_keeps_every_request_within_the_provider_budget(mode: str, to
     assert_within_budget(requests)
     if mode == "request":  # the state keeps everything; only what is sent is reduced
         assert [m.id for m in state if m.type == "human"] == [f"h{t}" for t in range(TURNS)]
+
+
+@pytest.mark.parametrize("mode", ["state", "request"])
+def test_async_middleware_keeps_every_request_within_the_provider_budget(mode: str) -> None:
+    requests, _ = _agent_requests(mode, "bytes3", use_async=True)
+    assert_within_budget(requests)
 
 
 @pytest.mark.parametrize("tokenizer", sorted(TOKENIZERS))
