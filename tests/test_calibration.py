@@ -396,3 +396,14 @@ def test_the_cost_model_counts_as_token_mode_does() -> None:
     assert estimate([messages], calibrate=False).input_tokens == sum(counts)
     with pytest.raises(TypeError, match="calibrate must be a bool or None"):
         estimate([messages], calibrate=1)  # type: ignore[arg-type]
+
+
+def test_the_docstring_examples_run() -> None:
+    import doctest
+
+    from agentstate_reducer.messages import usage
+    from agentstate_reducer.tokens import calibration
+
+    for module in (calibration, usage):
+        result = doctest.testmod(module)
+        assert result.attempted and not result.failed

@@ -139,12 +139,13 @@ class Calibration:
     call, so threads and asyncio tasks sharing one reducer never mix conversations. Thread-safe.
 
     >>> from agentstate_reducer import MessageReducer, ReducerConfig
+    >>> from agentstate_reducer.tokens import heuristic_counter
     >>> cal = Calibration()
     >>> sent = [{"role": "user", "content": "x" * 400}]  # 104 tokens by the heuristic counter
     >>> cal.observe(sent, {"prompt_tokens": 208})
     True
-    >>> r = MessageReducer(config=ReducerConfig(max_tokens=1000))
-    >>> r.token_ratio(sent, calibration=cal) if r.token_counter.name == "heuristic" else 2.0
+    >>> r = MessageReducer(config=ReducerConfig(max_tokens=1000, token_counter=heuristic_counter()))
+    >>> r.token_ratio(sent, calibration=cal)
     2.0
     """
 
