@@ -138,7 +138,7 @@ def test_read_usage_reads_what_stored_assistant_messages_carry() -> None:
     from smolagents.monitoring import Timing, TokenUsage
 
     usage = {"input_tokens": 321, "output_tokens": 4, "total_tokens": 325}
-    ai = AIMessage("hi", id="a1", usage_metadata=usage)  # type: ignore[arg-type]
+    ai = AIMessage("hi", id="a1", usage_metadata=usage)
     assert read_usage(ai) == 321
     assert read_usage(dumpd(ai)) == 321
     assert read_usage(messages_to_dict([ai])[0]) == 321

@@ -91,7 +91,7 @@ def _agent_requests(mode: str, tokenizer: str, *, use_async: bool = False) -> tu
     )
     out: dict[str, Any] = {}
     for turn in range(TURNS):
-        question = {"messages": [HumanMessage(_filler(f"question {turn}", CHARS), id=f"h{turn}")]}
+        question: Any = {"messages": [HumanMessage(_filler(f"question {turn}", CHARS), id=f"h{turn}")]}
         if use_async:
             out = asyncio.run(agent.ainvoke(question, thread_config("t1")))
         else:
