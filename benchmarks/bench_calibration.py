@@ -41,7 +41,6 @@ from langchain.agents import create_agent
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
-from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
@@ -131,7 +130,8 @@ class ProviderModel(BaseChatModel):
             msg = AIMessage(_filler(f"answer {turn}"), id=f"ai-{turn}-1")
         sent = self._count(messages)
         self._requests.append(sent)
-        msg.usage_metadata = UsageMetadata(input_tokens=sent, output_tokens=10, total_tokens=sent + 10)
+        usage: Any = {"input_tokens": sent, "output_tokens": 10, "total_tokens": sent + 10}
+        msg.usage_metadata = usage
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
 

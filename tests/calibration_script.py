@@ -22,7 +22,6 @@ from typing import Any
 
 from langchain_core.callbacks import CallbackManagerForLLMRun
 from langchain_core.messages import BaseMessage
-from langchain_core.messages.ai import UsageMetadata
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from pydantic import PrivateAttr
@@ -102,7 +101,8 @@ class UsageToolModel(ScriptedToolModel):
         sent = self.count(messages)
         self._requests.append(sent)
         if self.report:
-            msg.usage_metadata = UsageMetadata(input_tokens=sent, output_tokens=10, total_tokens=sent + 10)
+            usage: Any = {"input_tokens": sent, "output_tokens": 10, "total_tokens": sent + 10}
+            msg.usage_metadata = usage
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
 
