@@ -9,9 +9,17 @@ from typing import TYPE_CHECKING
 from .config import ReducerConfig
 from .messages import MessageInfo, read_message
 from .reducer import MessageReducer, ReducerResult, ReducerStats
-from .tokens import TokenCounter, TokenCountError, resolve_token_counter, tiktoken_counter
+from .tokens import (
+    Calibration,
+    TokenCounter,
+    TokenCountError,
+    resolve_token_counter,
+    tiktoken_counter,
+    usage_input_tokens,
+)
 
 __all__ = [
+    "Calibration",
     "MessageInfo",
     "MessageReducer",
     "ReducerConfig",
@@ -22,6 +30,7 @@ __all__ = [
     "read_message",
     "resolve_token_counter",
     "tiktoken_counter",
+    "usage_input_tokens",
 ]
 
 # The version has one source, pyproject.toml: it is read from the installed distribution's metadata

@@ -63,6 +63,11 @@ class ReducerConfig:
     #: Seconds the summarizer may take; past it the call counts as failed (``on_summary_error``).
     #: A sync ``summarize_fn`` cannot be interrupted: it finishes in its thread, unused.
     summary_timeout: float | None = None
+    #: Token mode in the provider's tokens, learned from the usage each request reports
+    #: (``agentstate_reducer.tokens.calibration``, docs/tokens.md "Calibrated budgets"). None:
+    #: on for the built-in counters (tiktoken, heuristic), off for your ``token_counter``, which is
+    #: taken as exact; True: on for any counter; False: off, counts used as they are.
+    calibrate: bool | None = None
 
     def __post_init__(self) -> None:
         _check_count("min_messages", self.min_messages, optional=False)
@@ -98,6 +103,8 @@ class ReducerConfig:
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)
                                     or not timeout > 0):
             raise ValueError(f"summary_timeout must be a number of seconds > 0 or None, got {timeout!r}")
+        if self.calibrate is not None and not isinstance(self.calibrate, bool):
+            raise TypeError(f"calibrate must be a bool or None, got {self.calibrate!r}")
         if self.on_summary_error not in ("keep", "prune"):
             raise ValueError(f"on_summary_error must be 'keep' or 'prune', got {self.on_summary_error!r}")
         if isinstance(self.encoding, str):

@@ -21,7 +21,9 @@ The cache, per provider (docs/cost.md is the user guide):
   cache).
 
 Simplifications, the same for every policy compared: tokens are the counter's per-message
-counts (no request framing, tools or system parameter unless they are messages of the list);
+counts, calibrated to the provider's tokens as token mode counts them (``calibrate``: the ratio
+the request's own AI messages carry in their reported usage, docs/tokens.md "Calibrated
+budgets"; no request framing, tools or system parameter unless they are messages of the list);
 every call comes within the cache's lifetime of the one before; only the previous call's prefix
 (OpenAI) or the newest entry (Anthropic) is looked up, not every earlier one; Anthropic's lookback
 window of 20 content blocks before a breakpoint is not modelled (an agent adds a few messages per
@@ -53,7 +55,8 @@ from itertools import accumulate
 from types import MappingProxyType
 from typing import Any, Final, Literal
 
-from agentstate_reducer.tokens import count_messages, heuristic_counter
+from agentstate_reducer.tokens import TokenCounter, count_messages, heuristic_counter
+from agentstate_reducer.tokens.calibration import history_ratio, scale_counts
 
 __all__ = [
     "ANTHROPIC_MIN_CACHEABLE_TOKENS",
@@ -258,6 +261,7 @@ def estimate(
     prices: Prices | None = None,
     token_counter: Callable[[Any], int] | None = None,
     min_cacheable_tokens: int | None = None,
+    calibrate: bool | None = None,
 ) -> CostReport:
     """The input tokens, cache reads and writes, and cost of ``requests`` (what each model call of
     one conversation was sent, in order) under ``provider``'s prompt cache (module docstring).
@@ -265,7 +269,9 @@ def estimate(
     ``prices``: ``EXAMPLE_PRICES[provider]`` when None. ``token_counter``: a callable message ->
     int (a reducer's ``token_counter``); None: the package's heuristic counter.
     ``min_cacheable_tokens``: Anthropic's minimum for the model (default 1,024); OpenAI's is
-    fixed at 1,024.
+    fixed at 1,024. ``calibrate``: as ``ReducerConfig.calibrate`` (None: on for the built-in
+    counters, off for your own): each request's counts are scaled by the ratio its own AI
+    messages' reported usage gives, the counts token mode plans with.
 
     Raises:
         ValueError: an unknown provider; ``min_cacheable_tokens`` < 0; a price < 0 (``Prices``).
@@ -289,11 +295,17 @@ def estimate(
             f"token_counter must be a callable message -> int, got {type(token_counter).__name__}"
         )
     counter = token_counter if token_counter is not None else heuristic_counter()
+    if calibrate is not None and not isinstance(calibrate, bool):
+        raise TypeError(f"calibrate must be a bool or None, got {calibrate!r}")
+    calibrates = isinstance(counter, TokenCounter) if calibrate is None else calibrate
     per: list[RequestCost] = []
     previous: _Sent | None = None  # OpenAI: the previous call
     entry: _Sent | None = None  # Anthropic: the newest cache entry
     for request in calls:
-        sent = _Sent.of(request, count_messages(counter, request))
+        counts = count_messages(counter, request)
+        if calibrates:
+            counts = scale_counts(counts, history_ratio(request, counts))
+        sent = _Sent.of(request, counts)
         before = previous if chosen == "openai" else entry
         shared = shared_prefix(before.messages, request) if before is not None else 0
         read = write = 0

@@ -24,6 +24,7 @@ from .messages import MessageInfo, is_message_like, read_message
 from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
 from .results import Mode, ReducerResult, ReducerStats
 from .tokens import TokenCounter, count_messages, read_and_count, resolve_token_counter
+from .tokens.calibration import Calibration, history_ratio, scale_counts
 
 logger = logging.getLogger("agentstate_reducer")
 
@@ -39,12 +40,16 @@ class _Call:
     what the call learned (the counter's columns, the planner's table) for the next call."""
 
     memo: PrefixMemo | None
+    #: the caller's calibration of this conversation (``reduce(calibration=...)``), or None
+    calibration: Calibration | None = None
     record: Remembered | None = None
     shared: int = 0
     counts: CountColumns | None = None
     table: TableState | None = None
     #: the tail of the history, when ``sendable`` found it sendable
     tail: Tail | None = None
+    #: token mode: the calibration ratio the plan's costs were scaled by, None when unscaled
+    ratio: float | None = None
 
     @property
     def extends(self) -> Remembered | None:
@@ -205,12 +210,66 @@ class MessageReducer:
 
     def count_tokens(self, messages: list[Any]) -> list[int]:
         """Per-message token counts (cached by the built-in counters); a counter that raises or
-        returns anything but a non-negative int raises ``TokenCountError`` naming the message."""
+        returns anything but a non-negative int raises ``TokenCountError`` naming the message.
+        These are the counter's own counts; ``calibrated_counts`` are what token mode plans with."""
         return count_messages(self.token_counter, messages)
 
-    def plan(self, messages: list[Any]) -> tuple[Plan, Mode]:
+    @property
+    def calibrates(self) -> bool:
+        """Whether token mode scales counts to the provider's tokens (``ReducerConfig.calibrate``:
+        None means on for the built-in counters, off for a user's ``token_counter``)."""
+        flag = self._config.calibrate
+        return isinstance(self.token_counter, TokenCounter) if flag is None else flag
+
+    def token_ratio(self, messages: list[Any], *, calibration: Calibration | None = None) -> float | None:
+        """The calibration ratio token mode applies to ``messages``' counts: from ``calibration``
+        when given (alone), else from the usage the history's AI messages carry; None when
+        calibration is off or there is nothing to learn from (docs/tokens.md, "Calibrated
+        budgets")."""
+        if not self.calibrates:
+            return None
+        if calibration is not None:
+            return self._explicit_ratio(calibration)
+        counts, infos = read_and_count(self.token_counter, messages)
+        return history_ratio(messages, counts, infos)
+
+    def calibrated_counts(self, messages: list[Any], *, calibration: Calibration | None = None) -> list[int]:
+        """Per-message counts as token mode plans with them: ``count_tokens`` scaled by
+        ``token_ratio`` (rounded up); the counter's own counts when there is no ratio."""
+        counts, infos = read_and_count(self.token_counter, messages)
+        ratio = None
+        if self.calibrates:
+            ratio = (self._explicit_ratio(calibration) if calibration is not None
+                     else history_ratio(messages, counts, infos))
+        return scale_counts(counts, ratio)
+
+    def _explicit_ratio(self, calibration: Calibration) -> float | None:
+        if not isinstance(calibration, Calibration):
+            raise TypeError(
+                "calibration must be an agentstate_reducer.Calibration (one per conversation) or "
+                f"None, got {type(calibration).__name__}"
+            )
+        return calibration.ratio(self.token_counter)
+
+    def _scaled(self, messages: list[Any], costs: list[int], infos: list[MessageInfo] | None,
+                call: _Call) -> list[int]:
+        """``costs`` scaled by the call's calibration ratio (kept in ``call.ratio``)."""
+        if not self.calibrates:
+            call.ratio = None
+            return costs
+        if call.calibration is not None:
+            call.ratio = self._explicit_ratio(call.calibration)
+        else:
+            call.ratio = history_ratio(messages, costs, infos)
+        return costs if call.ratio is None else scale_counts(costs, call.ratio)
+
+    def _cost(self, messages: list[Any], call: _Call) -> int:
+        """What ``messages`` cost in the plan's units (the call's ratio applied)."""
+        return sum(scale_counts(self.count_tokens(messages), call.ratio))
+
+    def plan(self, messages: list[Any], *, calibration: Calibration | None = None) -> tuple[Plan, Mode]:
         """The pure decision for ``messages`` (already merged), without applying it."""
-        return self._plan_with(messages, _summary.hold(messages, self._config), _Call(None))
+        return self._plan_with(messages, _summary.hold(messages, self._config), _Call(None, calibration))
 
     def _plan_with(self, messages: list[Any], held: _summary.Held, call: _Call) -> tuple[Plan, Mode]:
         """The decision for ``messages`` with ``held`` (the injected summary) held out of it."""
@@ -243,14 +302,16 @@ class MessageReducer:
             costs, infos, unchecked, call.counts = _columns.count(counter, messages, prior, call.shared)
         else:
             costs, infos = read_and_count(counter, messages)
-        p = self._plan_costs(messages, held, costs, infos, call)
+        planned = self._scaled(messages, costs, infos, call)
+        p = self._plan_costs(messages, held, planned, infos, call)
         if unchecked is not None:
             assert isinstance(counter, TokenCounter)
-            lo, extra = _read_by(p, costs, c.max_tokens, unchecked.upto, held.indices)
+            lo, extra = _read_by(p, planned, c.max_tokens, unchecked.upto, held.indices)
             if not counter.confirm(messages, unchecked, lo, extra):
                 costs, infos = read_and_count(counter, messages)
                 call.counts = None
-                p = self._plan_costs(messages, held, costs, infos, call)
+                planned = self._scaled(messages, costs, infos, call)
+                p = self._plan_costs(messages, held, planned, infos, call)
         return p
 
     def _plan_costs(
@@ -334,13 +395,22 @@ class MessageReducer:
 
     # -- applying ---------------------------------------------------------------------------
 
-    def reduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
+    def reduce(
+        self,
+        existing: Any = None,
+        new: Any = None,
+        *,
+        namespace: Any = None,
+        calibration: Calibration | None = None,
+    ) -> ReducerResult:
         """Concatenate ``existing`` and ``new`` (each a list, one message, or None) and prune.
 
         Never mutates the inputs and returns the caller's own message objects (plus, with
-        ``inject_summary``, one new summary message).
+        ``inject_summary``, one new summary message). ``calibration``: this conversation's
+        ``Calibration``, for histories whose messages carry no usage (docs/tokens.md,
+        "Calibrated budgets"); without it token mode calibrates from the history's own usage.
         """
-        messages, call = self._start(existing, new)
+        messages, call = self._start(existing, new, calibration)
         whole = self._kept_whole(messages, new, call)
         if whole is not None:
             return whole
@@ -363,10 +433,17 @@ class MessageReducer:
                 self._run_hooks(result.pruned, namespace)
         return result
 
-    async def areduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
+    async def areduce(
+        self,
+        existing: Any = None,
+        new: Any = None,
+        *,
+        namespace: Any = None,
+        calibration: Calibration | None = None,
+    ) -> ReducerResult:
         """``reduce`` for async callers: ``asummarize_fn`` is awaited, a sync ``summarize_fn`` and
         sync hooks run off the event loop, hooks with an async ``acall`` are awaited."""
-        messages, call = self._start(existing, new)
+        messages, call = self._start(existing, new, calibration)
         whole = self._kept_whole(messages, new, call)
         if whole is not None:
             return whole
@@ -389,8 +466,13 @@ class MessageReducer:
                 await self._arun_hooks(result.pruned, namespace)
         return result
 
-    def _start(self, existing: Any, new: Any) -> tuple[list[Any], _Call]:
+    def _start(self, existing: Any, new: Any, calibration: Calibration | None) -> tuple[list[Any], _Call]:
         """The history to reduce (one new list) and what the memo remembers of its start."""
+        if calibration is not None and not isinstance(calibration, Calibration):
+            raise TypeError(
+                "calibration must be an agentstate_reducer.Calibration (one per conversation) or "
+                f"None, got {type(calibration).__name__}"
+            )
         if new is None:  # the common call reduces one list: copy it once
             messages = as_message_list(existing)
         else:
@@ -398,9 +480,9 @@ class MessageReducer:
             messages = base + as_message_list(new)  # one new list of the exact size
         memo = self._memo if _columns.enabled else None
         if memo is None:
-            return messages, _Call(None)
+            return messages, _Call(None, calibration)
         record, shared = memo.recall(messages)
-        return messages, _Call(memo, record, shared)
+        return messages, _Call(memo, calibration, record, shared)
 
     def _kept_whole(self, messages: list[Any], new: Any, call: _Call) -> ReducerResult | None:
         """The result for a remembered output reduced again on its own (no ``new``), when that
@@ -457,15 +539,15 @@ class MessageReducer:
                 # nothing is pruned but what no provider accepts (the untriggered plan)
                 surviving, pruned = self._repair(messages).split(messages)
                 if tokens:  # every message's count checked: the plan may have read some unchecked
-                    cost_before = sum(self.count_tokens(messages))
-                    cost_after = sum(self.count_tokens(surviving))
+                    cost_before = self._cost(messages, call)
+                    cost_after = self._cost(surviving, call)
                 else:
                     cost_after = cost_before
         elif message is not None:
             surviving = _summary.with_summary(surviving, message, preserve_first=c.preserve_first)
             pruned = [*step.held, *pruned]
             if tokens:
-                cost_after += self.count_tokens([message])[0] - sum(self.count_tokens(step.held))
+                cost_after += self._cost([message], call) - self._cost(step.held, call)
         target = c.effective_target_tokens
         over = the_plan.over_target or (tokens and target is not None and cost_after > target)
         stats = ReducerStats(
@@ -479,6 +561,7 @@ class MessageReducer:
             over_target=over,
             summary_error=repr(error) if error is not None else None,
             repaired=bool(pruned) and not the_plan.triggered,
+            token_ratio=call.ratio if tokens else None,
         )
         if pruned:
             logger.debug("pruned %d of %d messages (%s mode)", len(pruned), len(messages), step.mode)

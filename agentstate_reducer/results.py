@@ -29,6 +29,9 @@ class ReducerStats:
     #: no trigger fired, but messages a provider rejects (orphan, late or second results, dangling
     #: calls) were pruned
     repaired: bool = False
+    #: token mode: the calibration ratio the counts were scaled by (``tokens_before``/``after``
+    #: are in the provider's tokens then), None when they are the counter's own
+    token_ratio: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

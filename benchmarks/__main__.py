@@ -43,6 +43,7 @@ MODULES = (
     "bench_middleware",
     "bench_frameworks",
     "bench_cost",
+    "bench_calibration",
     "bench_telemetry",
 )
 COLUMNS = ("module", "benchmark", "metric", "ratio", "target", "met")

@@ -7,7 +7,8 @@ in one place.
 
 * ``read``: one message at a time, the reference (``read_message``, ``tool_call_payloads``);
 * ``fields``: the fields read from object messages, where they live, and their snapshots;
-* ``jsontext``: JSON text of arguments and blocks, never raising.
+* ``jsontext``: JSON text of arguments and blocks, never raising;
+* ``usage``: the input tokens a provider reported, from its usage object or a stored message.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ from agentstate_reducer.messages.read import (
     MessageInfo,
     is_message_like,
     read_message,
+    read_usage,
     tool_call_payloads,
 )
+from agentstate_reducer.messages.usage import usage_input_tokens
 
 __all__ = [
     "JSON_WALK_LIMIT",
@@ -50,8 +53,10 @@ __all__ = [
     "is_message_like",
     "json_text",
     "read_message",
+    "read_usage",
     "snapshot",
     "snapshots",
     "tool_call_payloads",
     "unchanged",
+    "usage_input_tokens",
 ]

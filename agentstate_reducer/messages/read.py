@@ -63,6 +63,7 @@ from agentstate_reducer.messages.llama_index import (
 )
 from agentstate_reducer.messages.pydantic_ai import read_model_message
 from agentstate_reducer.messages.smolagents import read_step
+from agentstate_reducer.messages.usage import carried_usage
 
 Kind = Literal["system", "human", "ai", "tool", "remove", "unknown"]
 
@@ -448,6 +449,19 @@ def read_message(msg: Any) -> MessageInfo:
         return MessageInfo(kind, raw_role, msg_id, content, (), (), name)
     except Exception:  # a hostile __getattr__ or property must not break a reduction
         return MessageInfo("unknown", None, None, None)
+
+
+def read_usage(msg: Any) -> int | None:
+    """The input tokens a provider reported for the request that produced ``msg`` (an AI
+    message: LangChain ``usage_metadata`` or ``response_metadata`` usage, also in its serialized
+    forms; Pydantic AI ``ModelResponse.usage``; Google ADK ``usage_metadata``; smolagents
+    ``token_usage``; Agno ``metrics``), or None when it carries no usable figure
+    (``messages.usage``). Never raises, never mutates ``msg``."""
+    try:
+        body, _ = _unwrap(msg)
+        return carried_usage(msg, body)
+    except Exception:  # a hostile __getattr__ or property must not break a reduction
+        return None
 
 
 def tool_call_payloads(msg: Any) -> list[tuple[str, str, str]]:

@@ -3,7 +3,8 @@
 * ``rules``: what one message costs (the same rules for both built-in counters);
 * ``cache``: ``TokenCounter``, the cached counter (the reference: one message at a time);
 * ``counting``: counting with any counter, user counters' results checked;
-* ``tiktoken``: loading an encoding once per process, with a timeout, and resolving the counter.
+* ``tiktoken``: loading an encoding once per process, with a timeout, and resolving the counter;
+* ``calibration``: counts scaled to the provider's tokens, learned from reported usage.
 
 docs/tokens.md is the user guide.
 """
@@ -22,6 +23,7 @@ from agentstate_reducer.tokens.cache import (
     TokenCountError,
     heuristic_counter,
 )
+from agentstate_reducer.tokens.calibration import Calibration, usage_input_tokens
 from agentstate_reducer.tokens.counting import count_messages, read_and_count
 from agentstate_reducer.tokens.rules import (
     HEURISTIC_CHARS_PER_TOKEN,
@@ -48,6 +50,7 @@ __all__ = [
     "MAX_ENCODED_CHARS",
     "MESSAGE_OVERHEAD",
     "TIKTOKEN_LOAD_TIMEOUT",
+    "Calibration",
     "TokenCountError",
     "TokenCounter",
     "TokenCounterFn",
@@ -62,6 +65,7 @@ __all__ = [
     "snapshots",
     "tiktoken_counter",
     "unchanged",
+    "usage_input_tokens",
 ]
 
 #: Seconds the first resolve waits for tiktoken to load an encoding before falling back for good.

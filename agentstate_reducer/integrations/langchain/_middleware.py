@@ -26,8 +26,10 @@ from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.cost import CacheTracker
 from agentstate_reducer.integrations._bounded import BoundedMap
 from agentstate_reducer.integrations._common import Mode, ReduceRecord, build_reducer
+from agentstate_reducer.messages import read_usage
 from agentstate_reducer.reducer import MessageReducer, ReducerResult
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo, is_summary_message
+from agentstate_reducer.tokens.calibration import Calibration
 
 from ._repair import RequestRepair, merge_system, trailing_answers
 from ._summarizer import summary_fields
@@ -288,6 +290,9 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         self._pending: BoundedMap[Hashable, _Pending] = BoundedMap(threads)
         #: per thread: the previous model call's messages, for ``ReduceRecord.prefix_tokens``
         self._sent = CacheTracker(threads)
+        #: request mode, per thread: the calibration fed with each request sent and the usage its
+        #: response reported (the state holds more than was sent, so it cannot calibrate itself)
+        self._calibrations: BoundedMap[Hashable, Calibration] = BoundedMap(threads)
 
     def __repr__(self) -> str:
         """The effective trigger and keep, in the middleware's forms (a trigger fires at ``>=``:
@@ -326,6 +331,40 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
 
     def _tokens(self, messages: Sequence[Any]) -> int:
         return sum(self.reducer.count_tokens(list(messages))) if messages else 0
+
+    def _calibration(self, key: Hashable) -> Calibration | None:
+        """Request mode: the thread's calibration (made on first use); state mode: None (the
+        state is what was sent, its AI messages' usage calibrates it)."""
+        if self.mode != "request":
+            return None
+        cal = self._calibrations.get(key)
+        if cal is None:
+            cal = Calibration()
+            previous = self._calibrations.put(key, cal)
+            if previous is not None:  # another call of the thread made one meanwhile: keep it
+                self._calibrations.put(key, previous)
+                cal = previous
+        return cal
+
+    def _observe(self, key: Hashable, sent: ModelRequest[Any], response: Any) -> None:
+        """Request mode: learn from the usage the response's AI message reports for ``sent``."""
+        cal = self._calibration(key)
+        if cal is None:
+            return
+        result = getattr(response, "model_response", response)  # ExtendedModelResponse
+        found = getattr(result, "result", None)
+        messages = found if isinstance(found, list) else [result]
+        for m in messages:
+            figure = read_usage(m) if getattr(m, "type", None) == "ai" else None
+            if figure is not None:
+                cal.observe(sent.messages, figure, model=_model_name(sent.model))
+                return
+
+    def _calibrated_tokens(self, messages: Sequence[Any], calibration: Calibration | None) -> int:
+        """The tokens the trigger compares: the reducer's counts in the provider's tokens."""
+        if not messages:
+            return 0
+        return sum(self.reducer.calibrated_counts(list(messages), calibration=calibration))
 
     def _record_tokens(self, messages: Sequence[Any]) -> int:
         """The tokens a ``ReduceRecord`` reports; only counted when ``on_reduce`` receives records,
@@ -373,6 +412,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         return None
 
     def _triggered(self, key: Hashable, messages: list[Any], model: Any) -> bool:
+        calibration = self._calibration(key)
         counted: int | None = None
         usage: int | None = None
         usage_read = False
@@ -384,7 +424,7 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                     met = len(messages) >= threshold
                 else:
                     if counted is None:
-                        counted = self._tokens(messages)
+                        counted = self._calibrated_tokens(messages, calibration)
                     if not usage_read:
                         usage, usage_read = self._usage_total(key, messages), True
                     met = counted >= threshold or (usage is not None and usage >= threshold)
@@ -573,7 +613,10 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], ModelResponse[Any]],
     ) -> ModelResponse[Any]:
         """Request mode: reduce the request's messages; both modes: clear and validate them."""
-        return handler(self._request(request))
+        sent = self._request(request)
+        response = handler(sent)
+        self._observe(self._key(request.runtime)[0], sent, response)
+        return response
 
     async def awrap_model_call(
         self,
@@ -581,7 +624,10 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse[Any]]],
     ) -> ModelResponse[Any]:
         """``wrap_model_call`` with the async summarizer and hooks."""
-        return await handler(await self._arequest(request))
+        sent = await self._arequest(request)
+        response = await handler(sent)
+        self._observe(self._key(request.runtime)[0], sent, response)
+        return response
 
     def _request(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
         if self.mode == "state":
@@ -592,7 +638,9 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             )
         key, thread, messages, run, reducer, triggered = self._begin(request)
         with telemetry.entry("middleware", thread=thread, model=_model_name(request.model)):
-            result = reducer.reduce(run.messages, namespace=self._namespace(request.runtime))
+            result = reducer.reduce(
+                run.messages, namespace=self._namespace(request.runtime), calibration=self._calibration(key)
+            )
         return self._reduced_request(request, key, thread, messages, run, result, triggered)
 
     async def _arequest(self, request: ModelRequest[Any]) -> ModelRequest[Any]:
@@ -600,7 +648,9 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return self._request(request)
         key, thread, messages, run, reducer, triggered = self._begin(request)
         with telemetry.entry("middleware", thread=thread, model=_model_name(request.model)):
-            result = await reducer.areduce(run.messages, namespace=self._namespace(request.runtime))
+            result = await reducer.areduce(
+                run.messages, namespace=self._namespace(request.runtime), calibration=self._calibration(key)
+            )
         return self._reduced_request(request, key, thread, messages, run, result, triggered)
 
     def _reduced_request(
