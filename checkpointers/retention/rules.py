@@ -54,10 +54,17 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   due together, a fork, a reduced value written at a reduction). Delta channels that snapshot
   at different times can make that point lie far back: everything back to it stays. On such a
   thread a checkpoint a run may still be extending (above) is kept on row savers too: the run's
-  next checkpoint is rebuilt through it; and so is one that a newer checkpoint superseded as the
-  latest less than ``SUPERSEDED_GRACE`` (at most ``branch_grace``) ago: a run that started from
-  it may not have stored its first checkpoint yet (LangGraph puts it in the background), and a
-  DeltaChannel value, unlike the others, cannot be stored again by that checkpoint. A blob saver
+  next checkpoint is rebuilt through it. So is a checkpoint another run may have read as the
+  thread's latest and not yet stored its first checkpoint after (LangGraph puts it in the
+  background, just after the read): a DeltaChannel value, unlike the others, cannot be stored
+  again by that first checkpoint, which is rebuilt through the one read. Such a reader read a
+  checkpoint while it was the latest and puts before ``SUPERSEDED_GRACE`` (at most
+  ``branch_grace``) has passed and before the thread has ``SUPERSEDED_KEEP`` newer checkpoints
+  (its first put follows its read within one step of a racing run). So of the checkpoints a newer
+  one superseded as the latest less than ``SUPERSEDED_GRACE`` ago, the newest ``SUPERSEDED_KEEP``
+  of each namespace are kept: a bound in checkpoints, not in time, so a fast thread stays as flat
+  as a slow one. Sequential runs need none of it: a run's first put supersedes the checkpoint it
+  read, which stays the latest (never deleted) until then. A blob saver
   stores a value once per (channel, version): a checkpoint reads the snapshot an older one
   stored while the channel is unchanged, and that older checkpoint is kept too (blob offload
   records a value's references under the checkpoint that stored it).
@@ -77,6 +84,7 @@ __all__ = [
     "BRANCH_GRACE",
     "ROOT_NS",
     "SUPERSEDED_GRACE",
+    "SUPERSEDED_KEEP",
     "DeltaChannelRetentionError",
     "RetentionPlan",
     "StoredCheckpoint",
@@ -105,6 +113,10 @@ BRANCH_GRACE = timedelta(hours=1)
 #: thread's latest (a run that read it may not have stored its first checkpoint yet); at most
 #: ``branch_grace``.
 SUPERSEDED_GRACE = timedelta(minutes=1)
+
+#: DeltaChannel threads: how many of the checkpoints superseded less than ``SUPERSEDED_GRACE`` ago
+#: stay, per namespace (the newest).
+SUPERSEDED_KEEP = 2
 
 # uuid6 timestamps count 100 ns intervals since the Gregorian calendar's start (RFC 9562).
 _GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
@@ -361,12 +373,13 @@ def _with_delta_ancestors(
 def _superseded(
     by_ns: Mapping[str, Sequence[StoredCheckpoint]], now: datetime, grace: timedelta
 ) -> set[tuple[str, str]]:
-    """The checkpoints a newer one of their namespace superseded as the latest less than ``grace``
-    before ``now`` (by the time in the newer one's id): a run that started from one of them may
-    not have stored its first checkpoint, whose delta channels are rebuilt through it."""
+    """Of the checkpoints a newer one of their namespace superseded as the latest less than
+    ``grace`` before ``now`` (by the time in the newer one's id), the newest ``SUPERSEDED_KEEP``
+    of each namespace: a run that started from one of them may not have stored its first
+    checkpoint, whose delta channels are rebuilt through it (rules: module doc)."""
     out = set()
     for ns, stored in by_ns.items():  # each newest first
-        for newer, c in itertools.pairwise(stored):
+        for newer, c in itertools.islice(itertools.pairwise(stored), SUPERSEDED_KEEP):
             made = checkpoint_time(newer.id)
             if made is not None and now - made < grace:
                 out.add((ns, c.id))
