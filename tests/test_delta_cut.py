@@ -300,3 +300,70 @@ def test_the_wrapper_s_keep_last_cuts_with_the_graph_s_channels(kind: str, saver
         assert_like_twin(rebuilt(graph, "t"), rebuilt(twin, "t"))
         assert max(counts) <= 3
         assert values(graph.get_state(config("t"))) == expected(8)
+
+
+# -- Cosmos DB -------------------------------------------------------------------------------------
+
+
+@pytest.mark.cosmos
+def test_cosmos_prune_and_sweep_with_the_graph_s_channels(request: pytest.FixtureRequest) -> None:
+    from tests.test_delta_retention import cosmos_saver
+
+    with cosmos_saver(request) as saver:
+        graph = build(saver, STAGGERED)
+        for turn in range(7):
+            graph.invoke(turn_input(turn), config("t"))
+        before = rebuilt(graph, "t")
+        prune(saver, ["t"], branch_grace=NO_GRACE, delta_channels=graph.channels)
+        after = rebuilt(graph, "t")
+        assert_unchanged(before, after, trimmed=True)
+        assert len(after) == 1
+        for turn in range(7, 10):
+            graph.invoke(turn_input(turn), config("t"))
+        before = rebuilt(graph, "t")
+        sweep(saver, keep_last=2, branch_grace=NO_GRACE, delta_channels=graph.channels)
+        assert_unchanged(before, rebuilt(graph, "t"), trimmed=True)
+        assert values(graph.get_state(config("t"))) == expected(10)
+
+
+@pytest.mark.cosmos
+async def test_async_cosmos_keep_last_with_the_graph_s_channels(request: pytest.FixtureRequest) -> None:
+    from tests.test_delta_retention import acosmos_saver
+
+    async with acosmos_saver(request) as inner, acosmos_saver(request, "twin") as twin_inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=50, max_messages=99), keep_last=1,
+                                        retention_every=1, branch_grace=NO_GRACE)
+        graph, twin = build(saver, LARGE_K), build(twin_inner, LARGE_K)
+        saver.delta_channels = graph.channels
+        for turn in range(6):
+            await graph.ainvoke(turn_input(turn), config("t"))
+            await twin.ainvoke(turn_input(turn), config("t"))
+        assert_like_twin(await arebuilt(graph, "t"), await arebuilt(twin, "t"))
+        assert len(await arebuilt(graph, "t")) <= 3
+        before = await arebuilt(graph, "t")
+        await aprune(inner, ["t"], branch_grace=NO_GRACE, delta_channels=graph.channels)
+        after = await arebuilt(graph, "t")
+        assert after.items() <= before.items() and max(after) == max(before)
+        assert values(await graph.aget_state(config("t"))) == expected(6)
+
+
+def test_with_blob_offload_the_wrapper_keeps_ancestors_instead(saver_of: Any) -> None:
+    """Values read back from an offloading saver hold references owned by the checkpoints a cut
+    deletes: the wrapper takes no channels then, and keeps every ancestor (LangGraph's first
+    safe way); every checkpoint left rebuilds what a twin rebuilds."""
+    from checkpointers import BlobOffload
+
+    with saver_of("sqlite") as inner, saver_of("sqlite", "twin") as twin_inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=50, max_messages=99), keep_last=1,
+                                        retention_every=1, branch_grace=NO_GRACE,
+                                        offload=BlobOffload(min_bytes=16))
+        graph, twin = build(saver, LARGE_K), build(twin_inner, LARGE_K)
+        saver.delta_channels = graph.channels
+        assert saver.delta_channels == {}
+        for turn in range(5):
+            graph.invoke(turn_input(turn), config("t"))
+            twin.invoke(turn_input(turn), config("t"))
+        pruned, full = rebuilt(graph, "t"), rebuilt(twin, "t")
+        by_step = dict(full.values())
+        assert {step: v for step, v in pruned.values()} == {step: by_step[step] for step, _ in pruned.values()}
+        assert values(graph.get_state(config("t"))) == expected(5)
