@@ -365,5 +365,5 @@ def test_with_blob_offload_the_wrapper_keeps_ancestors_instead(saver_of: Any) ->
             twin.invoke(turn_input(turn), config("t"))
         pruned, full = rebuilt(graph, "t"), rebuilt(twin, "t")
         by_step = dict(full.values())
-        assert {step: v for step, v in pruned.values()} == {step: by_step[step] for step, _ in pruned.values()}
+        assert dict(pruned.values()) == {step: by_step[step] for step, _ in pruned.values()}
         assert values(graph.get_state(config("t"))) == expected(5)
