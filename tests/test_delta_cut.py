@@ -367,3 +367,20 @@ def test_with_blob_offload_the_wrapper_keeps_ancestors_instead(saver_of: Any) ->
         by_step = dict(full.values())
         assert dict(pruned.values()) == {step: by_step[step] for step, _ in pruned.values()}
         assert values(graph.get_state(config("t"))) == expected(5)
+
+
+def test_the_wrapper_s_prune_uses_its_delta_channels(saver_of: Any) -> None:
+    with saver_of("sqlite") as inner:
+        saver = ReducingCheckpointSaver(inner, MessageReducer(min_messages=50, max_messages=99),
+                                        branch_grace=NO_GRACE)
+        graph = build(saver, LARGE_K)
+        for turn in range(5):
+            graph.invoke(turn_input(turn), config("t"))
+        before = rebuilt(graph, "t")
+        saver.delta_channels = graph.channels
+        saver.prune(["t"])
+        after = rebuilt(graph, "t")
+        assert_unchanged(before, after, trimmed=True)
+        assert len(after) == 1
+        graph.invoke(turn_input(5), config("t"))
+        assert values(graph.get_state(config("t"))) == expected(6)

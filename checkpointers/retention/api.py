@@ -336,6 +336,7 @@ class RetentionSettings:
     _keep_last: int | None
     _retention_every: int
     _branch_grace: timedelta
+    _delta_channels: DeltaChannels
     _schedule: RetentionSchedule | None
 
     def _init_retention(
@@ -349,6 +350,7 @@ class RetentionSettings:
                 f"got {retention_every!r}"
             )
         self._retention_every = retention_every
+        self._delta_channels: DeltaChannels = {}
         self._schedule = None
         if self._keep_last is not None:
             self._schedule = RetentionSchedule(self._keep_last, retention_every, self._branch_grace)
@@ -370,17 +372,18 @@ class RetentionSettings:
 
     @property
     def delta_channels(self) -> DeltaChannels:
-        """With ``keep_last``: the delta channels retention stores a snapshot of where it cuts a
-        thread (``rules``); set it to the compiled graph's ``channels`` (its ``DeltaChannel`` s are
-        taken, the rest left out). Empty (the default): a DeltaChannel thread keeps every ancestor
-        its kept checkpoints rebuild a value through. Left empty with blob offload on."""
-        return {} if self._schedule is None else self._schedule.delta_channels
+        """The delta channels ``keep_last`` and ``prune`` store a snapshot of where they cut a
+        thread (``rules``); set it to the compiled graph's ``channels`` once the graph is compiled
+        (its ``DeltaChannel`` s are taken, the rest left out). Empty (the default): a DeltaChannel
+        thread keeps every ancestor its kept checkpoints rebuild a value through. Left empty with
+        blob offload on."""
+        return self._delta_channels
 
     @delta_channels.setter
     def delta_channels(self, channels: DeltaChannels | None) -> None:
-        checked = check_delta_channels(channels)
+        self._delta_channels = _rebuildable(self, check_delta_channels(channels))
         if self._schedule is not None:
-            self._schedule.delta_channels = _rebuildable(self, checked)
+            self._schedule.delta_channels = self._delta_channels
 
     @property
     def retention_stats(self) -> RetentionStats | None:
