@@ -232,8 +232,9 @@ _EMPTY: Any = object()
 
 def _rebuilt(spec: DeltaChannel[Any], history: DeltaChannelHistory | None) -> Any:
     """The value LangGraph rebuilds from ``history`` with the channel ``spec`` (its ``_replay``)."""
-    channel = spec.from_checkpoint((history or {}).get("seed", None))
-    channel.replay_writes((history or {}).get("writes", ()))
+    seed = history.get("seed", None) if history is not None else None
+    channel = spec.from_checkpoint(seed)
+    channel.replay_writes(history["writes"] if history is not None else ())
     try:
         return channel.get()
     except EmptyChannelError:
