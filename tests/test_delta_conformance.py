@@ -17,7 +17,7 @@ afterwards (values, not the walk: the snapshot at the cut stands in for the ance
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ def saver(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 
 def _put_chain(
     saver: Any, steps: int, stored: dict[int, dict[str, Any]],
-    writes: dict[int, Sequence[tuple[str, Any]]] | None = None, *, graph_like: bool = False,
+    writes: Mapping[int, Sequence[tuple[str, Any]]] | None = None, *, graph_like: bool = False,
 ) -> list[Any]:
     """``steps`` checkpoints of a new thread, each the parent of the next; ``stored[step]``: the
     channel values step stores (the others store none); ``writes[step]``: its pending writes
@@ -58,7 +58,9 @@ def _put_chain(
         if configs:
             conf["checkpoint_id"] = configs[-1]["configurable"]["checkpoint_id"]
         values = stored.get(step, {})
-        versions = {ch: f"{step + 1:032}.0" for ch in (["ch"] if graph_like else values)}
+        versions: dict[str, str | int | float] = {
+            ch: f"{step + 1:032}.0" for ch in (["ch"] if graph_like else values)
+        }
         checkpoint = Checkpoint(v=1, id=str(uuid6(clock_seq=step)), ts="", channel_values=values,
                                 channel_versions=versions, versions_seen={}, updated_channels=None)
         metadata: dict[str, Any] = {"source": "loop", "step": step}
@@ -143,7 +145,7 @@ def test_prune_keep_latest_leaves_the_latest_rebuilding_the_same(saver: Any) -> 
     thread = configs[-1]["configurable"]["thread_id"]
     before = _value(saver, configs[-1])
     assert before == [0, 1, 2, 3, 4]
-    spec = DeltaChannel(lambda state, ws: [*(state or []), *ws])
+    spec: DeltaChannel[Any] = DeltaChannel(lambda state, ws: [*(state or []), *ws])
     prune(saver, [thread], delta_channels={"ch": spec}, branch_grace=timedelta(0))
     left = [t.config["configurable"]["checkpoint_id"] for t in saver.list(configs[-1] | {"configurable": {
         "thread_id": thread}})]

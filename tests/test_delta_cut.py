@@ -37,6 +37,10 @@ from checkpointers.retention.flows import snapshot_flow
 from tests.scenario_graph import aopen_saver, open_saver
 from tests.test_delta_retention import NO_GRACE, assert_like_twin, assert_unchanged
 
+#: the batch reducers, typed as DeltaChannel takes them
+_MESSAGES: Any = _messages_delta_reducer
+_FILES: Any = _file_data_delta_reducer
+
 SYNC = ["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 ASYNC = ["memory", "aiosqlite", pytest.param("apostgres", marks=pytest.mark.postgres)]
 NOW = datetime(2000, 1, 1, tzinfo=timezone.utc)
@@ -86,9 +90,9 @@ def cut_state(k_messages: int, k_notes: int) -> Any:
     ``snapshot_frequency`` (``files``: 50, deepagents' own)."""
     typed_dict: Any = TypedDict
     return typed_dict("CutState", {
-        "messages": Annotated[list, DeltaChannel(_messages_delta_reducer, snapshot_frequency=k_messages)],
+        "messages": Annotated[list, DeltaChannel(_MESSAGES, snapshot_frequency=k_messages)],
         "notes": Annotated[list, DeltaChannel(_extend, snapshot_frequency=k_notes)],
-        "files": Annotated[dict, DeltaChannel(_file_data_delta_reducer, snapshot_frequency=50)],
+        "files": Annotated[dict, DeltaChannel(_FILES, snapshot_frequency=50)],
     }, total=False)
 
 
