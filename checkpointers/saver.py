@@ -625,7 +625,8 @@ async def _aprune(
 def _own_prune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    _retention.prune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace)
+    _retention.prune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace,
+                     delta_channels=self.delta_channels)
     if strategy == "delete":
         for thread_id in thread_ids:
             self.forget_archived(str(thread_id))
@@ -634,7 +635,8 @@ def _own_prune(
 async def _own_aprune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    await _retention.aprune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace)
+    await _retention.aprune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace,
+                            delta_channels=self.delta_channels)
     if strategy == "delete":
         for thread_id in thread_ids:
             await self.aforget_archived(str(thread_id))

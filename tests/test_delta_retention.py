@@ -497,8 +497,9 @@ async def test_async_cosmos_keep_last_and_aprune(request: pytest.FixtureRequest)
 def test_cli_compact_keep_last_on_a_delta_sqlite_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The CLI trims such a thread by the same rules; its checkpoints are minutes old at most here,
-    so the ones superseded less than SUPERSEDED_GRACE ago stay (and the thread is not kept whole)."""
+    """The CLI trims such a thread by the same rules and the default grace: its checkpoints are
+    seconds old here, and of those superseded less than SUPERSEDED_GRACE ago only the newest
+    SUPERSEDED_KEEP stay, so the thread is trimmed."""
     import checkpointers.cli.main as cli
 
     path = tmp_path / "cli.db"
@@ -510,7 +511,7 @@ def test_cli_compact_keep_last_on_a_delta_sqlite_file(
     assert "DeltaChannel" not in capsys.readouterr().out
     with open_saver("sqlite", path=path) as saver:
         graph = build(saver)
-        assert_unchanged(before, rebuilt(graph, "t"), trimmed=False)
+        assert_unchanged(before, rebuilt(graph, "t"), trimmed=True)
         run(graph, "t", range(9, 10))
         assert values(graph.get_state(config("t"))) == expected(10)
 

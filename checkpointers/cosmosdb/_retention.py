@@ -362,6 +362,9 @@ class AsyncCosmosBackend(_CosmosVersions, r.Backend):
     def run(self, flow: r.Flow) -> Any:
         return self.saver._sync(self.arun(flow))
 
+    def snapshots(self, flow: r.Flow) -> Any:
+        return self.saver._sync(self.asnapshots(flow))
+
     def size(self) -> int | None:
         return self.saver._sync(self._asize())
 

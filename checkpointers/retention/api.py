@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agentstate_reducer import telemetry
@@ -38,6 +39,7 @@ from .flows import (
     delete_thread_flow,
     list_threads_flow,
     retain_flow,
+    snapshot_flow,
     sweep_thread_flow,
 )
 from .rules import (
@@ -61,6 +63,47 @@ __all__ = [
 ]
 
 logger = logging.getLogger("agentstate_reducer.checkpointers")
+
+#: channel name -> its DeltaChannel: what retention can rebuild and store a snapshot of
+DeltaChannels = Mapping[str, DeltaChannel[Any]]
+
+
+def check_delta_channels(delta_channels: object) -> dict[str, DeltaChannel[Any]]:
+    """The ``DeltaChannel`` s of ``delta_channels`` (a mapping of channel name to channel, such as
+    a compiled graph's ``channels``; other channels in it are not delta channels and are left
+    out), or ``{}`` for None."""
+    if delta_channels is None:
+        return {}
+    if not isinstance(delta_channels, Mapping):
+        raise TypeError(
+            "delta_channels must be a mapping of channel name to channel, such as a compiled "
+            f"graph's .channels, or None; got {type(delta_channels).__name__}"
+        )
+    return {str(k): v for k, v in delta_channels.items() if isinstance(v, DeltaChannel)}
+
+
+def _rebuildable(saver: Any, channels: DeltaChannels) -> DeltaChannels:
+    """``channels``, or none where the saver (or the wrapper around it) offloads blobs: a value
+    read back there holds references owned by the checkpoints retention deletes."""
+    return {} if channels and getattr(saver, "blob_runner", None) is not None else channels
+
+
+def _retain(backend: Backend, thread_id: str, keep_last: int, protect: frozenset[tuple[str, str]],
+            grace: timedelta, channels: DeltaChannels) -> Deleted:
+    """One thread's retention: the snapshots it asks for first (committed), then the deletions
+    planned again from what is stored (``rules``: DeltaChannel threads)."""
+    if channels:
+        backend.snapshots(snapshot_flow(thread_id, keep_last, channels, protect, branch_grace=grace))
+    deleted: Deleted = backend.run(retain_flow(thread_id, keep_last, protect, branch_grace=grace))
+    return deleted
+
+
+async def _aretain(backend: Backend, thread_id: str, keep_last: int,
+                   protect: frozenset[tuple[str, str]], grace: timedelta, channels: DeltaChannels) -> Deleted:
+    if channels:
+        await backend.asnapshots(snapshot_flow(thread_id, keep_last, channels, protect, branch_grace=grace))
+    deleted: Deleted = await backend.arun(retain_flow(thread_id, keep_last, protect, branch_grace=grace))
+    return deleted
 
 # -- sweep ----------------------------------------------------------------------------------------
 
@@ -123,6 +166,7 @@ def sweep(
     vacuum: bool = False,
     force: bool = False,
     branch_grace: timedelta = BRANCH_GRACE,
+    delta_channels: DeltaChannels | None = None,
 ) -> SweepReport:
     """Delete threads idle longer than ``older_than`` and trim the others to ``keep_last``.
 
@@ -130,10 +174,13 @@ def sweep(
     a transaction of its own. Threads whose latest checkpoint has pending writes (a step ran, or an
     interrupt waits) are skipped unless ``force``. ``dry_run`` deletes nothing and reports what
     the run would delete. ``vacuum``: free the space (module doc). Works on ``saver`` bare or
-    wrapped. ``branch_grace``: as ``ReducingCheckpointSaver``'s (``rules``).
+    wrapped. ``branch_grace``: as ``ReducingCheckpointSaver``'s (``rules``). ``delta_channels``:
+    as ``prune``'s (a dry run stores no snapshot, so it reports what retention deletes without
+    them).
     """
     older, keep = _check_sweep_args(older_than, keep_last)
     grace = validate_branch_grace(branch_grace)
+    channels = _rebuildable(saver, check_delta_channels(delta_channels)) if keep and not dry_run else {}
     backend = backend_for(saver)
     with telemetry.retention_span("sweep") as traced:
         report = SweepReport(dry_run=dry_run, bytes_before=backend.size())
@@ -141,6 +188,8 @@ def sweep(
         threads = backend.run(list_threads_flow())
         report.threads_seen = len(threads)
         for thread_id in threads:
+            if channels and keep is not None:
+                backend.snapshots(snapshot_flow(thread_id, keep, channels, branch_grace=grace, now=now))
             swept = backend.run(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
             report.record(thread_id, swept)
         forget = getattr(type(saver), "forget_archived", None)
@@ -164,10 +213,12 @@ async def asweep(
     vacuum: bool = False,
     force: bool = False,
     branch_grace: timedelta = BRANCH_GRACE,
+    delta_channels: DeltaChannels | None = None,
 ) -> SweepReport:
     """``sweep`` for async code (and async savers)."""
     older, keep = _check_sweep_args(older_than, keep_last)
     grace = validate_branch_grace(branch_grace)
+    channels = _rebuildable(saver, check_delta_channels(delta_channels)) if keep and not dry_run else {}
     backend = backend_for(saver)
     with telemetry.retention_span("sweep") as traced:
         report = SweepReport(dry_run=dry_run, bytes_before=await backend.asize())
@@ -175,6 +226,10 @@ async def asweep(
         threads = await backend.arun(list_threads_flow())
         report.threads_seen = len(threads)
         for thread_id in threads:
+            if channels and keep is not None:
+                await backend.asnapshots(
+                    snapshot_flow(thread_id, keep, channels, branch_grace=grace, now=now)
+                )
             swept = await backend.arun(sweep_thread_flow(thread_id, older, keep, now, dry_run, force, grace))
             report.record(thread_id, swept)
         aforget = getattr(type(saver), "aforget_archived", None)
@@ -219,14 +274,17 @@ def check_prune_args(thread_ids: object, strategy: object) -> list[str]:
 
 def prune(
     saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
-    branch_grace: timedelta = BRANCH_GRACE,
+    branch_grace: timedelta = BRANCH_GRACE, delta_channels: DeltaChannels | None = None,
 ) -> None:
     """LangGraph's ``prune`` on any supported saver: ``"keep_latest"`` is ``keep_last=1`` per thread,
     each in its own transaction (a DeltaChannel thread also keeps what its latest values are
     rebuilt from: ``rules``); ``"delete"`` deletes the threads. ``branch_grace``: as
-    ``ReducingCheckpointSaver``'s (``rules``)."""
+    ``ReducingCheckpointSaver``'s (``rules``). ``delta_channels``: the graph's channels
+    (``graph.channels``): the checkpoint kept then gets a snapshot of each delta channel among
+    them it rebuilds, and its ancestors go (``rules``)."""
     ids = check_prune_args(thread_ids, strategy)
     grace = validate_branch_grace(branch_grace)
+    channels = _rebuildable(saver, check_delta_channels(delta_channels))
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
@@ -234,16 +292,17 @@ def prune(
         return
     for thread_id in ids:
         with telemetry.retention_span("prune", thread=thread_id) as traced:
-            traced.update(_deleted(backend.run(retain_flow(thread_id, 1, branch_grace=grace))))
+            traced.update(_deleted(_retain(backend, thread_id, 1, frozenset(), grace, channels)))
 
 
 async def aprune(
     saver: Any, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
-    branch_grace: timedelta = BRANCH_GRACE,
+    branch_grace: timedelta = BRANCH_GRACE, delta_channels: DeltaChannels | None = None,
 ) -> None:
     """``prune`` for async code (and async savers)."""
     ids = check_prune_args(thread_ids, strategy)
     grace = validate_branch_grace(branch_grace)
+    channels = _rebuildable(saver, check_delta_channels(delta_channels))
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
@@ -251,7 +310,7 @@ async def aprune(
         return
     for thread_id in ids:
         with telemetry.retention_span("prune", thread=thread_id) as traced:
-            traced.update(_deleted(await backend.arun(retain_flow(thread_id, 1, branch_grace=grace))))
+            traced.update(_deleted(await _aretain(backend, thread_id, 1, frozenset(), grace, channels)))
 
 
 # -- per-put retention: what ReducingCheckpointSaver(keep_last=...) runs -------------------------
@@ -277,6 +336,7 @@ class RetentionSettings:
     _keep_last: int | None
     _retention_every: int
     _branch_grace: timedelta
+    _delta_channels: DeltaChannels
     _schedule: RetentionSchedule | None
 
     def _init_retention(
@@ -290,6 +350,7 @@ class RetentionSettings:
                 f"got {retention_every!r}"
             )
         self._retention_every = retention_every
+        self._delta_channels: DeltaChannels = {}
         self._schedule = None
         if self._keep_last is not None:
             self._schedule = RetentionSchedule(self._keep_last, retention_every, self._branch_grace)
@@ -308,6 +369,21 @@ class RetentionSettings:
     def branch_grace(self) -> timedelta:
         """With ``keep_last``: how long a checkpoint a run may still extend is kept."""
         return self._branch_grace
+
+    @property
+    def delta_channels(self) -> DeltaChannels:
+        """The delta channels ``keep_last`` and ``prune`` store a snapshot of where they cut a
+        thread (``rules``); set it to the compiled graph's ``channels`` once the graph is compiled
+        (its ``DeltaChannel`` s are taken, the rest left out). Empty (the default): a DeltaChannel
+        thread keeps every ancestor its kept checkpoints rebuild a value through. Left empty with
+        blob offload on."""
+        return self._delta_channels
+
+    @delta_channels.setter
+    def delta_channels(self, channels: DeltaChannels | None) -> None:
+        self._delta_channels = _rebuildable(self, check_delta_channels(channels))
+        if self._schedule is not None:
+            self._schedule.delta_channels = self._delta_channels
 
     @property
     def retention_stats(self) -> RetentionStats | None:
@@ -337,6 +413,8 @@ class RetentionSchedule:
         self.keep_last = keep_last
         self.every = every
         self.branch_grace = branch_grace
+        #: the delta channels retention stores a snapshot of at the cut (``rules``)
+        self.delta_channels: DeltaChannels = {}
         self.stats = RetentionStats()
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
@@ -401,9 +479,8 @@ class RetentionSchedule:
         thread_id, protect = due
         try:
             with telemetry.retention_span("keep_last", thread=thread_id) as traced:
-                deleted = backend.run(
-                    retain_flow(thread_id, self.keep_last, protect, branch_grace=self.branch_grace)
-                )
+                deleted = _retain(backend, thread_id, self.keep_last, protect, self.branch_grace,
+                                  self.delta_channels)
                 traced.update(_deleted(deleted))
         except Exception as exc:
             self._done(thread_id, None, exc)
@@ -419,9 +496,8 @@ class RetentionSchedule:
         thread_id, protect = due
         try:
             with telemetry.retention_span("keep_last", thread=thread_id) as traced:
-                deleted = await backend.arun(
-                    retain_flow(thread_id, self.keep_last, protect, branch_grace=self.branch_grace)
-                )
+                deleted = await _aretain(backend, thread_id, self.keep_last, protect, self.branch_grace,
+                                         self.delta_channels)
                 traced.update(_deleted(deleted))
         except Exception as exc:
             self._done(thread_id, None, exc)

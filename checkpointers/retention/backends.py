@@ -43,6 +43,10 @@ from .flows import (
     LoadThread,
     NewestTs,
     Op,
+    PutSnapshot,
+    ReadCheckpoint,
+    ReadHistory,
+    with_snapshots,
 )
 from .rules import ROOT_NS, StoredWrites, ThreadState, delta_counters, stored_checkpoint
 from .sql import PG_SIZE_SQL, PG_VACUUM_SQL, PostgresDialect, Sql, SqliteDialect
@@ -90,6 +94,45 @@ class Backend:
         if not self.is_async:
             return await asyncio.to_thread(self._run, flow)
         return await self._arun(flow)
+
+    def snapshots(self, flow: Flow) -> Any:
+        """Drive a ``flows.snapshot_flow``: ``LoadThread`` in a transaction of its own (``run``),
+        the saver operations through the saver's public methods, each committed as the saver
+        commits (never inside a retention transaction: the saver takes its own lock)."""
+        if self.is_async:
+            return _on_saver_loop(self.saver, self.asnapshots(flow))
+        return drive(flow, self._perform_saver)
+
+    async def asnapshots(self, flow: Flow) -> Any:
+        if not self.is_async:
+            return await asyncio.to_thread(drive, flow, self._perform_saver)
+        return await adrive(flow, self._aperform_saver)
+
+    def _perform_saver(self, op: Op) -> Any:
+        s = self.saver
+        if isinstance(op, LoadThread):
+            return self.run(_single(op))
+        if isinstance(op, ReadCheckpoint):
+            return s.get_tuple(_checkpoint_config(op))
+        if isinstance(op, ReadHistory):
+            return s.get_delta_channel_history(config=op.config, channels=list(op.channels))
+        if isinstance(op, PutSnapshot):
+            checkpoint, versions = with_snapshots(op.stored.checkpoint, op.values, s.get_next_version)
+            return s.put(_put_config(op.stored), checkpoint, op.stored.metadata, versions)
+        raise TypeError(f"unknown snapshot operation {op!r}")
+
+    async def _aperform_saver(self, op: Op) -> Any:
+        s = self.saver
+        if isinstance(op, LoadThread):
+            return await self.arun(_single(op))
+        if isinstance(op, ReadCheckpoint):
+            return await s.aget_tuple(_checkpoint_config(op))
+        if isinstance(op, ReadHistory):
+            return await s.aget_delta_channel_history(config=op.config, channels=list(op.channels))
+        if isinstance(op, PutSnapshot):
+            checkpoint, versions = with_snapshots(op.stored.checkpoint, op.values, s.get_next_version)
+            return await s.aput(_put_config(op.stored), checkpoint, op.stored.metadata, versions)
+        raise TypeError(f"unknown snapshot operation {op!r}")
 
     def size(self) -> int | None:
         return _on_saver_loop(self.saver, self._asize()) if self.is_async else self._size()
@@ -171,6 +214,23 @@ class FollowingBackend(Backend):
 
     def version_entry(self, ns: str, channel: str, version: Any) -> tuple[str, str]:
         return self.backend.version_entry(ns, channel, version)
+
+
+def _single(op: Op) -> Flow:
+    return (yield op)
+
+
+def _checkpoint_config(op: ReadCheckpoint) -> Any:
+    return {"configurable": {"thread_id": op.thread_id, "checkpoint_ns": op.ns, "checkpoint_id": op.id}}
+
+
+def _put_config(stored: Any) -> Any:
+    """The config a ``put`` of ``stored`` again takes: its parent's (the put stores the same id,
+    which is in the checkpoint itself)."""
+    conf = stored.config["configurable"]
+    parent = (stored.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    out = {"thread_id": conf["thread_id"], "checkpoint_ns": conf.get("checkpoint_ns", "")}
+    return {"configurable": {**out, "checkpoint_id": parent} if parent else out}
 
 
 def _on_saver_loop(saver: Any, coro: Any) -> Any:

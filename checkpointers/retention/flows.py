@@ -3,14 +3,29 @@ thread, delete checkpoints, delete writes, delete blobs, delete a thread, list t
 the newest root ``ts``), which a backend per saver class performs (``backends``), each flow in one
 transaction where the store has them. The decisions are ``rules``; a flow only asks for what they
 need and deletes what they say.
+
+``snapshot_flow`` is the other kind: it stores the ``_DeltaSnapshot`` s a plan asks for before
+anything is deleted (``rules``, DeltaChannel threads), through the saver's own reads and ``put``
+(``ReadCheckpoint``, ``ReadHistory``, ``PutSnapshot``), each committed as the saver commits a put;
+a backend runs it with ``snapshots``/``asnapshots``, outside any retention transaction.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Generator
+from collections.abc import Callable, Collection, Generator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, DeltaChannelHistory
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.errors import EmptyChannelError
+
+# LangGraph's own bookkeeping for a version moved on only to store a snapshot: the nodes that had
+# seen the old version see the new one, so resuming from the checkpoint reruns nothing
+from langgraph.pregel._checkpoint import _mark_bumps_seen
 
 from .rules import (
     BRANCH_GRACE,
@@ -32,12 +47,17 @@ __all__ = [
     "LoadThread",
     "NewestTs",
     "Op",
+    "PutSnapshot",
+    "ReadCheckpoint",
+    "ReadHistory",
     "SweptThread",
     "apply_flow",
     "delete_thread_flow",
     "list_threads_flow",
     "retain_flow",
+    "snapshot_flow",
     "sweep_thread_flow",
+    "with_snapshots",
 ]
 
 # -- operations -----------------------------------------------------------------------------------
@@ -87,7 +107,31 @@ class NewestTs(NamedTuple):
     thread_id: str
 
 
-Op = LoadThread | DeleteCheckpoints | DeleteWrites | DeleteBlobs | DeleteThread | ListThreads | NewestTs
+class ReadCheckpoint(NamedTuple):
+    """The saver's ``get_tuple`` of one checkpoint (None: not stored)."""
+
+    thread_id: str
+    ns: str
+    id: str
+
+
+class ReadHistory(NamedTuple):
+    """The saver's ``get_delta_channel_history`` of ``channels`` at the checkpoint ``config`` names."""
+
+    config: RunnableConfig
+    channels: tuple[str, ...]
+
+
+class PutSnapshot(NamedTuple):
+    """Store the checkpoint ``stored`` read again, each channel of ``values`` as a
+    ``_DeltaSnapshot`` of its value (``with_snapshots``), through the saver's ``put``."""
+
+    stored: CheckpointTuple
+    values: Mapping[str, Any]
+
+
+Op = (LoadThread | DeleteCheckpoints | DeleteWrites | DeleteBlobs | DeleteThread | ListThreads | NewestTs
+      | ReadCheckpoint | ReadHistory | PutSnapshot)
 Flow = Generator[Op, Any, Any]
 
 
@@ -178,3 +222,72 @@ def sweep_thread_flow(
         return SweptThread("trimmed", Deleted(plan.checkpoint_count, plan.writes, plan.blob_count))
     return SweptThread("trimmed", (yield from apply_flow(plan)))
 
+
+
+# -- snapshots at the cut (DeltaChannel threads) ---------------------------------------------------
+
+#: a rebuilt channel with no value: nothing to store a snapshot of
+_EMPTY: Any = object()
+
+
+def _rebuilt(spec: DeltaChannel[Any], history: DeltaChannelHistory | None) -> Any:
+    """The value LangGraph rebuilds from ``history`` with the channel ``spec`` (its ``_replay``)."""
+    seed = history.get("seed", None) if history is not None else None
+    channel = spec.from_checkpoint(seed)
+    channel.replay_writes(history["writes"] if history is not None else ())
+    try:
+        return channel.get()
+    except EmptyChannelError:
+        return _EMPTY
+
+
+def with_snapshots(
+    checkpoint: Checkpoint, values: Mapping[str, Any], next_version: Callable[[Any, None], Any]
+) -> tuple[Checkpoint, dict[str, Any]]:
+    """``checkpoint`` with each channel of ``values`` stored as ``_DeltaSnapshot(value)`` at a new
+    version (``next_version``: the saver's ``get_next_version``), and those new versions (the
+    ``new_versions`` of its ``put``). The new version leaves the blob the old one names as it is
+    for the checkpoints after this one that name it; ``versions_seen`` moves on with it as
+    LangGraph's own snapshot bumps do. The given checkpoint is unchanged."""
+    versions = dict(checkpoint["channel_versions"])
+    bumped: dict[str, tuple[Any, Any]] = {}
+    for name in values:
+        old = versions.get(name)
+        versions[name] = next_version(old, None)
+        bumped[name] = (old, versions[name])
+    channel_values = {**checkpoint["channel_values"],
+                      **{name: _DeltaSnapshot(value) for name, value in values.items()}}
+    seen = _mark_bumps_seen(dict(checkpoint["versions_seen"]), bumped, {})
+    new: Checkpoint = {**checkpoint, "channel_values": channel_values, "channel_versions": versions,
+                       "versions_seen": seen}
+    return new, {name: versions[name] for name in values}
+
+
+def snapshot_flow(
+    thread_id: str, keep_last: int, channels: Mapping[str, DeltaChannel[Any]],
+    protect: Collection[tuple[str, str]] = (), *, branch_grace: timedelta = BRANCH_GRACE,
+    now: datetime | None = None,
+) -> Generator[Op, Any, int]:
+    """Store the snapshots retention of ``thread_id`` asks for (``plan_retention(rebuildable=)``):
+    at each checkpoint, the value each of its rebuilt ``channels`` has there, read through the
+    saver (its ``get_delta_channel_history``) and replayed by the channel as LangGraph replays it.
+    Returns how many checkpoints were stored again. A checkpoint gone meanwhile, or a channel that
+    rebuilds empty there, is left as it is: retention then keeps its ancestors."""
+    state: ThreadState = yield LoadThread(thread_id)
+    plan = plan_retention(state, keep_last=keep_last, protect=protect, now=now,
+                          branch_grace=branch_grace, rebuildable=channels.keys())
+    written = 0
+    for ns, points in plan.snapshots.items():
+        for cid, names in points.items():
+            stored: CheckpointTuple | None = yield ReadCheckpoint(thread_id, ns, cid)
+            if stored is None:
+                continue
+            histories: Mapping[str, DeltaChannelHistory] = yield ReadHistory(
+                stored.config, tuple(sorted(names))
+            )
+            values = {name: _rebuilt(channels[name], histories.get(name)) for name in sorted(names)}
+            if any(v is _EMPTY for v in values.values()):
+                continue
+            yield PutSnapshot(stored, values)
+            written += 1
+    return written

@@ -52,13 +52,31 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   own values, so a channel held by one ancestor does not end the walk while another is still
   rebuilt. A checkpoint that holds every value keeps no ancestor, whatever made it (snapshots
   due together, a fork, a reduced value written at a reduction). Delta channels that snapshot
-  at different times can make that point lie far back: everything back to it stays. On such a
-  thread a checkpoint a run may still be extending (above) is kept on row savers too: the run's
-  next checkpoint is rebuilt through it; and so is one that a newer checkpoint superseded as the
-  latest less than ``SUPERSEDED_GRACE`` (at most ``branch_grace``) ago: a run that started from
-  it may not have stored its first checkpoint yet (LangGraph puts it in the background), and a
-  DeltaChannel value, unlike the others, cannot be stored again by that checkpoint. A blob saver
-  stores a value once per (channel, version): a checkpoint reads the snapshot an older one
+  at different times can make that point lie far back: everything back to it stays, unless the
+  caller can rebuild the channels (it knows their ``DeltaChannel``, ``rebuildable``): then a
+  kept checkpoint whose parent is not kept anyway and whose rebuilt channels it can all rebuild
+  gets a ``_DeltaSnapshot`` of the value it rebuilds (``RetentionPlan.snapshots``), and its
+  ancestors go. LangGraph's second safe way, in two steps that each leave the thread whole: the
+  snapshots are stored first (``flows.snapshot_flow``, through the saver's own ``put``, its own
+  commit), and the deletions are planned again from what is then stored, where those
+  checkpoints rebuild nothing; a process killed in between leaves snapshots of values that were
+  already there. A snapshot stored at a checkpoint moves its version of the channel on (as
+  LangGraph does when it snapshots a channel it did not write): a blob saver stores a value once
+  per (channel, version), and the checkpoints after it that name the old version keep reading
+  it (they rebuild through this one). On such a thread a checkpoint a run may still be
+  extending (above) is kept on row savers too: the run's next checkpoint is rebuilt through it.
+  So is a checkpoint another run may have read as the thread's latest and not yet stored its
+  first checkpoint after (LangGraph puts it in the background, just after the read): a
+  DeltaChannel value, unlike the others, cannot be stored again by that first checkpoint, which
+  is rebuilt through the one read. Such a reader read a
+  checkpoint while it was the latest and puts before ``SUPERSEDED_GRACE`` (at most
+  ``branch_grace``) has passed and before the thread has ``SUPERSEDED_KEEP`` newer checkpoints
+  (its first put follows its read within one step of a racing run). So of the checkpoints a newer
+  one superseded as the latest less than ``SUPERSEDED_GRACE`` ago, the newest ``SUPERSEDED_KEEP``
+  of each namespace are kept: a bound in checkpoints, not in time, so a fast thread stays as flat
+  as a slow one. Sequential runs need none of it: a run's first put supersedes the checkpoint it
+  read, which stays the latest (never deleted) until then. A blob saver stores a value once
+  per (channel, version): a checkpoint reads the snapshot an older one
   stored while the channel is unchanged, and that older checkpoint is kept too (blob offload
   records a value's references under the checkpoint that stored it).
 """
@@ -77,6 +95,7 @@ __all__ = [
     "BRANCH_GRACE",
     "ROOT_NS",
     "SUPERSEDED_GRACE",
+    "SUPERSEDED_KEEP",
     "DeltaChannelRetentionError",
     "RetentionPlan",
     "StoredCheckpoint",
@@ -105,6 +124,10 @@ BRANCH_GRACE = timedelta(hours=1)
 #: thread's latest (a run that read it may not have stored its first checkpoint yet); at most
 #: ``branch_grace``.
 SUPERSEDED_GRACE = timedelta(minutes=1)
+
+#: DeltaChannel threads: how many of the checkpoints superseded less than ``SUPERSEDED_GRACE`` ago
+#: stay, per namespace (the newest).
+SUPERSEDED_KEEP = 2
 
 # uuid6 timestamps count 100 ns intervals since the Gregorian calendar's start (RFC 9562).
 _GREGORIAN_TO_UNIX_100NS = 0x01B21DD213814000
@@ -229,6 +252,9 @@ class RetentionPlan:
     kept: Mapping[str, tuple[str, ...]]
     #: namespace -> ids of checkpoints not stored whose writes are deleted (orphaned writes)
     orphans: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: namespace -> checkpoint id -> the delta channels to store a snapshot of there first
+    #: (``plan_retention(rebuildable=...)``): the deletions assume those snapshots are stored
+    snapshots: Mapping[str, Mapping[str, frozenset[str]]] = field(default_factory=dict)
 
     @property
     def checkpoint_count(self) -> int:
@@ -250,11 +276,15 @@ def plan_retention(
     protect: Collection[tuple[str, str]] = (),
     now: datetime | None = None,
     branch_grace: timedelta = BRANCH_GRACE,
+    rebuildable: Collection[str] = (),
 ) -> RetentionPlan:
     """What to delete of ``thread`` to keep ``keep_last`` root checkpoints (rules: module doc).
 
     ``protect``: (namespace, checkpoint id) pairs never deleted. ``now`` (default: the clock) and
-    ``branch_grace`` decide which checkpoints a run may still be extending.
+    ``branch_grace`` decide which checkpoints a run may still be extending. ``rebuildable``: the
+    delta channels the caller can rebuild and store as a snapshot; the plan's ``snapshots`` say
+    where, and its deletions are those left once they are stored (a caller stores them first,
+    then plans again without ``rebuildable``: module doc).
     """
     keep_last = validate_keep_last(keep_last) or 1
     branch_grace = validate_branch_grace(branch_grace)
@@ -281,6 +311,8 @@ def plan_retention(
     oldest_root = roots[-1] if roots else None
     interrupted = {(w.ns, w.id) for w in thread.writes if w.interrupt}
 
+    cuts = frozenset(rebuildable)
+    snapshots: dict[str, dict[str, frozenset[str]]] = {}
     kept: dict[str, list[StoredCheckpoint]] = {}
     for ns, stored in by_ns.items():
         head = stored[0]
@@ -294,7 +326,11 @@ def plan_retention(
             keep = stored  # its root checkpoint is not saved yet
         keep_ids = {c.id for c in keep}
         keep += [c for c in stored if c.id not in keep_ids and (ns, c.id) in spared]
-        kept[ns] = _with_delta_ancestors(keep, stored, thread.blobs is not None) if delta else keep
+        if delta:
+            at = snapshots.setdefault(ns, {})
+            kept[ns] = _with_delta_ancestors(keep, stored, thread.blobs is not None, cuts, at)
+        else:
+            kept[ns] = keep
 
     deleted: dict[str, tuple[str, ...]] = {}
     blobs: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -323,6 +359,7 @@ def plan_retention(
         writes=writes,
         kept={ns: tuple(c.id for c in keep) for ns, keep in kept.items()},
         orphans=orphans,
+        snapshots={ns: at for ns, at in snapshots.items() if at},
     )
 
 
@@ -333,17 +370,22 @@ def _is_call(ns: str, head: StoredCheckpoint) -> bool:
 
 
 def _with_delta_ancestors(
-    keep: Sequence[StoredCheckpoint], stored: Sequence[StoredCheckpoint], shared: bool
+    keep: Sequence[StoredCheckpoint], stored: Sequence[StoredCheckpoint], shared: bool,
+    rebuildable: frozenset[str] = frozenset(), snapshots: dict[str, frozenset[str]] | None = None,
 ) -> list[StoredCheckpoint]:
     """``keep`` and what its delta channels are rebuilt from (rules: module doc), in ``stored``'s
     order (newest first): the parent of each checkpoint kept that rebuilds a delta channel, and
-    (``shared``: a blob saver) the checkpoint that stored each delta value one kept reads."""
+    (``shared``: a blob saver) the checkpoint that stored each delta value one kept reads. A
+    checkpoint whose parent is not kept anyway and whose rebuilt channels are all
+    ``rebuildable`` gets a snapshot of them instead (recorded in ``snapshots``): its walk ends
+    there."""
     by_id = {c.id: c for c in stored}
     read = {entry for c in stored for entry in c.held} if shared else set()
     writer: dict[tuple[str, str], str] = {}
     for c in stored:  # newest first: the oldest checkpoint naming a value stored it
         for entry in read.intersection(c.versions.items()):
             writer[entry] = c.id
+    base = {c.id for c in keep}
     keep_ids: set[str] = set()
     todo = list(keep)
     while todo:
@@ -352,7 +394,10 @@ def _with_delta_ancestors(
             continue
         keep_ids.add(c.id)
         if c.unseeded and c.parent in by_id:
-            todo.append(by_id[c.parent])
+            if snapshots is not None and c.parent not in base and c.unseeded <= rebuildable:
+                snapshots[c.id] = c.unseeded
+            else:
+                todo.append(by_id[c.parent])
         if shared:
             todo.extend(by_id[writer[entry]] for entry in c.held)
     return [c for c in stored if c.id in keep_ids]
@@ -361,12 +406,13 @@ def _with_delta_ancestors(
 def _superseded(
     by_ns: Mapping[str, Sequence[StoredCheckpoint]], now: datetime, grace: timedelta
 ) -> set[tuple[str, str]]:
-    """The checkpoints a newer one of their namespace superseded as the latest less than ``grace``
-    before ``now`` (by the time in the newer one's id): a run that started from one of them may
-    not have stored its first checkpoint, whose delta channels are rebuilt through it."""
+    """Of the checkpoints a newer one of their namespace superseded as the latest less than
+    ``grace`` before ``now`` (by the time in the newer one's id), the newest ``SUPERSEDED_KEEP``
+    of each namespace: a run that started from one of them may not have stored its first
+    checkpoint, whose delta channels are rebuilt through it (rules: module doc)."""
     out = set()
     for ns, stored in by_ns.items():  # each newest first
-        for newer, c in itertools.pairwise(stored):
+        for newer, c in itertools.islice(itertools.pairwise(stored), SUPERSEDED_KEEP):
             made = checkpoint_time(newer.id)
             if made is not None and now - made < grace:
                 out.add((ns, c.id))
