@@ -746,17 +746,19 @@ def delta(
 def print_delta(details: list[dict[str, Any]]) -> None:
     """The DeltaChannel table: one line per backend and config, a column pair per point."""
     points = sorted({d["turns"] for d in details})
-    cols = ["backend", "config"] + [f"{n} turns: MB, ms" for n in points]
+    cols = ["backend", "config"] + [f"{n} turns: MB (rows), ms" for n in points]
     cells = []
     for kind in dict.fromkeys(d["kind"] for d in details):
         for variant in DELTA_VARIANTS:
             at = {d["turns"]: d for d in details if d["kind"] == kind and d["variant"] == variant}
             if at:
                 cells.append([kind, variant] + [
-                    f"{at[n]['stored_bytes'] / 1e6:.3f}, {at[n]['get_state_ms']:.1f}" if n in at else ""
+                    f"{at[n]['stored_bytes'] / 1e6:.3f} ({at[n]['row_bytes'] / 1e6:.3f}), "
+                    f"{at[n]['get_state_ms']:.1f}" if n in at else ""
                     for n in points])
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    print(f"stored MB (file / pg_total_relation_size), get_state ms (median of {GET_STATE_CALLS} calls)")
+    print(f"stored MB (SQLite: file; PostgreSQL: pg_total_relation_size), row MB in brackets, "
+          f"get_state ms (median of {GET_STATE_CALLS} calls)")
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))

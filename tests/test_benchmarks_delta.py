@@ -49,7 +49,7 @@ def test_the_quick_delta_benchmark_measures_every_config_at_every_point(
     bench.print_delta(details)
     table = capsys.readouterr().out.splitlines()
     assert table[0].startswith("stored MB") and f"median of {bench.GET_STATE_CALLS} calls" in table[0]
-    assert re.split(r"\s{2,}", table[1])[:3] == ["backend", "config", f"{points[0]} turns: MB, ms"]
+    assert re.split(r"\s{2,}", table[1])[:3] == ["backend", "config", f"{points[0]} turns: MB (rows), ms"]
     assert len(table) == 2 + 2 * len(bench.DELTA_VARIANTS)
 
 
