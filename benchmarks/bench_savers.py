@@ -40,8 +40,24 @@
    latency of a 40-message checkpoint holding two images, reducer with and without offload,
    interleaved, median of many calls.
 
+5. DeltaChannel threads (``--delta``, also part of the full run): four configs, each one thread run
+   once to the last point and measured at 100, 300, 500 and 1,000 turns (4, 8, 12, 16 with
+   ``quick``; ``--points`` chooses others), on SQLite (a file) and PostgreSQL: deepagents'
+   ``create_deep_agent`` (its ``messages`` and ``files`` channels are DeltaChannels) with the
+   scripted tool-calling model of ``tests/agent_script.py``, bare and through
+   ``ReducingCheckpointSaver(inner, MessageReducer(min_messages=20, max_messages=40), keep_last=2)``
+   with default settings (what a user gets); the tool agent above with its ``messages`` channel a
+   ``DeltaChannel`` of batch ``add_messages``, bare and through the same saver. At each point:
+   stored bytes (SQLite: file bytes after a WAL checkpoint; PostgreSQL: ``pg_total_relation_size``
+   of the checkpoint tables), row bytes, the messages ``get_state`` loads and the median of five
+   ``get_state`` calls. Targets: each reduced config flat from the second-to-last point to the last
+   (stored bytes within 1.25x), and the reduced deepagents thread >= 10x below the bare one at the
+   last point. A bare deepagents turn takes longer as its thread grows, so its 1,000-turn run takes
+   far longer than the others (docs/benchmarks.md gives the times measured).
+
 Every ratio is measured against a baseline run in the same process. Run:
-``python benchmarks/bench_savers.py [--quick] [--retention] [--offload]``.
+``python benchmarks/bench_savers.py [--quick] [--retention] [--offload] [--delta [--points N,N,...]
+[--backends sqlite,postgres]]``.
 """
 
 from __future__ import annotations
@@ -209,6 +225,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
             })
     rows += retention(quick)[0]
     rows += offload(quick)
+    rows += delta(quick)[0]
     return rows
 
 
@@ -616,6 +633,137 @@ def offload(quick: bool, repeats: int = 1) -> list[dict[str, Any]]:
     return rows
 
 
+# -- 5. DeltaChannel threads ------------------------------------------------------------------------
+
+#: the turns at which a DeltaChannel run is measured (one run per config, measured as it goes)
+DELTA_POINTS = (100, 300, 500, 1000)
+DELTA_QUICK_POINTS = (4, 8, 12, 16)
+#: how many ``get_state`` calls a point's time is the median of
+GET_STATE_CALLS = 5
+DELTA_FLAT_TARGET = 1.25
+DELTA_BELOW_TARGET = 10.0
+DELTA_VARIANTS = ("deepagents", "deepagents_keep_last", "delta_graph", "delta_graph_keep_last")
+
+
+def _delta_graph(variant: str, saver: Any) -> tuple[Any, Any]:
+    """(the compiled graph of ``variant`` over ``saver``, a function of the turn index giving its input)."""
+    checkpointer: Any = saver
+    if variant.endswith("_keep_last"):  # default settings: what a user gets
+        checkpointer = ReducingCheckpointSaver(saver, _reducer(), keep_last=2)
+    if variant.startswith("deepagents"):
+        from deepagents import create_deep_agent
+
+        from tests.agent_script import TOOLS, ScriptedModel, turns
+
+        agent = create_deep_agent(model=ScriptedModel(), tools=TOOLS,
+                                  system_prompt="You are a terse assistant.", checkpointer=checkpointer)
+        return agent, lambda turn: next(turns(1, start=turn))
+    graph = build_graph(checkpointer, content_chars=CONTENT_CHARS, state_schema=_delta_state())
+    return graph, lambda turn: _image_turn_input(turn, images=False)
+
+
+def delta_run(kind: str, variant: str, points: Sequence[int], workdir: Path,
+              pg_base: str | None) -> list[dict[str, Any]]:
+    """One thread of ``variant`` on ``kind``, run to ``points[-1]`` turns; at each point: stored bytes
+    (SQLite: file bytes after a WAL checkpoint; PostgreSQL: ``pg_total_relation_size`` of the
+    checkpoint tables), row bytes, the messages ``get_state`` loads and the median of
+    ``GET_STATE_CALLS`` ``get_state`` times."""
+    backend = _Store(kind, workdir, f"delta_{variant}", pg_base)
+    graph, turn_input = _delta_graph(variant, backend.saver)
+    config = thread_config("bench")
+    out: list[dict[str, Any]] = []
+    start = time.perf_counter()
+    for turn in range(points[-1]):
+        graph.invoke(turn_input(turn), config)
+        if turn + 1 not in points:
+            continue
+        times = []
+        for _ in range(GET_STATE_CALLS):
+            t = time.perf_counter()
+            state = graph.get_state(config)
+            times.append(time.perf_counter() - t)
+        out.append({
+            "kind": kind, "variant": variant, "turns": turn + 1,
+            "stored_bytes": (_db_bytes(backend.conn, backend.path) if kind == "sqlite"
+                             else _pg_relation_bytes(backend)),
+            "row_bytes": backend.checkpoint_row_bytes(),
+            "messages": len(state.values.get("messages", [])),
+            "get_state_ms": statistics.median(times) * 1e3,
+            "run_s": time.perf_counter() - start,
+        })
+        print("  ".join(f"{k}={_fmt(v)}" for k, v in out[-1].items()), file=sys.stderr, flush=True)
+    backend.close()
+    return out
+
+
+def delta(
+    quick: bool, pg_base: str | None = None, points: Sequence[int] | None = None,
+    backends: Sequence[str] = ("sqlite", "postgres"),
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(target rows in the table's format, one detail row per config and point): the DeltaChannel
+    section (module docstring, 5.), on SQLite and, when it can be had, PostgreSQL (``pg_base``, else
+    as ``retention`` finds one). ``points``: the turns to measure at (at least two, ascending),
+    instead of ``DELTA_POINTS`` (``DELTA_QUICK_POINTS`` when ``quick``); ``backends``: which of the
+    two to run."""
+    points = tuple(points) if points is not None else DELTA_QUICK_POINTS if quick else DELTA_POINTS
+    if len(points) < 2 or list(points) != sorted(set(points)) or points[0] < 1:
+        raise ValueError(f"points must be two or more ascending turn counts >= 1, got {list(points)}")
+    if not backends or set(backends) - {"sqlite", "postgres"}:
+        raise ValueError(f"backends must name sqlite, postgres or both, got {list(backends)}")
+    cluster = None
+    if pg_base is None and "postgres" in backends:
+        pg_base, cluster = _pg_base()
+    kinds = [k for k in ("sqlite", "postgres") if k in backends and (k == "sqlite" or pg_base)]
+    rows: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
+    mid, last = points[-2], points[-1]
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-delta-") as tmp:
+            for kind in kinds:
+                runs = {v: {r["turns"]: r for r in delta_run(kind, v, points, Path(tmp), pg_base)}
+                        for v in DELTA_VARIANTS}
+                details += [r for v in DELTA_VARIANTS for r in runs[v].values()]
+                measure = "file bytes" if kind == "sqlite" else "pg_total_relation_size"
+                for variant in ("deepagents_keep_last", "delta_graph_keep_last"):
+                    a, b = runs[variant][mid]["stored_bytes"], runs[variant][last]["stored_bytes"]
+                    rows.append({"benchmark": f"DeltaChannel, {kind}, {variant}",
+                                 "metric": f"{measure}: turn {last} / turn {mid}", "bare": a, "wrapped": b,
+                                 "ratio": b / a, "target": f"<= {DELTA_FLAT_TARGET:g}",
+                                 "met": b / a <= DELTA_FLAT_TARGET})
+                bare = runs["deepagents"][last]["stored_bytes"]
+                kept = runs["deepagents_keep_last"][last]["stored_bytes"]
+                rows.append({"benchmark": f"DeltaChannel, {kind}, deepagents, {last} turns",
+                             "metric": f"{measure}: bare / saver with keep_last=2", "bare": bare,
+                             "wrapped": kept,
+                             "ratio": bare / kept, "target": f">= {DELTA_BELOW_TARGET:g}",
+                             "met": bare / kept >= DELTA_BELOW_TARGET})
+    finally:
+        if cluster is not None:
+            cluster.stop()
+    return rows, details
+
+
+def print_delta(details: list[dict[str, Any]]) -> None:
+    """The DeltaChannel table: one line per backend and config, a column pair per point."""
+    points = sorted({d["turns"] for d in details})
+    cols = ["backend", "config"] + [f"{n} turns: MB (rows), ms" for n in points]
+    cells = []
+    for kind in dict.fromkeys(d["kind"] for d in details):
+        for variant in DELTA_VARIANTS:
+            at = {d["turns"]: d for d in details if d["kind"] == kind and d["variant"] == variant}
+            if at:
+                cells.append([kind, variant] + [
+                    f"{at[n]['stored_bytes'] / 1e6:.3f} ({at[n]['row_bytes'] / 1e6:.3f}), "
+                    f"{at[n]['get_state_ms']:.1f}" if n in at else ""
+                    for n in points])
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    print(f"stored MB (SQLite: file; PostgreSQL: pg_total_relation_size), row MB in brackets, "
+          f"get_state ms (median of {GET_STATE_CALLS} calls)")
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
+    for row in cells:
+        print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
+
+
 def print_details(details: list[dict[str, Any]]) -> None:
     cols = ["kind", "variant", "turns", "checkpoint_rows", "archive_rows", "file_bytes", "turn_ms_51_100",
             "turn_ms_last_50", "rows_max_51_100", "rows_max_last_50", "transcript_turns"]
@@ -652,11 +800,21 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="100 turns and fewer puts")
     parser.add_argument("--retention", action="store_true", help="only the retention benchmark (3.)")
     parser.add_argument("--offload", action="store_true", help="only the offload benchmark (4.)")
+    parser.add_argument("--delta", action="store_true", help="only the DeltaChannel benchmark (5.)")
+    parser.add_argument("--points", type=lambda s: [int(x) for x in s.split(",")], default=None,
+                        help="turns to measure the DeltaChannel benchmark at, e.g. 100,300,500,1000")
+    parser.add_argument("--backends", type=lambda s: s.split(","), default=["sqlite", "postgres"],
+                        help="the DeltaChannel benchmark's backends: sqlite, postgres or both (default)")
     parser.add_argument("--runs", type=int, default=1, help="runs of the offload latency rows (median)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; times in seconds (wall) and µs (put)")
     if args.offload:
         print_table(offload(args.quick, args.runs))
+    elif args.delta:
+        table, details = delta(args.quick, points=args.points, backends=args.backends)
+        print_table(table)
+        print()
+        print_delta(details)
     elif args.retention:
         table, details = retention(args.quick)
         print_table(table)

@@ -38,11 +38,12 @@ from langgraph.checkpoint.base.id import uuid6
 from agentstate_reducer import MessageReducer, telemetry
 
 from . import retention as r
+from .inplace_offload import offload_store, rewrites_in_place
 from .offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow
 from .offload.config import BlobOffload, BlobRunner
-from .offload.inplace import offload_store, rewrites_in_place
 from .offload.ops import HasBlobs
 from .reduction import reduce_checkpoint
+from .retention.blobs import bind_offload
 
 __all__ = [
     "COMPACT_MARKER",
@@ -193,7 +194,7 @@ def _blob_io(
     if not backend.stores_blobs or not backend.run(_has_blobs_flow()):
         return None
     offload = offload if offload is not None and offload.store is None else BlobOffload()
-    return offload.bind(backend.saver), offload
+    return bind_offload(offload, backend.saver), offload
 
 
 def _has_blobs_flow() -> Any:
@@ -290,7 +291,7 @@ def compact_store(
 
     On a SQLite or PostgreSQL store holding offloaded blobs, read through a saver without offload
     of its own, a run that deletes first records the blob references every stored checkpoint of
-    every thread holds (``offload.inplace.offload_store`` with no threshold a value reaches, so
+    every thread holds (``inplace_offload.offload_store`` with no threshold a value reaches, so
     nothing new is offloaded): a checkpoint a saver without offload wrote copies the references it
     read without recording them, and the deletions would otherwise collect blobs it still names.
     A reference to a missing or corrupt blob then raises ``BlobError`` before anything is deleted.

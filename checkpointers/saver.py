@@ -72,7 +72,6 @@ from .offload.checkpoint import (
     stored_writes_flow,
 )
 from .offload.config import BlobOffload, BlobRunner
-from .offload.follow import drop_refs_flow
 from .offload.ops import DropRefs
 from .reduction import (
     DEFAULT_MEMO,
@@ -85,6 +84,8 @@ from .reduction import (
     reduce_for_put,
     resolve_memo,
 )
+from .retention.blobs import bind_offload
+from .retention.follow import drop_refs_flow
 
 __all__ = ["ReducingCheckpointSaver"]
 
@@ -203,7 +204,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
         self._offload = offload
         self._blobs: BlobRunner | None = None
         if offload is not None and not _adopt_offload(inner, offload):
-            self._blobs = offload.bind(inner)
+            self._blobs = bind_offload(offload, inner)
         runner = self.blob_runner
         if runner is not None:
             # the archive stores references to this saver's blobs, not the bytes again

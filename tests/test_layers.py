@@ -291,3 +291,59 @@ def test_the_reference_check_sees_a_reference_module_importing_the_column_path()
     graph = _core_graph()
     graph["agentstate_reducer.planner"] = {*graph["agentstate_reducer.planner"], f"{FAST}.bulk"}
     assert "agentstate_reducer.planner reaches agentstate_reducer._columns" in _reference_reaching_fast(graph)
+
+
+def _unit(module: str) -> str:
+    """The unit a module belongs to for the package check: its subpackage two levels down
+    (``checkpointers.retention``, ``agentstate_reducer._columns``), else the module itself (a
+    top-level module such as ``checkpointers._flow`` is a unit of its own, which its subpackages
+    may share)."""
+    parts = module.split(".")
+    top = ROOT / parts[0]
+    if len(parts) > 1 and (top / parts[1]).is_dir():
+        return ".".join(parts[:2])
+    return module
+
+
+def _package_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every cycle among the units of ``graph`` (modules collapsed into their units)."""
+    units: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        here = _unit(module)
+        units.setdefault(here, set()).update(t for t in map(_unit, targets) if t != here)
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(units.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append([*stack[stack.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, [*stack, nxt])
+        state[node] = 2
+
+    for node in sorted(units):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_no_two_packages_import_each_other() -> None:
+    """Subpackages point one way: ``checkpointers.retention`` may import ``checkpointers.offload``
+    (it drops blob references as it deletes), never the reverse; what composes two subpackages lives
+    above both, and what they share (``_flow``, ``_sql``) in a module of its own."""
+    assert _package_cycles(_import_graph((CORE, SAVERS))) == []
+
+
+def test_the_package_check_finds_two_packages_importing_each_other() -> None:
+    """The check can fail: two subpackages importing each other through different modules (no
+    module-level cycle) are reported."""
+    graph = {
+        "checkpointers.offload.follow": {"checkpointers.retention.flows"},
+        "checkpointers.retention.flows": set(),
+        "checkpointers.retention.backends": {"checkpointers.offload.follow"},
+        "checkpointers._flow": set(),
+    }
+    cycle = ["checkpointers.offload", "checkpointers.retention", "checkpointers.offload"]
+    assert _package_cycles(graph) == [cycle]

@@ -2,7 +2,7 @@
 SQLite files and PostgreSQL databases written without offload (and mixed stores, part written with
 offload on), the archive's references, and Cosmos DB's blob items.
 
-Each example states the invariants of ``checkpointers.offload.inplace`` on the public API: every
+Each example states the invariants of ``checkpointers.inplace_offload`` on the public API: every
 ``get_tuple``/``list`` through ``ReducingCheckpointSaver(inner, reducer, offload=...)`` reads what a
 bare saver read before; the raw rows hold no large payload; the blobs stored are exactly the blobs
 named; a second run and a dry run write nothing."""
@@ -25,7 +25,7 @@ from langgraph.types import Interrupt
 
 from agentstate_reducer import MessageReducer
 from checkpointers import BlobOffload, ReducingCheckpointSaver
-from checkpointers.offload.inplace import offload_store
+from checkpointers.inplace_offload import offload_store
 from tests.test_cli import dump_rows, open_saver
 from tests.test_cli_compact_offload import raw_values
 from tests.test_offload_retention import _named

@@ -20,7 +20,7 @@ Invariants:
 * ``--older-than`` is a positive age and ``--keep-last`` at least 1; anything else is refused
   before the store is opened, saying the allowed form and why;
 * ``--offload`` first rewrites every stored checkpoint and pending write of the threads in place
-  with their large and binary content stored once as blobs (``checkpointers.offload.inplace``), by
+  with their large and binary content stored once as blobs (``checkpointers.inplace_offload``), by
   ``--min-bytes``/``--tool-min-bytes`` (``BlobOffload``'s); then the run goes on as without it. A
   real run that rewrote something vacuums SQLite as a deleting run does. SQLite and PostgreSQL
   only: a Cosmos DB store is refused before it is opened;
@@ -45,7 +45,7 @@ from .urls import in_text, parse_store_url
 
 if TYPE_CHECKING:
     from checkpointers.compact import StoreCompaction, ThreadCompaction
-    from checkpointers.offload.inplace import StoreOffload
+    from checkpointers.inplace_offload import StoreOffload
 
 _DURATION = re.compile(r"\s*(-?)\s*(\d+)\s*([smhdw])\s*\Z")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -264,8 +264,8 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
 
         offloaded = None
         if offload is not None:
+            from checkpointers.inplace_offload import offload_store
             from checkpointers.offload import BlobError
-            from checkpointers.offload.inplace import offload_store
 
             try:
                 with Progress(len(wanted), "offload") as bar:

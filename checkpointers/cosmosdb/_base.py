@@ -25,7 +25,6 @@ from .._flow import Flow, adrive, drive
 from ..delta import DeltaMemo, DeltaOp, GetTuple, Reduce, reduced_checkpoint_flow
 from ..offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow, stored_writes_flow
 from ..offload.config import BlobOffload, BlobRunner
-from ..offload.follow import drop_refs_flow
 from ..offload.ops import DropRefs
 from ..reduction import (
     DEFAULT_MEMO,
@@ -37,6 +36,8 @@ from ..reduction import (
     reduce_for_put,
     resolve_memo,
 )
+from ..retention.blobs import bind_offload
+from ..retention.follow import drop_refs_flow
 from ._mapping import (
     ITEM_OPS,
     Missing,
@@ -341,7 +342,7 @@ class CosmosSaverBase(_retention.RetentionSettings, BaseCheckpointSaver[str]):
                 "forever; use keep_last= (or prune/sweep) to bound the store instead of ttl"
             )
         self._offload = value
-        self._blobs = None if value is None else value.bind(self)
+        self._blobs = None if value is None else bind_offload(value, self)
 
     def _blob_safe(self, method: str) -> None:
         """Raise for a method that would copy or delete checkpoints without their blob references."""

@@ -5,9 +5,11 @@ checkpoint names it by a small reference; reads put the value back.
 Modules, each stating its invariants: ``transform`` (pure: what is offloaded, the reference form,
 the round trip), ``ops`` (the blob operations), ``checkpoint`` (what a saver stores and reads, as
 flows), ``sql``/``memory``/``store`` (the operations on SQLite and PostgreSQL tables, beside an
-``InMemorySaver``, in a ``BaseStore``), ``follow`` (blobs follow retention's deletions).
+``InMemorySaver``, in a ``BaseStore``). Offload imports nothing of retention: retention makes blobs
+follow its deletions (``checkpointers.retention.follow``), and offloading a stored thread in place
+composes both (``checkpointers.inplace_offload``).
 
-Names load on first use: ``checkpointers.retention`` imports the modules below this one.
+Names load on first use: importing one module (``ops``) loads no other.
 """
 
 from __future__ import annotations

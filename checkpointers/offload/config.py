@@ -1,4 +1,6 @@
-"""``BlobOffload``: what a saver offloads, and where the blobs live.
+"""``BlobOffload``: what a saver offloads, and where the blobs live. A saver gets the runner of its
+blob operations from ``checkpointers.retention.blobs.bind_offload`` (blobs in its own database run
+through its retention backend).
 
 >>> from checkpointers import BlobOffload
 >>> BlobOffload(min_bytes=8192)
@@ -12,7 +14,7 @@ from typing import Any
 from .._flow import Flow, adrive, drive
 from .transform import Offloader
 
-__all__ = ["BlobOffload", "BlobRunner"]
+__all__ = ["BlobOffload", "BlobRunner", "StoreRunner"]
 
 
 class BlobRunner:
@@ -37,61 +39,8 @@ class BlobRunner:
         raise NotImplementedError
 
 
-def _started(flow: Flow[Any, Any, Any]) -> tuple[bool, Any]:
-    """(False, what ``flow`` returns) when it asks for nothing; else (True, the same flow, its
-    first operation asked again), so a flow without I/O opens no transaction."""
-    try:
-        op = next(flow)
-    except StopIteration as stop:
-        return False, stop.value
-
-    def rest() -> Flow[Any, Any, Any]:
-        nonlocal op
-        while True:
-            try:
-                result = yield op
-            except Exception as exc:
-                error: Exception | None = exc
-            else:
-                error = None
-            try:
-                op = flow.send(result) if error is None else flow.throw(error)
-            except StopIteration as stop:
-                return stop.value
-
-    return True, rest()
-
-
-class _BackendRunner(BlobRunner):
-    """In the saver's own database, through its retention backend (one transaction per flow; none
-    for a flow that asks for nothing)."""
-
-    def __init__(self, backend: Any, saver: Any) -> None:
-        self.backend = backend
-        conn = getattr(saver, "conn", None)
-        self.storage = conn if conn is not None else getattr(saver, "storage", saver)
-        name = type(saver).__name__
-        where = getattr(backend, "blob_where", None)
-        if where is None:
-            where = "the InMemorySaver's blobs" if "Memory" in name else f"the {name}'s blob table"
-        self.where = where
-
-    @property
-    def loop(self) -> Any:
-        # read when asked: an async saver may learn its loop only at its first call
-        return getattr(self.backend.saver, "loop", None) if self.backend.is_async else None
-
-    def run(self, flow: Flow[Any, Any, Any]) -> Any:
-        asks, value = _started(flow)
-        return self.backend.run(value) if asks else value
-
-    async def arun(self, flow: Flow[Any, Any, Any]) -> Any:
-        asks, value = _started(flow)
-        return await self.backend.arun(value) if asks else value
-
-
-class _StoreRunner(BlobRunner):
-    """In a ``BaseStore`` (``offload.store``), outside the saver's database."""
+class StoreRunner(BlobRunner):
+    """In a ``BaseStore`` (``BlobOffload(store=...)``), outside the saver's database."""
 
     separate = True
 
@@ -154,27 +103,3 @@ class BlobOffload:
     def __repr__(self) -> str:
         store = None if self.store is None else type(self.store).__name__
         return f"BlobOffload(min_bytes={self.min_bytes}, tool_min_bytes={self.tool_min_bytes}, store={store})"
-
-    def bind(self, saver: Any) -> BlobRunner:
-        """The runner of blob operations for ``saver`` (the innermost saver that stores).
-
-        Raises:
-            TypeError: ``store`` is None and ``saver`` keeps no blobs of its own.
-        """
-        runner = self._runner(saver)
-        runner.offloader = self.offloader
-        return runner
-
-    def _runner(self, saver: Any) -> BlobRunner:
-        if self.store is not None:
-            return _StoreRunner(self.store)
-        from ..retention.backends import backend_for, supported_savers, supports_retention
-
-        if not supports_retention(type(saver)) or not backend_for(saver).stores_blobs:
-            raise TypeError(
-                f"BlobOffload keeps blobs in the saver's own database on {', '.join(supported_savers())}; "
-                f"{type(saver).__name__} has no blob storage of its own: pass BlobOffload(store=<a "
-                "BaseStore>) to keep them there"
-            )
-        backend = backend_for(saver)
-        return _BackendRunner(backend, saver)

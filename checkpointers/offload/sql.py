@@ -19,7 +19,7 @@ import json
 from collections.abc import Generator, Sequence
 from typing import Any
 
-from ..retention.sql import Sql
+from .._sql import Sql
 from .ops import BlobOp, BlobUsage, Collect, DropRefs, HasBlobs, LoadBlobs, SaveBlobs
 
 __all__ = ["BLOB_TABLES", "BlobSql", "PostgresBlobSql", "SqliteBlobSql"]

@@ -17,9 +17,9 @@ Retention follows the rows here although they live outside the saver's database:
 that deletes checkpoints of a wrapper with ``BlobOffload(store=...)`` (its ``keep_last`` after a
 put, ``prune``, ``delete_thread``, ``checkpointers.retention.sweep``, ``compact_store``) finds its
 backend through ``retention.backend_for``, which gives it a ``FollowingBackend``: the flow runs in
-the saver's transaction and records what it deleted (``follow.recording``), and only after that
-transaction commits are those checkpoints' rows dropped and their blobs collected here
-(``follow.drop_refs_flow``), sync and async alike. The order is what makes a crash safe:
+the saver's transaction and records what it deleted (``retention.follow.recording``), and only
+after that transaction commits are those checkpoints' rows dropped and their blobs collected here
+(``retention.follow.drop_refs_flow``), sync and async alike. The order is what makes a crash safe:
 checkpoints first, then their rows, then the blobs. Stopped between two steps, the store keeps what
 nothing needs and loses nothing: rows of deleted checkpoints (dropped with their thread by
 ``delete_thread`` or a ``sweep``'s ``older_than``) or blobs no row names (collected when a later

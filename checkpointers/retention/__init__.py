@@ -7,6 +7,8 @@ One package, a module per job; each module's docstring states its invariants:
 * ``flows``: the I/O as flows (``checkpointers._flow``) of a few operations (load a thread, delete
   checkpoints, writes, blobs, a thread, ...), sweep and prune included;
 * ``sql``: those operations as SQL on the SQLite and PostgreSQL savers' tables;
+* ``follow``: offloaded blobs follow each deletion; ``blobs``: a saver's blob operations run
+  through its backend (``checkpointers.offload`` stays below retention: it imports nothing of it);
 * ``backends``: one backend per saver class performs the operations, each flow in one transaction
   where the store has them; the registry (``register``, ``backend_for``, ``supports_retention``)
   through which another saver package adds its own (the Cosmos DB savers do);

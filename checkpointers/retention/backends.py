@@ -29,7 +29,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.serde.types import INTERRUPT
 
 from .._flow import adrive, drive, translating
-from ..offload.follow import drop_refs_flow, follow_blobs, recording
 from ..offload.memory import memory_blobs
 from ..offload.ops import BLOB_OPS, BlobUsage, Collect, DropRefs, HasBlobs, LoadBlobs, SaveBlobs
 from ..offload.sql import BlobSql, PostgresBlobSql, SqliteBlobSql
@@ -48,6 +47,7 @@ from .flows import (
     ReadHistory,
     with_snapshots,
 )
+from .follow import drop_refs_flow, follow_blobs, recording
 from .rules import ROOT_NS, StoredWrites, ThreadState, delta_counters, stored_checkpoint
 from .sql import PG_SIZE_SQL, PG_VACUUM_SQL, PostgresDialect, Sql, SqliteDialect
 

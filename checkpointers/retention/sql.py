@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Generator, Sequence
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any
 
 from langgraph.checkpoint.serde.types import INTERRUPT
 
+from .._sql import Sql
 from .flows import (
     DeleteBlobs,
     DeleteCheckpoints,
@@ -36,12 +37,6 @@ __all__ = [
     "SqlDialect",
     "SqliteDialect",
 ]
-
-
-class Sql(NamedTuple):
-    text: str
-    params: Sequence[Any]
-    fetch: bool = False
 
 
 class SqlDialect:

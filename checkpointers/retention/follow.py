@@ -1,6 +1,6 @@
 """Blobs follow their references through retention: each deletion of a retention flow
-(``checkpointers.retention.flows``) maps to the ``ops.DropRefs`` of what it deleted
-(``drop_refs_for``), and the blobs those rows named are collected at the end (``ops.Collect``:
+(``flows``) maps to the ``checkpointers.offload.ops.DropRefs`` of what it deleted
+(``drop_refs_for``), and the blobs those rows named are collected at the end (``Collect``:
 each deleted unless another row names it).
 
 Two ways, by where the blobs live:
@@ -12,7 +12,7 @@ Two ways, by where the blobs live:
 * ``recording(flow, drops)`` then ``drop_refs_flow(drops)``: blobs elsewhere (a ``BaseStore``,
   ``checkpointers.offload.store``). The retention flow runs in the saver's transaction and records
   the ``DropRefs`` of each deletion it performed; only once that transaction has committed are the
-  rows dropped and the blobs collected in the blob store (``retention.backends.FollowingBackend``).
+  rows dropped and the blobs collected in the blob store (``backends.FollowingBackend``).
   Checkpoints go first, rows second, blobs last: a crash between two steps leaves blobs kept that
   nothing names (collected by the next retention of a thread naming them, or never), never a
   reference to a missing blob.
@@ -24,8 +24,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from .._flow import Flow, translating
-from ..retention.flows import DeleteCheckpoints, DeleteThread, DeleteWrites
-from .ops import Collect, DropRefs, HasBlobs
+from ..offload.ops import Collect, DropRefs, HasBlobs
+from .flows import DeleteCheckpoints, DeleteThread, DeleteWrites
 
 __all__ = ["drop_refs_flow", "drop_refs_for", "follow_blobs", "recording"]
 

@@ -31,15 +31,21 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from .._flow import Flow, translating
-from ..retention.backends import Backend, backend_for
-from ..retention.flows import ListThreads
-from ..retention.sql import PostgresDialect, Sql, SqliteDialect
-from .checkpoint import referenced_blobs_flow, references_in, stored_checkpoint_flow, stored_writes_flow
-from .config import BlobOffload
-from .ops import HasBlobs, Owner, SaveBlobs
-from .sql import BlobSql, PostgresBlobSql, SqliteBlobSql
-from .transform import Offloader
+from ._flow import Flow, translating
+from ._sql import Sql
+from .offload.checkpoint import (
+    referenced_blobs_flow,
+    references_in,
+    stored_checkpoint_flow,
+    stored_writes_flow,
+)
+from .offload.config import BlobOffload
+from .offload.ops import HasBlobs, Owner, SaveBlobs
+from .offload.sql import BlobSql, PostgresBlobSql, SqliteBlobSql
+from .offload.transform import Offloader
+from .retention.backends import Backend, backend_for
+from .retention.flows import ListThreads
+from .retention.sql import PostgresDialect, SqliteDialect
 
 __all__ = ["StoreOffload", "ThreadOffload", "offload_store", "rewrites_in_place"]
 
