@@ -332,6 +332,33 @@ class MessageReducer:
         rest = held.out(messages)
         return held.back(self._plan(rest, None, len(messages), UNLIMITED, _Call(None)), len(held.indices))
 
+    # -- the saver's seam: an equal copy of an output -------------------------------------
+
+    def _output_note(self, output: Sequence[Any]) -> object | None:
+        """What the memo knows of ``output``, a list (or tuple) this reducer just returned as
+        ``surviving``: an opaque note for ``_vouch``, or None (column path off, or forgotten).
+
+        A saver that stores ``output`` keeps the note (it holds no message) and hands it back
+        with the equal copy it later reads from storage."""
+        memo = self._memo if _columns.enabled else None
+        if memo is None or not output:
+            return None
+        items = output if type(output) is list else list(output)
+        record, shared = memo.recall(items)
+        if record is None or shared != len(items) or len(record.items) != shared:
+            return None
+        return record.sendable
+
+    def _vouch(self, prefix: list[Any], note: object) -> None:
+        """Remember ``prefix`` (a new list the caller hands over) as equal to the output
+        ``note`` was taken from, message for message, so a history starting with these objects
+        is handled as a memo hit on that output. The caller vouches for the equality: the memo
+        takes it as it takes identity (``_columns.memo``, assumption 1)."""
+        memo = self._memo if _columns.enabled else None
+        if memo is None or not prefix or not isinstance(note, Sendable):
+            return
+        memo.keep(prefix, owned=True, sendable=note)
+
     # -- applying ---------------------------------------------------------------------------
 
     def reduce(self, existing: Any = None, new: Any = None, *, namespace: Any = None) -> ReducerResult:
