@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import logging
 import threading
+from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message, telemetry
@@ -35,9 +37,16 @@ from agentstate_reducer.summary import MemoizedReduction, SummaryMemo
 
 if TYPE_CHECKING:  # importable without langgraph: the types are only for the checker
     from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.base import ChannelVersions, Checkpoint
+    from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointTuple
 
-__all__ = ["OnReduce", "PutReduction", "SummaryMemo", "areduce_checkpoint", "reduce_checkpoint"]
+__all__ = [
+    "OnReduce",
+    "PutReduction",
+    "StoredOutputs",
+    "SummaryMemo",
+    "areduce_checkpoint",
+    "reduce_checkpoint",
+]
 
 logger = logging.getLogger("agentstate_reducer.checkpointers")
 
@@ -347,6 +356,137 @@ def _namespace(config: Mapping[str, Any]) -> Any:
     if ns is not None:
         return ns
     return ("memories", conf.get("thread_id"))
+
+
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """What a saver stored for one ``(thread_id, checkpoint_ns)`` at its newest put."""
+
+    checkpoint_id: str
+    #: how many messages the stored list holds
+    count: int
+    #: the reducer's note on that list (``MessageReducer._output_note``)
+    note: object
+    #: ``id()`` of each message of the copy a load of that checkpoint read back, until a put uses it
+    loaded: array[int] | None = None
+
+    @property
+    def size(self) -> int:
+        """An estimate of the bytes the entry holds, key included."""
+        loaded = 0 if self.loaded is None else 8 * self.count
+        return _ENTRY_BYTES + len(self.checkpoint_id) + loaded
+
+
+#: the bytes of one entry with its key and note, but for the ids of a loaded copy
+_ENTRY_BYTES = 600
+
+
+def _thread_key(conf: Mapping[str, Any]) -> tuple[str, str]:
+    # str: a run's config may carry the thread id as the caller gave it (an int), a read the
+    # stored one (a str)
+    return str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+
+
+class StoredOutputs:
+    """The reduced lists one saver stored, known again when a run reads them back (one per
+    ``(thread_id, checkpoint_ns)``, newest puts kept, at most ``max_bytes``; no message is held).
+
+    A run's first put receives the stored list deserialized (equal messages, new objects) plus
+    the run's input, so the reducer's memo, which recognises objects, would plan it all again.
+    Three steps tell the copy apart from anything else without reading a message:
+
+    * ``after_put``: the checkpoint id this saver stored, the length of its list and the reducer's
+      note on it;
+    * ``after_load``: a ``get_tuple`` through this saver that returns that very checkpoint records
+      the ``id()`` of each message it read back;
+    * ``before_reduce``: the next put whose parent is that checkpoint, and whose list starts with
+      exactly those objects, hands the reducer that prefix as a copy of its output
+      (``MessageReducer._vouch``); the load's ids are used once.
+
+    Why this is sound: a stored checkpoint is never changed, so a load of it reads back an equal
+    copy of what was stored; LangGraph builds the run's list from the loaded objects and puts
+    its first checkpoint with that parent; a write that replaces a message (``update_state``, a
+    node returning a message with its id) puts a new object at its place, a ``RemoveMessage``
+    shifts the rest, a fork or another process's checkpoint has another parent, and a load
+    through this saver refreshes the ids, so only the loaded objects, in their places, match.
+    Anything else misses and is reduced in full, as without this memo."""
+
+    __slots__ = ("_bytes", "_entries", "_lock", "max_bytes")
+
+    def __init__(self, max_bytes: int = 8 * 2**20) -> None:
+        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+            raise ValueError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[str, str], _Stored] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        """The estimated bytes held (at most ``max_bytes``)."""
+        return self._bytes
+
+    def _set(self, key: tuple[str, str], entry: _Stored | None) -> None:
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= old.size
+            if entry is None or entry.size > self.max_bytes:
+                return
+            self._entries[key] = entry
+            self._bytes += entry.size
+            while self._bytes > self.max_bytes:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped.size
+
+    def _get(self, key: tuple[str, str]) -> _Stored | None:
+        with self._lock:
+            return self._entries.get(key)
+
+    def after_put(
+        self, reducer: MessageReducer, saved: RunnableConfig, checkpoint: Checkpoint, key: str
+    ) -> None:
+        """Note the list the put stored in ``checkpoint`` (under ``saved``'s checkpoint id)."""
+        conf = saved.get("configurable") or {}
+        cid = conf.get("checkpoint_id") or checkpoint.get("id")
+        value = (checkpoint.get("channel_values") or {}).get(key)
+        note = reducer._output_note(value) if isinstance(value, list | tuple) and cid else None
+        thread = _thread_key(conf)
+        self._set(thread, None if note is None else _Stored(str(cid), len(value), note))
+
+    def after_load(self, tup: CheckpointTuple | None, key: str) -> None:
+        """Record the objects of a stored list ``get_tuple`` read back, if this saver stored it."""
+        if tup is None:
+            return
+        conf = tup.config.get("configurable") or {}
+        thread = _thread_key(conf)
+        entry = self._get(thread)
+        if entry is None or entry.checkpoint_id != tup.checkpoint.get("id"):
+            return
+        value = (tup.checkpoint.get("channel_values") or {}).get(key)
+        if isinstance(value, list | tuple) and len(value) == entry.count:
+            self._set(thread, replace(entry, loaded=array("Q", map(id, value))))
+
+    def before_reduce(
+        self, reducer: MessageReducer, config: RunnableConfig, checkpoint: Checkpoint, key: str
+    ) -> None:
+        """Vouch for the loaded copy at the start of the list this put is about to reduce."""
+        conf = config.get("configurable") or {}
+        thread = _thread_key(conf)
+        entry = self._get(thread)
+        if entry is None or entry.loaded is None or entry.checkpoint_id != conf.get("checkpoint_id"):
+            return
+        self._set(thread, replace(entry, loaded=None))  # one put per load
+        value = (checkpoint.get("channel_values") or {}).get(key)
+        n = entry.count
+        if not isinstance(value, list | tuple) or len(value) < n:
+            return
+        prefix = list(value[:n])
+        if array("Q", map(id, prefix)) == entry.loaded:
+            reducer._vouch(prefix, entry.note)
 
 
 class DefaultMemo:
