@@ -40,8 +40,17 @@
    latency of a 40-message checkpoint holding two images, reducer with and without offload,
    interleaved, median of many calls.
 
+5. The first put of a run (``--first-put``, also part of the full run): a thread holding N
+   reduced messages (1,000 and 10,000; 100 and 1,000 with ``quick``), seeded with ``update_state``
+   through the wrapper, then one turn of the same agent on a SqliteSaver file. The wrapper's own
+   CPU time (its put's thread CPU less the inner put's) of the run's first put, which receives the
+   stored list read back plus the human message, with the wrapper knowing the stored list again
+   and without (the reducer's memo alone, as before), alternating, median over five threads each;
+   and against the run's next put (the model's answer appended), a memo hit on the first put's own
+   objects. Reported as ratios, without targets: the aim is the first put at the memo hit's cost.
+
 Every ratio is measured against a baseline run in the same process. Run:
-``python benchmarks/bench_savers.py [--quick] [--retention] [--offload]``.
+``python benchmarks/bench_savers.py [--quick] [--retention] [--offload] [--first-put]``.
 """
 
 from __future__ import annotations
@@ -207,8 +216,95 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 "target": f"< {PUT_OVERHEAD_TARGET:g}" if in_new else "",
                 "met": o["overhead"] < PUT_OVERHEAD_TARGET if in_new else None,
             })
+    rows += first_put(quick)
     rows += retention(quick)[0]
     rows += offload(quick)
+    return rows
+
+
+# -- 5. the first put of a run ----------------------------------------------------------------------
+
+
+class _TimedSqliteSaver(SqliteSaver):
+    """A SqliteSaver that keeps the CPU time of its last put (the storing, which the wrapper's own
+    cost is measured without)."""
+
+    last_put_cpu = 0.0
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return super().put(config, checkpoint, metadata, new_versions)
+        finally:
+            self.last_put_cpu = time.thread_time() - t
+
+
+class _TimedWrapper(ReducingCheckpointSaver):
+    """The wrapper, keeping its own CPU time (its put's, less the inner put's) of each put."""
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        t = time.thread_time()
+        saved = super().put(config, checkpoint, metadata, new_versions)
+        total = time.thread_time() - t
+        self.put_cpu.append(total - self.inner.last_put_cpu)
+        return saved
+
+    put_cpu: list[float]
+
+
+def first_put_run(n: int, runs: int, workdir: Path) -> dict[str, Any]:
+    """The wrapper's CPU on the first two puts of a run on a thread holding ``n`` reduced messages,
+    with the stored list known again (``StoredOutputs``) and without (the reducer's memo alone),
+    alternating; median over ``runs`` threads each.
+
+    The run is one turn of the scenario graph on a SqliteSaver file; the thread is seeded with
+    ``update_state`` through the wrapper (``n`` messages, kept whole: ``min_messages=n``,
+    ``max_messages=2 * n``, so the run's first put needs no pruning). The first put (source
+    ``input``) receives the stored list read back plus the human message; the second (the model's
+    answer appended) is a memo hit on the first's own objects."""
+    from checkpointers.reduction import StoredOutputs
+
+    inner = _TimedSqliteSaver(sqlite3.connect(workdir / f"first-put-{n}.db", check_same_thread=False))
+    inner.setup()
+    sides: dict[str, Any] = {}
+    for side in ("known", "today"):
+        saver = _TimedWrapper(inner, MessageReducer(min_messages=n, max_messages=2 * n))
+        saver.put_cpu = []
+        if side == "today":
+            saver._stored = StoredOutputs(max_bytes=0)  # keeps nothing: the reducer's memo alone
+        sides[side] = (saver, build_graph(saver, content_chars=CONTENT_CHARS))
+    seed = _history(n)
+    cpu: dict[str, list[float]] = {"known": [], "today": [], "hit": []}
+    for i in range(2 * runs):
+        side = ("known", "today")[i % 2]
+        saver, graph = sides[side]
+        thread = f"{side}-{i}"
+        graph.update_state(thread_config(thread), {"messages": seed})
+        saver.put_cpu.clear()
+        run_turns(graph, 1, thread_id=thread, start=10**6 + i, with_system=False,
+                  content_chars=CONTENT_CHARS)
+        cpu[side].append(saver.put_cpu[0])
+        if side == "known":
+            cpu["hit"].append(saver.put_cpu[1])
+    inner.conn.close()
+    return {k: statistics.median(v) for k, v in cpu.items()}
+
+
+def first_put(quick: bool, runs: int = 5) -> list[dict[str, Any]]:
+    """Rows of ``first_put_run`` at 1,000 and 10,000 stored messages (100 and 1,000 with
+    ``quick``): the first put known again against today's, and against a memo hit."""
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-savers-") as tmp:
+        for n in (100, 1000) if quick else (1000, 10000):
+            m = first_put_run(n, runs, Path(tmp))
+            name = (f"first put of a run, {n:,} stored messages + 1, SqliteSaver file, wrapper CPU "
+                    f"(µs, put less the inner put), median of {runs}")
+            rows.append({"benchmark": name, "metric": "today / known again", "bare": m["today"] * 1e6,
+                         "wrapped": m["known"] * 1e6, "ratio": m["today"] / m["known"],
+                         "target": "", "met": None})
+            rows.append({"benchmark": name, "metric": "known again / memo hit (the run's next put)",
+                         "bare": m["hit"] * 1e6, "wrapped": m["known"] * 1e6,
+                         "ratio": m["known"] / m["hit"], "target": "", "met": None})
     return rows
 
 
@@ -652,10 +748,13 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="100 turns and fewer puts")
     parser.add_argument("--retention", action="store_true", help="only the retention benchmark (3.)")
     parser.add_argument("--offload", action="store_true", help="only the offload benchmark (4.)")
+    parser.add_argument("--first-put", action="store_true", help="only the first-put benchmark (5.)")
     parser.add_argument("--runs", type=int, default=1, help="runs of the offload latency rows (median)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; times in seconds (wall) and µs (put)")
-    if args.offload:
+    if args.first_put:
+        print_table(first_put(args.quick))
+    elif args.offload:
         print_table(offload(args.quick, args.runs))
     elif args.retention:
         table, details = retention(args.quick)
