@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message, telemetry
@@ -367,17 +366,14 @@ class _Stored:
     count: int
     #: the reducer's note on that list (``MessageReducer._output_note``)
     note: object
-    #: ``id()`` of each message of the copy a load of that checkpoint read back, until a put uses it
-    loaded: array[int] | None = None
 
     @property
     def size(self) -> int:
         """An estimate of the bytes the entry holds, key included."""
-        loaded = 0 if self.loaded is None else 8 * self.count
-        return _ENTRY_BYTES + len(self.checkpoint_id) + loaded
+        return _ENTRY_BYTES + len(self.checkpoint_id)
 
 
-#: the bytes of one entry with its key and note, but for the ids of a loaded copy
+#: the bytes of one entry with its key and note (a few call ids at most)
 _ENTRY_BYTES = 600
 
 
@@ -388,32 +384,33 @@ def _thread_key(conf: Mapping[str, Any]) -> tuple[str, str]:
 
 
 class StoredOutputs:
-    """The reduced lists one saver stored, known again when a run reads them back (one per
-    ``(thread_id, checkpoint_ns)``, newest puts kept, at most ``max_bytes``; no message is held).
+    """The reduced lists one saver stored, known again when a run reads them back (one entry per
+    ``(thread_id, checkpoint_ns)``, the newest puts kept, at most ``max_bytes``; no message held).
 
     A run's first put receives the stored list deserialized (equal messages, new objects) plus
     the run's input, so the reducer's memo, which recognises objects, would plan it all again.
-    Three steps tell the copy apart from anything else without reading a message:
+    Two steps hand the reducer the copy instead, without reading a message:
 
     * ``after_put``: the checkpoint id this saver stored, the length of its list and the reducer's
-      note on it;
-    * ``after_load``: a ``get_tuple`` through this saver that returns that very checkpoint records
-      the ``id()`` of each message it read back;
-    * ``before_reduce``: the next put whose parent is that checkpoint, and whose list starts with
-      exactly those objects, hands the reducer that prefix as a copy of its output
-      (``MessageReducer._vouch``); the load's ids are used once.
+      note on it (``MessageReducer._output_note``);
+    * ``after_load``: a ``get_tuple`` through this saver that returns that very checkpoint vouches
+      for the list it read back as an equal copy of that output (``MessageReducer._vouch``).
 
-    Why this is sound: a stored checkpoint is never changed, so a load of it reads back an equal
-    copy of what was stored; LangGraph builds the run's list from the loaded objects and puts
-    its first checkpoint with that parent; a write that replaces a message (``update_state``, a
-    node returning a message with its id) puts a new object at its place, a ``RemoveMessage``
-    shifts the rest, a fork or another process's checkpoint has another parent, and a load
-    through this saver refreshes the ids, so only the loaded objects, in their places, match.
-    Anything else misses and is reduced in full, as without this memo."""
+    The reducer's memo then recognises the copy's objects, in their places, at the start of the
+    run's first put, as it recognises its own output: only the messages after them are read. Why
+    this is sound: a stored checkpoint is never changed (LangGraph and ``compact`` write new ones),
+    so a load of it reads back an equal copy of what was stored, and the vouch is about those
+    objects, not about the thread: a write that replaces a message (``update_state``, a node
+    returning a message with its id) puts a new object at its place, a ``RemoveMessage`` shifts the
+    rest, and a fork or another process's checkpoint is another checkpoint, not vouched for. Each
+    of those is reduced in full, as without this memo. The copy's objects must not be edited in
+    place (the reducer memo's assumption 1, ``agentstate_reducer/_columns/memo.py``). The vouched
+    copy lives in the reducer's memo, so it is a hit as long as that memo keeps it (reductions of
+    other threads in between may push it out: the put is then reduced in full)."""
 
     __slots__ = ("_bytes", "_entries", "_lock", "max_bytes")
 
-    def __init__(self, max_bytes: int = 8 * 2**20) -> None:
+    def __init__(self, max_bytes: int = 4 * 2**20) -> None:
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
             raise ValueError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
         self.max_bytes = max_bytes
@@ -429,23 +426,6 @@ class StoredOutputs:
         """The estimated bytes held (at most ``max_bytes``)."""
         return self._bytes
 
-    def _set(self, key: tuple[str, str], entry: _Stored | None) -> None:
-        with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= old.size
-            if entry is None or entry.size > self.max_bytes:
-                return
-            self._entries[key] = entry
-            self._bytes += entry.size
-            while self._bytes > self.max_bytes:
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= dropped.size
-
-    def _get(self, key: tuple[str, str]) -> _Stored | None:
-        with self._lock:
-            return self._entries.get(key)
-
     def after_put(
         self, reducer: MessageReducer, saved: RunnableConfig, checkpoint: Checkpoint, key: str
     ) -> None:
@@ -455,38 +435,31 @@ class StoredOutputs:
         value = (checkpoint.get("channel_values") or {}).get(key)
         note = reducer._output_note(value) if isinstance(value, list | tuple) and cid else None
         thread = _thread_key(conf)
-        self._set(thread, None if note is None else _Stored(str(cid), len(value), note))
+        entry = None if note is None else _Stored(str(cid), len(value), note)
+        with self._lock:
+            old = self._entries.pop(thread, None)
+            if old is not None:
+                self._bytes -= old.size
+            if entry is None or entry.size > self.max_bytes:
+                return
+            self._entries[thread] = entry
+            self._bytes += entry.size
+            while self._bytes > self.max_bytes:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped.size
 
-    def after_load(self, tup: CheckpointTuple | None, key: str) -> None:
-        """Record the objects of a stored list ``get_tuple`` read back, if this saver stored it."""
+    def after_load(self, reducer: MessageReducer, tup: CheckpointTuple | None, key: str) -> None:
+        """Vouch for the list ``get_tuple`` read back, if it is the one this saver stored."""
         if tup is None:
             return
-        conf = tup.config.get("configurable") or {}
-        thread = _thread_key(conf)
-        entry = self._get(thread)
+        thread = _thread_key(tup.config.get("configurable") or {})
+        with self._lock:
+            entry = self._entries.get(thread)
         if entry is None or entry.checkpoint_id != tup.checkpoint.get("id"):
             return
         value = (tup.checkpoint.get("channel_values") or {}).get(key)
         if isinstance(value, list | tuple) and len(value) == entry.count:
-            self._set(thread, replace(entry, loaded=array("Q", map(id, value))))
-
-    def before_reduce(
-        self, reducer: MessageReducer, config: RunnableConfig, checkpoint: Checkpoint, key: str
-    ) -> None:
-        """Vouch for the loaded copy at the start of the list this put is about to reduce."""
-        conf = config.get("configurable") or {}
-        thread = _thread_key(conf)
-        entry = self._get(thread)
-        if entry is None or entry.loaded is None or entry.checkpoint_id != conf.get("checkpoint_id"):
-            return
-        self._set(thread, replace(entry, loaded=None))  # one put per load
-        value = (checkpoint.get("channel_values") or {}).get(key)
-        n = entry.count
-        if not isinstance(value, list | tuple) or len(value) < n:
-            return
-        prefix = list(value[:n])
-        if array("Q", map(id, prefix)) == entry.loaded:
-            reducer._vouch(prefix, entry.note)
+            reducer._vouch(list(value), entry.note)
 
 
 class DefaultMemo:

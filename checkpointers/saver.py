@@ -345,7 +345,6 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> RunnableConfig:
         if not self._passthrough:
             self._absent_key.check("ReducingCheckpointSaver", config, checkpoint, self._messages_key)
-            self._stored.before_reduce(self._reducer, config, checkpoint, self._messages_key)
             checkpoint = self._reduced(config, checkpoint, new_versions)
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
@@ -370,7 +369,6 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     ) -> RunnableConfig:
         if not self._passthrough:
             self._absent_key.check("ReducingCheckpointSaver", config, checkpoint, self._messages_key)
-            self._stored.before_reduce(self._reducer, config, checkpoint, self._messages_key)
             checkpoint = await self._areduced(config, checkpoint, new_versions)
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
@@ -475,7 +473,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             tup = read_restored(tup, lambda: self._inner.get_tuple(config),
                                 lambda t: blobs.run(restored_tuple_flow(t, blobs.where)))
         if not self._passthrough:
-            self._stored.after_load(tup, self._messages_key)
+            self._stored.after_load(self._reducer, tup, self._messages_key)
         return tup
 
     def list(
@@ -537,7 +535,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             tup = await aread_restored(tup, lambda: self._inner.aget_tuple(config),
                                        lambda t: blobs.arun(restored_tuple_flow(t, blobs.where)))
         if not self._passthrough:
-            self._stored.after_load(tup, self._messages_key)
+            self._stored.after_load(self._reducer, tup, self._messages_key)
         return tup
 
     def alist(

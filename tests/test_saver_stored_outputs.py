@@ -204,15 +204,21 @@ def test_async_runs_and_a_replaced_message_store_what_a_fresh_reducer_makes(db: 
     assert asyncio.run(main()) == []
 
 
-def test_a_load_keeps_no_message_alive(saver: CheckedSaver) -> None:
+def test_loads_of_many_threads_keep_no_message_alive(saver: CheckedSaver) -> None:
+    """The copies read back are held by the reducer's memo only, which keeps its last few lists:
+    loading twenty threads leaves the messages of the first ten unreferenced."""
     graph = build_graph(saver)
-    run_turns(graph, 3, thread_id="t")
-    tup = saver.get_tuple(thread_config("t"))
-    assert tup is not None
-    refs = [weakref.ref(m) for m in tup.checkpoint["channel_values"][KEY]]
+    for i in range(20):
+        run_turns(graph, 2, thread_id=f"t{i}")
+    refs = []
+    for i in range(20):
+        tup = saver.get_tuple(thread_config(f"t{i}"))
+        assert tup is not None
+        if i < 10:
+            refs += [weakref.ref(m) for m in tup.checkpoint["channel_values"][KEY]]
     del tup
     gc.collect()
-    assert refs and all(r() is None for r in refs)
+    assert len(refs) == 90 and all(r() is None for r in refs)
 
 
 def _entry(i: int, messages: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -230,7 +236,7 @@ def test_memory_is_bounded_by_bytes_across_thousands_of_threads() -> None:
         out = r.reduce(history).surviving
         config, checkpoint = _entry(i, out)
         stored.after_put(r, config, checkpoint, KEY)  # type: ignore[arg-type]
-        stored.after_load(CheckpointTuple(config, checkpoint, {}, None, []), KEY)  # type: ignore[arg-type]
+        stored.after_load(r, CheckpointTuple(config, checkpoint, {}, None, []), KEY)  # type: ignore[arg-type]
         if i + 1 in (1000, 5000):
             sizes[i + 1] = stored.nbytes
     assert 0 < sizes[1000] <= 256 * 1024 and sizes[5000] <= 256 * 1024
