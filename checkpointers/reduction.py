@@ -25,11 +25,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message, telemetry
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo
@@ -357,30 +356,25 @@ def _namespace(config: Mapping[str, Any]) -> Any:
     return ("memories", conf.get("thread_id"))
 
 
-@dataclass(frozen=True, slots=True)
-class _Stored:
+class _Stored(NamedTuple):
     """What a saver stored for one ``(thread_id, checkpoint_ns)`` at its newest put."""
 
     checkpoint_id: str
     #: how many messages the stored list holds
     count: int
-    #: the reducer's note on that list (``MessageReducer._output_note``)
-    note: object
-
-    @property
-    def size(self) -> int:
-        """An estimate of the bytes the entry holds, key included."""
-        return _ENTRY_BYTES + len(self.checkpoint_id)
+    #: an estimate of the bytes the entry holds, key included
+    size: int
 
 
-#: the bytes of one entry with its key and note (a few call ids at most)
-_ENTRY_BYTES = 600
+#: the bytes of one entry with its key, but its checkpoint id
+_ENTRY_BYTES = 320
 
 
 def _thread_key(conf: Mapping[str, Any]) -> tuple[str, str]:
     # str: a run's config may carry the thread id as the caller gave it (an int), a read the
     # stored one (a str)
-    return str(conf.get("thread_id")), str(conf.get("checkpoint_ns", ""))
+    thread, ns = conf.get("thread_id"), conf.get("checkpoint_ns", "")
+    return (thread if type(thread) is str else str(thread)), (ns if type(ns) is str else str(ns))
 
 
 class StoredOutputs:
@@ -391,10 +385,10 @@ class StoredOutputs:
     the run's input, so the reducer's memo, which recognises objects, would plan it all again.
     Two steps hand the reducer the copy instead, without reading a message:
 
-    * ``after_put``: the checkpoint id this saver stored, the length of its list and the reducer's
-      note on it (``MessageReducer._output_note``);
+    * ``after_put``: the checkpoint id this saver stored and the length of its list, the
+      reducer's output;
     * ``after_load``: a ``get_tuple`` through this saver that returns that very checkpoint vouches
-      for the list it read back as an equal copy of that output (``MessageReducer._vouch``).
+      for the list it read back as an output of the reducer (``MessageReducer._vouch``).
 
     The reducer's memo then recognises the copy's objects, in their places, at the start of the
     run's first put, as it recognises its own output: only the messages after them are read. Why
@@ -414,7 +408,8 @@ class StoredOutputs:
         if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
             raise ValueError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
         self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[str, str], _Stored] = OrderedDict()
+        # insertion-ordered, each put re-inserting its thread: the first entry is the stalest
+        self._entries: dict[tuple[str, str], _Stored] = {}
         self._bytes = 0
         self._lock = threading.Lock()
 
@@ -426,27 +421,27 @@ class StoredOutputs:
         """The estimated bytes held (at most ``max_bytes``)."""
         return self._bytes
 
-    def after_put(
-        self, reducer: MessageReducer, saved: RunnableConfig, checkpoint: Checkpoint, key: str
-    ) -> None:
-        """Note the list the put stored in ``checkpoint`` (under ``saved``'s checkpoint id)."""
+    def after_put(self, saved: RunnableConfig, checkpoint: Checkpoint, key: str) -> None:
+        """Note the list the put stored in ``checkpoint`` (under ``saved``'s checkpoint id): the
+        reducer's output, the channel reduced by this saver."""
         conf = saved.get("configurable") or {}
         cid = conf.get("checkpoint_id") or checkpoint.get("id")
         value = (checkpoint.get("channel_values") or {}).get(key)
-        note = reducer._output_note(value) if isinstance(value, list | tuple) and cid else None
         thread = _thread_key(conf)
-        entry = None if note is None else _Stored(str(cid), len(value), note)
         with self._lock:
             old = self._entries.pop(thread, None)
             if old is not None:
                 self._bytes -= old.size
-            if entry is None or entry.size > self.max_bytes:
+            if not cid or type(value) not in (list, tuple) or not value:
                 return
-            self._entries[thread] = entry
-            self._bytes += entry.size
+            cid = str(cid)
+            size = _ENTRY_BYTES + len(cid)
+            if size > self.max_bytes:
+                return
+            self._entries[thread] = _Stored(cid, len(value), size)
+            self._bytes += size
             while self._bytes > self.max_bytes:
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= dropped.size
+                self._bytes -= self._entries.pop(next(iter(self._entries))).size
 
     def after_load(self, reducer: MessageReducer, tup: CheckpointTuple | None, key: str) -> None:
         """Vouch for the list ``get_tuple`` read back, if it is the one this saver stored."""
@@ -458,8 +453,8 @@ class StoredOutputs:
         if entry is None or entry.checkpoint_id != tup.checkpoint.get("id"):
             return
         value = (tup.checkpoint.get("channel_values") or {}).get(key)
-        if isinstance(value, list | tuple) and len(value) == entry.count:
-            reducer._vouch(list(value), entry.note)
+        if type(value) in (list, tuple) and len(value) == entry.count:
+            reducer._vouch(list(value))
 
 
 class DefaultMemo:

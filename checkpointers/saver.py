@@ -355,7 +355,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             )
         saved = self._inner.put(config, checkpoint, metadata, new_versions)
         if not self._passthrough:
-            self._stored.after_put(self._reducer, saved, reduced, self._messages_key)
+            self._stored.after_put(saved, reduced, self._messages_key)
         if self._schedule is not None and self._backend is not None:
             self._schedule.after_put(self._backend, saved, metadata)
         return saved
@@ -379,7 +379,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             )
         saved = await self._inner.aput(config, checkpoint, metadata, new_versions)
         if not self._passthrough:
-            self._stored.after_put(self._reducer, saved, reduced, self._messages_key)
+            self._stored.after_put(saved, reduced, self._messages_key)
         if self._schedule is not None and self._backend is not None:
             await self._schedule.aafter_put(self._backend, saved, metadata)
         return saved

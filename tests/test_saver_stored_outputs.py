@@ -235,7 +235,7 @@ def test_memory_is_bounded_by_bytes_across_thousands_of_threads() -> None:
     for i in range(5000):
         out = r.reduce(history).surviving
         config, checkpoint = _entry(i, out)
-        stored.after_put(r, config, checkpoint, KEY)  # type: ignore[arg-type]
+        stored.after_put(config, checkpoint, KEY)  # type: ignore[arg-type]
         stored.after_load(r, CheckpointTuple(config, checkpoint, {}, None, []), KEY)  # type: ignore[arg-type]
         if i + 1 in (1000, 5000):
             sizes[i + 1] = stored.nbytes
