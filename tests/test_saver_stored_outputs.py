@@ -146,8 +146,9 @@ def test_a_fork_from_an_older_checkpoint_stores_what_a_fresh_reducer_makes(saver
     assert saver.mismatches() == []
 
 
-#: run in another process: the same thread's newest message replaced by one with its id and a
-#: call no result answers, written by a bare SqliteSaver (the list keeps its length and its ids)
+#: run in another process: the same thread's newest tool-calling message replaced by one with its
+#: id and another call, written by a bare SqliteSaver (the list keeps its length and its ids; its
+#: result answers nothing now and the new call is answered by nothing)
 OTHER_PROCESS = """
 import sys
 from langchain_core.messages import AIMessage
@@ -156,9 +157,11 @@ from tests.scenario_graph import build_graph, thread_config
 
 with SqliteSaver.from_conn_string(sys.argv[1]) as saver:
     graph = build_graph(saver)
-    last = graph.get_state(thread_config("t")).values["messages"][-1]
+    stored = graph.get_state(thread_config("t")).values["messages"]
+    calling = [m for m in stored if getattr(m, "tool_calls", None)][-1]
     call = {"name": "lookup", "args": {"query": "other"}, "id": "c-other", "type": "tool_call"}
-    graph.update_state(thread_config("t"), {"messages": [AIMessage("other", id=last.id, tool_calls=[call])]})
+    changed = AIMessage("other", id=calling.id, tool_calls=[call])
+    graph.update_state(thread_config("t"), {"messages": [changed]})
 """
 
 
@@ -170,7 +173,7 @@ def test_a_thread_written_by_another_process_is_not_taken_for_the_stored_list(
     before = _stored_ids(graph, "t")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     subprocess.run([sys.executable, "-c", OTHER_PROCESS, str(db)], check=True, env=env, cwd=ROOT, timeout=120)
-    assert _stored_ids(graph, "t") == before  # the same ids, the newest one changed
+    assert _stored_ids(graph, "t") == before  # the same ids, one message changed
     run_turns(graph, 2, thread_id="t", start=5)
     assert saver.mismatches() == []
     assert "c-other" not in str(graph.get_state(thread_config("t")).values[KEY])
