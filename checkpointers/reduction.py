@@ -366,7 +366,7 @@ class _Stored(NamedTuple):
     size: int
 
 
-#: the bytes of one entry with its key, but its checkpoint id
+#: the bytes of one entry with its key, but the strings' characters
 _ENTRY_BYTES = 320
 
 
@@ -425,23 +425,22 @@ class StoredOutputs:
         """Note the list the put stored in ``checkpoint`` (under ``saved``'s checkpoint id): the
         reducer's output, the channel reduced by this saver."""
         conf = saved.get("configurable") or {}
-        cid = conf.get("checkpoint_id") or checkpoint.get("id")
-        value = (checkpoint.get("channel_values") or {}).get(key)
+        cid = conf.get("checkpoint_id")
+        value = checkpoint["channel_values"].get(key)
         thread = _thread_key(conf)
+        entry = None
+        if cid and (type(value) is list or type(value) is tuple) and value:
+            cid = cid if type(cid) is str else str(cid)
+            entry = _Stored(cid, len(value), _ENTRY_BYTES + len(cid) + len(thread[0]) + len(thread[1]))
         with self._lock:
             old = self._entries.pop(thread, None)
-            if old is not None:
-                self._bytes -= old.size
-            if not cid or type(value) not in (list, tuple) or not value:
-                return
-            cid = str(cid)
-            size = _ENTRY_BYTES + len(cid)
-            if size > self.max_bytes:
-                return
-            self._entries[thread] = _Stored(cid, len(value), size)
-            self._bytes += size
-            while self._bytes > self.max_bytes:
-                self._bytes -= self._entries.pop(next(iter(self._entries))).size
+            held = self._bytes - (old.size if old is not None else 0)
+            if entry is not None and entry.size <= self.max_bytes:
+                self._entries[thread] = entry
+                held += entry.size
+                while held > self.max_bytes:
+                    held -= self._entries.pop(next(iter(self._entries))).size
+            self._bytes = held
 
     def after_load(self, reducer: MessageReducer, tup: CheckpointTuple | None, key: str) -> None:
         """Vouch for the list ``get_tuple`` read back, if it is the one this saver stored."""
