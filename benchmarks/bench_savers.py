@@ -256,15 +256,20 @@ class _TimedWrapper(ReducingCheckpointSaver):
         t = time.thread_time()
         saved = super().put(config, checkpoint, metadata, new_versions)
         total = time.thread_time() - t
-        self.put_cpu.append(total - self.inner.last_put_cpu)
+        self.put_cpu.append(total - self._timed_inner().last_put_cpu)
         return saved
 
     def get_tuple(self, config: Any) -> Any:
         t = time.thread_time()
         tup = super().get_tuple(config)
         total = time.thread_time() - t
-        self.get_cpu.append(total - self.inner.last_get_cpu)
+        self.get_cpu.append(total - self._timed_inner().last_get_cpu)
         return tup
+
+    def _timed_inner(self) -> _TimedSqliteSaver:
+        inner = self.inner
+        assert isinstance(inner, _TimedSqliteSaver)
+        return inner
 
     put_cpu: list[float]
     get_cpu: list[float]

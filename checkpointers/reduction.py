@@ -361,7 +361,7 @@ class _Stored(NamedTuple):
 
     checkpoint_id: str
     #: how many messages the stored list holds
-    count: int
+    length: int
     #: an estimate of the bytes the entry holds, key included
     size: int
 
@@ -452,7 +452,7 @@ class StoredOutputs:
         if entry is None or entry.checkpoint_id != tup.checkpoint.get("id"):
             return
         value = (tup.checkpoint.get("channel_values") or {}).get(key)
-        if type(value) in (list, tuple) and len(value) == entry.count:
+        if isinstance(value, list | tuple) and len(value) == entry.length:
             reducer._vouch(list(value))
 
 

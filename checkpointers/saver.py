@@ -22,6 +22,9 @@
   capability set (``_saver_class``); ``isinstance(x, ReducingCheckpointSaver)`` holds for all.
 * A saver that reduces by itself (a ``reducer`` attribute) is never reduced twice: it is handed
   the wrapper's reducer when it has none, passed through with the same one, refused with another.
+* each put notes the checkpoint it stored, and a ``get_tuple`` that reads it back hands the
+  reducer the list as its own output, so the run's first put is a memo hit
+  (``reduction.StoredOutputs``: no message held, bounded by bytes).
 * ``keep_last`` runs retention after the inner put has stored the checkpoint; a failing run is
   logged, counted in ``retention_stats`` and retried, never failing the put.
 * with ``offload``, the checkpoint and writes handed to the inner saver hold references
