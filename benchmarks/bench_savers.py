@@ -40,19 +40,8 @@
    latency of a 40-message checkpoint holding two images, reducer with and without offload,
    interleaved, median of many calls.
 
-5. The first put of a run (``--first-put``, also part of the full run): a thread holding N
-   reduced messages (1,000 and 10,000; 100 and 1,000 with ``quick``), seeded with ``update_state``
-   through the wrapper, then one turn of the same agent on a SqliteSaver file. The wrapper's own
-   CPU time (its put's thread CPU less the inner put's) of the run's first put, which receives the
-   stored list read back plus the human message, with the wrapper knowing the stored list again
-   and without (the reducer's memo alone, as before), alternating, median over five threads each;
-   and against the run's next put (the model's answer appended), a memo hit on the first put's own
-   objects. Also the run's load (``get_tuple``, where the wrapper hands the reducer the copy) and
-   first put together, today against known again. Reported as ratios, without targets: the aim is
-   the first put at the memo hit's cost.
-
 Every ratio is measured against a baseline run in the same process. Run:
-``python benchmarks/bench_savers.py [--quick] [--retention] [--offload] [--first-put]``.
+``python benchmarks/bench_savers.py [--quick] [--retention] [--offload]``.
 """
 
 from __future__ import annotations
@@ -776,8 +765,9 @@ if __name__ == "__main__":
     parser.add_argument("--quick", action="store_true", help="100 turns and fewer puts")
     parser.add_argument("--retention", action="store_true", help="only the retention benchmark (3.)")
     parser.add_argument("--offload", action="store_true", help="only the offload benchmark (4.)")
-    parser.add_argument("--first-put", action="store_true", help="only the first-put benchmark (5.)")
     parser.add_argument("--runs", type=int, default=1, help="runs of the offload latency rows (median)")
+    parser.add_argument("--first-put", action="store_true",
+                        help="only the first-put benchmark (first_put: a run's first put, known again)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; times in seconds (wall) and µs (put)")
     if args.first_put:
