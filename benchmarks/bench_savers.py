@@ -213,7 +213,7 @@ def run(quick: bool) -> list[dict[str, Any]]:
     return rows
 
 
-# -- 5. the first put of a run ----------------------------------------------------------------------
+# -- the first put of a run (--first-put) -----------------------------------------------------------
 
 
 class _TimedSqliteSaver(SqliteSaver):
