@@ -393,6 +393,27 @@ class MessageReducer:
         rest = held.out(messages)
         return held.back(self._plan(rest, None, len(messages), UNLIMITED, _Call(None)), len(held.indices))
 
+    # -- the saver's seam: an output read back ---------------------------------------------
+
+    def _again(self, n: int) -> ReducerStats | None:
+        """The stats of reducing an output of ``n`` messages again on its own, when that keeps it
+        whole untriggered (count mode, at most ``max_messages``: an output is sendable); else None."""
+        c = self._config
+        if c.max_tokens is not None or (c.max_messages is not None and n > c.max_messages):
+            return None
+        return ReducerStats("off" if c.max_messages is None else "messages", False, n, n, 0)
+
+    def _vouch(self, output: list[Any]) -> None:
+        """Remember ``output``, a new list the caller hands over, as an output of this reducer:
+        equal, message for message, to a list a reduction returned (a checkpoint it stored, read
+        back), so a history starting with these objects is a memo hit on it and has only the
+        messages after them read. The caller vouches for the equality; the memo then takes these
+        objects as it takes its own (``_columns.memo``, assumption 1)."""
+        memo = self._memo if _columns.enabled else None
+        if memo is None or not output:
+            return
+        memo.keep(output, owned=True, sendable=Sendable(tail_of(output), self._again(len(output))))
+
     # -- applying ---------------------------------------------------------------------------
 
     def reduce(
@@ -575,13 +596,11 @@ class MessageReducer:
         """Keep what this call learned: the input with the counter's columns and the planner's
         table, and the output as sendable (one record when nothing was cut from the input)."""
         assert call.memo is not None
-        c = self._config
         n = len(surviving)
-        again = None
-        if c.max_tokens is None and (c.max_messages is None or n <= c.max_messages):
-            # reduced again, the output is sendable and within max_messages: kept whole, untriggered
-            kept_whole = not (stats.pruned_count or stats.triggered or stats.over_target or error is not None)
-            again = stats if kept_whole else ReducerStats(step.mode, False, n, n, 0)
+        again = self._again(n)
+        kept_whole = not (stats.pruned_count or stats.triggered or stats.over_target or error is not None)
+        if again is not None and kept_whole:
+            again = stats  # this call kept its list whole untriggered: a call again says the same
         whole = surviving is step.messages
         tail = call.tail if whole and call.tail is not None else tail_of(surviving)
         sendable = Sendable(tail, again)

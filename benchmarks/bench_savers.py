@@ -223,9 +223,122 @@ def run(quick: bool) -> list[dict[str, Any]]:
                 "target": f"< {PUT_OVERHEAD_TARGET:g}" if in_new else "",
                 "met": o["overhead"] < PUT_OVERHEAD_TARGET if in_new else None,
             })
+    rows += first_put(quick)
     rows += retention(quick)[0]
     rows += offload(quick)
     rows += delta(quick)[0]
+    return rows
+
+
+# -- the first put of a run (--first-put) -----------------------------------------------------------
+
+
+class _TimedSqliteSaver(SqliteSaver):
+    """A SqliteSaver that keeps the CPU time of its last put (the storing, which the wrapper's own
+    cost is measured without)."""
+
+    last_put_cpu = last_get_cpu = 0.0
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return super().put(config, checkpoint, metadata, new_versions)
+        finally:
+            self.last_put_cpu = time.thread_time() - t
+
+    def get_tuple(self, config: Any) -> Any:
+        t = time.thread_time()
+        try:
+            return super().get_tuple(config)
+        finally:
+            self.last_get_cpu = time.thread_time() - t
+
+
+class _TimedWrapper(ReducingCheckpointSaver):
+    """The wrapper, keeping its own CPU time (its call's, less the inner saver's) of each put and
+    each ``get_tuple``."""
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        t = time.thread_time()
+        saved = super().put(config, checkpoint, metadata, new_versions)
+        total = time.thread_time() - t
+        self.put_cpu.append(total - self._timed_inner().last_put_cpu)
+        return saved
+
+    def get_tuple(self, config: Any) -> Any:
+        t = time.thread_time()
+        tup = super().get_tuple(config)
+        total = time.thread_time() - t
+        self.get_cpu.append(total - self._timed_inner().last_get_cpu)
+        return tup
+
+    def _timed_inner(self) -> _TimedSqliteSaver:
+        inner = self.inner
+        assert isinstance(inner, _TimedSqliteSaver)
+        return inner
+
+    put_cpu: list[float]
+    get_cpu: list[float]
+
+
+def first_put_run(n: int, runs: int, workdir: Path) -> dict[str, Any]:
+    """The wrapper's CPU on the first two puts of a run on a thread holding ``n`` reduced messages,
+    with the stored list known again (``StoredOutputs``) and without (the reducer's memo alone),
+    alternating; median over ``runs`` threads each.
+
+    The run is one turn of the scenario graph on a SqliteSaver file; the thread is seeded with
+    ``update_state`` through the wrapper (``n`` messages, kept whole: ``min_messages=n``,
+    ``max_messages=2 * n``, so the run's first put needs no pruning). The first put (source
+    ``input``) receives the stored list read back plus the human message; the second (the model's
+    answer appended) is a memo hit on the first's own objects."""
+    from checkpointers.reduction import StoredOutputs
+
+    inner = _TimedSqliteSaver(sqlite3.connect(workdir / f"first-put-{n}.db", check_same_thread=False))
+    inner.setup()
+    sides: dict[str, Any] = {}
+    for side in ("known", "today"):
+        saver = _TimedWrapper(inner, MessageReducer(min_messages=n, max_messages=2 * n))
+        saver.put_cpu, saver.get_cpu = [], []
+        if side == "today":
+            saver._stored = StoredOutputs(max_bytes=0)  # keeps nothing: the reducer's memo alone
+        sides[side] = (saver, build_graph(saver, content_chars=CONTENT_CHARS))
+    seed = _history(n)
+    cpu: dict[str, list[float]] = {k: [] for k in ("known", "today", "hit", "known_load", "today_load")}
+    for i in range(2 * runs):
+        side = ("known", "today")[i % 2]
+        saver, graph = sides[side]
+        thread = f"{side}-{i}"
+        graph.update_state(thread_config(thread), {"messages": seed})
+        saver.put_cpu.clear()
+        saver.get_cpu.clear()
+        run_turns(graph, 1, thread_id=thread, start=10**6 + i, with_system=False,
+                  content_chars=CONTENT_CHARS)
+        cpu[side].append(saver.put_cpu[0])
+        cpu[f"{side}_load"].append(saver.get_cpu[0] + saver.put_cpu[0])  # the run's load, then its put
+        if side == "known":
+            cpu["hit"].append(saver.put_cpu[1])
+    inner.conn.close()
+    return {k: statistics.median(v) for k, v in cpu.items()}
+
+
+def first_put(quick: bool, runs: int = 5) -> list[dict[str, Any]]:
+    """Rows of ``first_put_run`` at 1,000 and 10,000 stored messages (100 and 1,000 with
+    ``quick``): the first put known again against today's, and against a memo hit."""
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-savers-") as tmp:
+        for n in (100, 1000) if quick else (1000, 10000):
+            m = first_put_run(n, runs, Path(tmp))
+            name = (f"first put of a run, {n:,} stored messages + 1, SqliteSaver file, wrapper CPU "
+                    f"(µs, put less the inner put), median of {runs}")
+            rows.append({"benchmark": name, "metric": "today / known again", "bare": m["today"] * 1e6,
+                         "wrapped": m["known"] * 1e6, "ratio": m["today"] / m["known"],
+                         "target": "", "met": None})
+            rows.append({"benchmark": name, "metric": "known again / memo hit (the run's next put)",
+                         "bare": m["hit"] * 1e6, "wrapped": m["known"] * 1e6,
+                         "ratio": m["known"] / m["hit"], "target": "", "met": None})
+            rows.append({"benchmark": name, "metric": "the run's load + first put: today / known again",
+                         "bare": m["today_load"] * 1e6, "wrapped": m["known_load"] * 1e6,
+                         "ratio": m["today_load"] / m["known_load"], "target": "", "met": None})
     return rows
 
 
@@ -806,9 +919,13 @@ if __name__ == "__main__":
     parser.add_argument("--backends", type=lambda s: s.split(","), default=["sqlite", "postgres"],
                         help="the DeltaChannel benchmark's backends: sqlite, postgres or both (default)")
     parser.add_argument("--runs", type=int, default=1, help="runs of the offload latency rows (median)")
+    parser.add_argument("--first-put", action="store_true",
+                        help="only the first-put benchmark (first_put: a run's first put, known again)")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs; times in seconds (wall) and µs (put)")
-    if args.offload:
+    if args.first_put:
+        print_table(first_put(args.quick))
+    elif args.offload:
         print_table(offload(args.quick, args.runs))
     elif args.delta:
         table, details = delta(args.quick, points=args.points, backends=args.backends)

@@ -28,16 +28,23 @@ import threading
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from agentstate_reducer import MessageReducer, ReducerResult, ReducerStats, read_message, telemetry
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo
 
 if TYPE_CHECKING:  # importable without langgraph: the types are only for the checker
     from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.base import ChannelVersions, Checkpoint
+    from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointTuple
 
-__all__ = ["OnReduce", "PutReduction", "SummaryMemo", "areduce_checkpoint", "reduce_checkpoint"]
+__all__ = [
+    "OnReduce",
+    "PutReduction",
+    "StoredOutputs",
+    "SummaryMemo",
+    "areduce_checkpoint",
+    "reduce_checkpoint",
+]
 
 logger = logging.getLogger("agentstate_reducer.checkpointers")
 
@@ -347,6 +354,106 @@ def _namespace(config: Mapping[str, Any]) -> Any:
     if ns is not None:
         return ns
     return ("memories", conf.get("thread_id"))
+
+
+class _Stored(NamedTuple):
+    """What a saver stored for one ``(thread_id, checkpoint_ns)`` at its newest put."""
+
+    checkpoint_id: str
+    #: how many messages the stored list holds
+    length: int
+    #: an estimate of the bytes the entry holds, key included
+    size: int
+
+
+#: the bytes of one entry with its key, but the strings' characters
+_ENTRY_BYTES = 320
+
+
+def _thread_key(conf: Mapping[str, Any]) -> tuple[str, str]:
+    # str: a run's config may carry the thread id as the caller gave it (an int), a read the
+    # stored one (a str)
+    thread, ns = conf.get("thread_id"), conf.get("checkpoint_ns", "")
+    return (thread if type(thread) is str else str(thread)), (ns if type(ns) is str else str(ns))
+
+
+class StoredOutputs:
+    """The reduced lists one saver stored, known again when a run reads them back (one entry per
+    ``(thread_id, checkpoint_ns)``, the newest puts kept, at most ``max_bytes``; no message held).
+
+    A run's first put receives the stored list deserialized (equal messages, new objects) plus
+    the run's input, so the reducer's memo, which recognises objects, would plan it all again.
+    Two steps hand the reducer the copy instead, without reading a message:
+
+    * ``after_put``: the checkpoint id this saver stored and the length of its list, the
+      reducer's output;
+    * ``after_load``: a ``get_tuple`` through this saver that returns that very checkpoint vouches
+      for the list it read back as an output of the reducer (``MessageReducer._vouch``).
+
+    The reducer's memo then recognises the copy's objects, in their places, at the start of the
+    run's first put, as it recognises its own output: only the messages after them are read. Why
+    this is sound: a stored checkpoint is never changed (LangGraph and ``compact`` write new ones),
+    so a load of it reads back an equal copy of what was stored, and the vouch is about those
+    objects, not about the thread: a write that replaces a message (``update_state``, a node
+    returning a message with its id) puts a new object at its place, a ``RemoveMessage`` shifts the
+    rest, and a fork or another process's checkpoint is another checkpoint, not vouched for. Each
+    of those is reduced in full, as without this memo. The copy's objects must not be edited in
+    place (the reducer memo's assumption 1, ``agentstate_reducer/_columns/memo.py``). The vouched
+    copy lives in the reducer's memo, so it is a hit as long as that memo keeps it (reductions of
+    other threads in between may push it out: the put is then reduced in full)."""
+
+    __slots__ = ("_bytes", "_entries", "_lock", "max_bytes")
+
+    def __init__(self, max_bytes: int = 4 * 2**20) -> None:
+        if not isinstance(max_bytes, int) or isinstance(max_bytes, bool) or max_bytes < 0:
+            raise ValueError(f"max_bytes must be an int >= 0, got {max_bytes!r}")
+        self.max_bytes = max_bytes
+        # insertion-ordered, each put re-inserting its thread: the first entry is the stalest
+        self._entries: dict[tuple[str, str], _Stored] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @property
+    def nbytes(self) -> int:
+        """The estimated bytes held (at most ``max_bytes``)."""
+        return self._bytes
+
+    def after_put(self, saved: RunnableConfig, checkpoint: Checkpoint, key: str) -> None:
+        """Note the list the put stored in ``checkpoint`` (under ``saved``'s checkpoint id): the
+        reducer's output, the channel reduced by this saver."""
+        conf = saved.get("configurable") or {}
+        cid = conf.get("checkpoint_id")
+        value = checkpoint["channel_values"].get(key)
+        thread = _thread_key(conf)
+        entry = None
+        if cid and (type(value) is list or type(value) is tuple) and value:
+            cid = cid if type(cid) is str else str(cid)
+            entry = _Stored(cid, len(value), _ENTRY_BYTES + len(cid) + len(thread[0]) + len(thread[1]))
+        with self._lock:
+            old = self._entries.pop(thread, None)
+            held = self._bytes - (old.size if old is not None else 0)
+            if entry is not None and entry.size <= self.max_bytes:
+                self._entries[thread] = entry
+                held += entry.size
+                while held > self.max_bytes:
+                    held -= self._entries.pop(next(iter(self._entries))).size
+            self._bytes = held
+
+    def after_load(self, reducer: MessageReducer, tup: CheckpointTuple | None, key: str) -> None:
+        """Vouch for the list ``get_tuple`` read back, if it is the one this saver stored."""
+        if tup is None:
+            return
+        thread = _thread_key(tup.config.get("configurable") or {})
+        with self._lock:
+            entry = self._entries.get(thread)
+        if entry is None or entry.checkpoint_id != tup.checkpoint.get("id"):
+            return
+        value = (tup.checkpoint.get("channel_values") or {}).get(key)
+        if isinstance(value, list | tuple) and len(value) == entry.length:
+            reducer._vouch(list(value))
 
 
 class DefaultMemo:

@@ -22,6 +22,9 @@
   capability set (``_saver_class``); ``isinstance(x, ReducingCheckpointSaver)`` holds for all.
 * A saver that reduces by itself (a ``reducer`` attribute) is never reduced twice: it is handed
   the wrapper's reducer when it has none, passed through with the same one, refused with another.
+* each put notes the checkpoint it stored, and a ``get_tuple`` that reads it back hands the
+  reducer the list as its own output, so the run's first put is a memo hit
+  (``reduction.StoredOutputs``: no message held, bounded by bytes).
 * ``keep_last`` runs retention after the inner put has stored the checkpoint; a failing run is
   logged, counted in ``retention_stats`` and retried, never failing the put.
 * with ``offload``, the checkpoint and writes handed to the inner saver hold references
@@ -78,6 +81,7 @@ from .reduction import (
     AbsentKeyCheck,
     DefaultMemo,
     OnReduce,
+    StoredOutputs,
     SummaryMemo,
     _namespace,
     areduce_for_put,
@@ -218,6 +222,8 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             _retention.backend_for(self) if self._keep_last is not None else None
         )
         self._delta = DeltaMemo()
+        #: the reduced lists this wrapper stored, known again when a run reads them back
+        self._stored = StoredOutputs()
         self._task_path = _accepts_task_path(inner.put_writes)
         self._atask_path = _accepts_task_path(inner.aput_writes)
 
@@ -303,6 +309,7 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
                            retention_every=self._retention_every, branch_grace=self._branch_grace,
                            offload=self._offload)
         clone._schedule = self._schedule  # same threads: one schedule
+        clone._stored = self._stored
         return clone
 
     # -- context-manager use ------------------------------------------------------------------
@@ -345,11 +352,14 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             checkpoint = self._reduced(config, checkpoint, new_versions)
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
+        reduced = checkpoint
         if self._blobs is not None:
             checkpoint = self._blobs.run(
                 stored_checkpoint_flow(self._blobs.offloader, config, checkpoint, self._messages_key)
             )
         saved = self._inner.put(config, checkpoint, metadata, new_versions)
+        if not self._passthrough:
+            self._stored.after_put(saved, reduced, self._messages_key)
         if self._schedule is not None and self._backend is not None:
             self._schedule.after_put(self._backend, saved, metadata)
         return saved
@@ -366,11 +376,14 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
             checkpoint = await self._areduced(config, checkpoint, new_versions)
         if self._schedule is not None:
             new_versions = _retention.versions_to_store(checkpoint, metadata, new_versions)
+        reduced = checkpoint
         if self._blobs is not None:
             checkpoint = await self._blobs.arun(
                 stored_checkpoint_flow(self._blobs.offloader, config, checkpoint, self._messages_key)
             )
         saved = await self._inner.aput(config, checkpoint, metadata, new_versions)
+        if not self._passthrough:
+            self._stored.after_put(saved, reduced, self._messages_key)
         if self._schedule is not None and self._backend is not None:
             await self._schedule.aafter_put(self._backend, saved, metadata)
         return saved
@@ -459,11 +472,13 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = self._inner.get_tuple(config)
         blobs = self._blobs
-        if blobs is None or tup is None:
-            return tup
-        # retention may delete what was read before its blobs are: read the rows again
-        return read_restored(tup, lambda: self._inner.get_tuple(config),
-                             lambda t: blobs.run(restored_tuple_flow(t, blobs.where)))
+        if blobs is not None and tup is not None:
+            # retention may delete what was read before its blobs are: read the rows again
+            tup = read_restored(tup, lambda: self._inner.get_tuple(config),
+                                lambda t: blobs.run(restored_tuple_flow(t, blobs.where)))
+        if not self._passthrough:
+            self._stored.after_load(self._reducer, tup, self._messages_key)
+        return tup
 
     def list(
         self,
@@ -520,10 +535,12 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         tup = await self._inner.aget_tuple(config)
         blobs = self._blobs
-        if blobs is None or tup is None:
-            return tup
-        return await aread_restored(tup, lambda: self._inner.aget_tuple(config),
-                                    lambda t: blobs.arun(restored_tuple_flow(t, blobs.where)))
+        if blobs is not None and tup is not None:
+            tup = await aread_restored(tup, lambda: self._inner.aget_tuple(config),
+                                       lambda t: blobs.arun(restored_tuple_flow(t, blobs.where)))
+        if not self._passthrough:
+            self._stored.after_load(self._reducer, tup, self._messages_key)
+        return tup
 
     def alist(
         self,
