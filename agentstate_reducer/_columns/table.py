@@ -25,7 +25,7 @@ from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, ne, sub
 from typing import Any, Final, NamedTuple
 
-from agentstate_reducer._columns.bulk import compaction_indices, pinned_indices
+from agentstate_reducer._columns.bulk import ObjectColumns, compaction_indices, object_columns, pinned_indices
 from agentstate_reducer._columns.structure import (
     Structure,
     joined,
@@ -67,19 +67,23 @@ def known_of(state: TableState | None, keys: Sequence[Any]) -> int:
     return k if k >= state.table.lo else 0
 
 
-def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
+def _pinned(
+    messages: Sequence[Any], infos: Sequence[MessageInfo] | None, columns: ObjectColumns | None = None
+) -> list[int]:
     """The indices of pinned kinds, ascending: from the readings when given."""
     if infos is not None:
         kinds = map(attrgetter("kind"), infos)
         return list(compress(range(len(infos)), map(PINNED_KINDS.__contains__, kinds)))
-    return pinned_indices(messages)
+    return pinned_indices(messages, columns)
 
 
-def _compactions(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
+def _compactions(
+    messages: Sequence[Any], infos: Sequence[MessageInfo] | None, columns: ObjectColumns | None = None
+) -> list[int]:
     """The indices of the messages holding a compaction, ascending: from the readings when given."""
     if infos is not None:
         return list(compress(range(len(infos)), map(attrgetter("compaction"), infos)))
-    return compaction_indices(messages)
+    return compaction_indices(messages, columns)
 
 
 def plan_by_table(
@@ -107,6 +111,7 @@ def plan_by_table(
     keys = messages if infos is None else infos
     known = known_of(prior, keys)
     last: Structure | None = None
+    columns: ObjectColumns | None = None
     if known:
         assert prior is not None
         last = prior.table
@@ -115,7 +120,9 @@ def plan_by_table(
             more = _pinned(messages[known:], infos[known:] if infos is not None else None)
             pinned = pinned + [known + p for p in more]
     else:
-        pinned = _pinned(messages, infos)
+        # a list never seen: its types and contents are read once, for every pass below
+        columns = object_columns(messages) if infos is None else None
+        pinned = _pinned(messages, infos, columns)
     compactions: list[int] | None = None  # read for a triggered plan (rule 5), or where remembered
     if known and prior is not None and prior.compactions is not None:
         compactions = [c for c in prior.compactions if c < known]
@@ -123,7 +130,7 @@ def plan_by_table(
             found = _compactions(messages[known:], infos[known:] if infos is not None else None)
             compactions += [known + c for c in found]
     elif triggered:
-        compactions = _compactions(messages, infos)
+        compactions = _compactions(messages, infos, columns)
     kind_pinned = pinned
     if preserve_first and n:
         read = infos.__getitem__ if infos is not None else (lambda i: read_message(messages[i]))
@@ -156,7 +163,7 @@ def plan_by_table(
             if infos is not None:
                 chunk = structure_of_infos(infos, lo, table.lo if table is not None else None)
             else:
-                chunk = read_structure(messages, lo, table.lo if table is not None else None)
+                chunk = read_structure(messages, lo, table.lo if table is not None else None, columns)
             table = chunk if table is None else joined(chunk, table)
         out = _decide(table, n, pinned, costs, room, start_on_human)
         if out is not _GROW or lo == 0:
