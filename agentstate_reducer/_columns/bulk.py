@@ -313,9 +313,7 @@ def object_columns(messages: Sequence[Any]) -> ObjectColumns | None:
     ``type`` and ``content`` attributes), or None for any other list (a mapping, a Pydantic AI
     message, an attribute that cannot be read)."""
     classes = set(map(type, messages))
-    if not classes or any(issubclass(cls, Mapping) for cls in classes):
-        return None
-    if not (all(map(fields_in_dict, classes)) and all(map(_declares_no_parts, classes))):
+    if not classes or not all(map(_columnar, classes)):
         return None
     try:
         return ObjectColumns(list(map(_TYPE, messages)), list(map(_CONTENT, messages)))
@@ -464,6 +462,20 @@ def _declares_no_parts(cls: type) -> bool:
     return isinstance(fields, Mapping) and "parts" not in fields
 
 
+#: ``_columnar`` of each class asked about (a class's fields are fixed once it is made)
+_columnar_classes: dict[type, bool] = {}
+
+
+def _columnar(cls: type) -> bool:
+    """True when ``cls`` is no mapping, keeps its fields in the instance ``__dict__``
+    (``fields_in_dict``) and declares no ``parts`` (LangChain's messages): ``read_message``
+    reads an instance's ``type`` and ``content`` as attributes, and nothing else holds content."""
+    ok = _columnar_classes.get(cls)
+    if ok is None:
+        ok = _columnar_classes[cls] = fields_in_dict(cls) and _declares_no_parts(cls)
+    return ok
+
+
 def _compaction_candidates(messages: list[Any], columns: ObjectColumns | None = None) -> list[int]:
     """The indices of the messages that may hold a compaction, a superset of those that do: a
     content list with a ``compaction`` or ``non_standard`` block (or a block that is no dict), a
@@ -494,7 +506,7 @@ def _compaction_candidates(messages: list[Any], columns: ObjectColumns | None = 
             contents = list(map(getattr, messages, repeat("content"), repeat(None)))
             mtypes = list(map(getattr, messages, repeat("type"), repeat(None)))
         items = map(COMPACTION_TYPES.__contains__, mtypes)
-        if all(map(fields_in_dict, classes)) and all(map(_declares_no_parts, classes)):
+        if all(map(_columnar, classes)):
             # LangChain's messages (a missing field would cost a pydantic __getattr__ each): their
             # classes declare no ``parts``, where only Pydantic AI's messages hold content
             elsewhere = list(items)
