@@ -133,13 +133,12 @@ class PrefixMemo:
             return k <= n and (k == 0 or r.items[k - 1] is new[k - 1]) and same_prefix(r.items, new) == k
 
         with self._lock:
-            before = self._records
-            others = tuple(r for r in before if not superseded(r))
-            self._records = (record, *others)[:SLOTS]
-        kept = self._records
-        dropped = [r for r in before if all(r is not k for k in kept)]
-        if dropped:
-            release(dropped)
+            records = (record, *(r for r in self._records if not superseded(r)))
+            self._records = records[:SLOTS]
+        if len(records) > SLOTS:
+            # another list's records: they may hold the last references to messages their caller
+            # let go (a superseded record's items are the new record's, freed with nothing)
+            release(records[SLOTS:])
 
 
 #: how many messages the releasing thread frees before it lets other threads run
