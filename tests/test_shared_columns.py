@@ -53,8 +53,14 @@ def test_a_tool_using_conversation_shares_one_read() -> None:
     for t in range(3):
         msgs += [
             HumanMessage(f"q{t}", id=f"h{t}"),
-            AIMessage("", id=f"a{t}", tool_calls=[{"name": "f", "args": {}, "id": f"c{t}"},
-                                                   {"name": "g", "args": {}, "id": "call_0"}]),
+            AIMessage(
+                "",
+                id=f"a{t}",
+                tool_calls=[
+                    {"name": "f", "args": {}, "id": f"c{t}"},
+                    {"name": "g", "args": {}, "id": "call_0"},
+                ],
+            ),
             ToolMessage("r", tool_call_id=f"c{t}", id=f"t{t}"),
             ToolMessage("r", tool_call_id="call_0", id=f"u{t}"),
         ]
