@@ -42,9 +42,9 @@ annotation's ``existing is trusted`` (the very list it returned last, whole: one
 from __future__ import annotations
 
 import os
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -143,6 +143,10 @@ class PrefixMemo:
 
 #: how many messages the releasing thread frees before it lets other threads run
 CHUNK: Final = 256
+#: how long the releasing thread sleeps between looks at what was dropped (seconds): a call that
+#: drops records only appends them, so that it wakes no thread (on a loaded machine a thread woken
+#: from a call may take that call's CPU)
+POLL: Final = 0.1
 
 
 class _Releaser:
@@ -150,11 +154,12 @@ class _Releaser:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.retired: queue.Queue[list[Any]] = queue.Queue()
+        #: batches to free, oldest first; one is taken off only once it is freed (``released``)
+        self.retired: deque[list[Any]] = deque()
         self.thread: threading.Thread | None = None
 
     def put(self, batch: list[Any]) -> None:
-        self.retired.put(batch)
+        self.retired.append(batch)
         if self.thread is None:
             with self.lock:
                 if self.thread is None:
@@ -165,14 +170,17 @@ class _Releaser:
     def run(self) -> None:
         retired = self.retired
         while True:
-            batch = retired.get()
+            if not retired:
+                time.sleep(POLL)
+                continue
+            batch = retired[0]
             items = batch.pop()
             batch.clear()  # the records: their lists and tables (the messages are in ``items``)
             while items:
                 del items[-CHUNK:]
                 time.sleep(0)  # let the callers' threads run between chunks
             del batch, items
-            retired.task_done()
+            retired.popleft()
 
 
 _releaser = _Releaser()
@@ -180,7 +188,7 @@ _releaser = _Releaser()
 
 def _after_fork() -> None:
     global _releaser
-    _releaser = _Releaser()  # the thread is not in the child; its queue's lock may be held
+    _releaser = _Releaser()  # the thread is not in the child: the child starts its own
 
 
 if hasattr(os, "register_at_fork"):
@@ -203,4 +211,5 @@ def release(records: Sequence[Remembered]) -> None:
 
 def released() -> None:
     """Wait until everything dropped so far is freed (for a caller measuring memory)."""
-    _releaser.retired.join()
+    while _releaser.retired:
+        time.sleep(POLL / 10)
