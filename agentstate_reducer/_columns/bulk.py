@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from itertools import chain, compress, repeat
 from operator import attrgetter, eq, is_, is_not, not_, or_
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 from agentstate_reducer.messages.autogen import AUTOGEN_TYPES
 from agentstate_reducer.messages.fields import (
@@ -297,6 +297,30 @@ def fast_views(messages: Sequence[Any]) -> list[FastView] | None:
 # --- the planner's one full pass ---
 
 
+class ObjectColumns(NamedTuple):
+    """Each message's ``type`` and ``content`` attribute, read once for a whole list of objects
+    (``object_columns``) and shared by the planner's passes over it: the pinned kinds, the
+    compactions and the table. Each attribute read over a long list costs about as much as a
+    pass reading every field of each message, so no pass reads them again."""
+
+    types: list[Any]
+    contents: list[Any]
+
+
+def object_columns(messages: Sequence[Any]) -> ObjectColumns | None:
+    """The ``ObjectColumns`` of a list of objects whose classes keep their fields in the instance
+    ``__dict__`` and declare no ``parts`` (LangChain's messages: ``read_message`` reads their
+    ``type`` and ``content`` attributes), or None for any other list (a mapping, a Pydantic AI
+    message, an attribute that cannot be read)."""
+    classes = set(map(type, messages))
+    if not classes or not all(map(_columnar, classes)):
+        return None
+    try:
+        return ObjectColumns(list(map(_TYPE, messages)), list(map(_CONTENT, messages)))
+    except Exception:  # a message without one of them, a property that raises
+        return None
+
+
 def kind_of_type(value: Any) -> Kind | None:
     """``read_message``'s kind of an object message whose ``type`` is ``value``, when the value
     alone decides it (LangChain's message types); None when the message must be read whole (no
@@ -326,10 +350,11 @@ def _by_key(messages: Sequence[Any], positions: Iterable[int]) -> list[int]:
     return [i for i in positions if isinstance(messages[i], Mapping)]
 
 
-def object_kinds(messages: Sequence[Any]) -> list[Kind | None]:
+def object_kinds(messages: Sequence[Any], types: list[Any] | None = None) -> list[Kind | None]:
     """``kind_of_type`` of each message's ``type`` (read with ``getattr``, as ``read_message``
-    reads it); None for mappings and for every message if a ``type`` cannot be read."""
-    values = _type_values(messages)
+    reads it; ``types``: those values, read already by ``object_columns``); None for mappings
+    and for every message if a ``type`` cannot be read."""
+    values = _type_values(messages) if types is None else types
     try:
         kind_of = {v: kind_of_type(v) for v in set(values)} if values is not None else None
     except TypeError:  # an unhashable type value
@@ -337,7 +362,7 @@ def object_kinds(messages: Sequence[Any]) -> list[Kind | None]:
     if values is None or kind_of is None:
         return [None] * len(messages)
     kinds = list(map(kind_of.__getitem__, values))
-    if any(issubclass(cls, Mapping) for cls in set(map(type, messages))):
+    if types is None and any(issubclass(cls, Mapping) for cls in set(map(type, messages))):
         for i in _by_key(messages, range(len(messages))):
             kinds[i] = None
     return kinds
@@ -388,23 +413,23 @@ def _positions(values: list[Any], value: Any) -> list[int]:
     return out
 
 
-def pinned_indices(messages: Sequence[Any]) -> list[int]:
+def pinned_indices(messages: Sequence[Any], columns: ObjectColumns | None = None) -> list[int]:
     """Indices of system, unknown-role and remove messages, ascending.
 
-    This is the one pass the planner makes over a whole history, so it reads columns: each
-    object's ``type`` (one ``map``, then a C-speed scan per distinct value that is not a plain
-    conversation kind), each dict's ``role`` (``_pinned_dicts``), and reads a message whole only
-    where those do not decide its kind.
+    The planner reads the whole history for them, so this reads columns: each object's ``type``
+    (one ``map``, or ``columns.types`` when read already, then a C-speed scan per distinct value
+    that is not a plain conversation kind), each dict's ``role`` (``_pinned_dicts``), and reads a
+    message whole only where those do not decide its kind.
     """
     n = len(messages)
-    values = _type_values(messages)
+    values = _type_values(messages) if columns is None else columns.types
     try:
         distinct = set(values) if values is not None else None
     except TypeError:  # an unhashable type value
         distinct = None
     if values is None or distinct is None:
         return [i for i in range(n) if read_message(messages[i]).kind in PINNED_KINDS]
-    mappings = any(issubclass(cls, Mapping) for cls in set(map(type, messages)))
+    mappings = columns is None and any(issubclass(cls, Mapping) for cls in set(map(type, messages)))
     pinned: set[int] = set()
     for value in distinct:
         kind = kind_of_type(value)
@@ -437,15 +462,37 @@ def _declares_no_parts(cls: type) -> bool:
     return isinstance(fields, Mapping) and "parts" not in fields
 
 
-def _compaction_candidates(messages: list[Any]) -> list[int]:
+#: ``_columnar`` of each class asked about (a class's fields are fixed once it is made)
+_columnar_classes: dict[type, bool] = {}
+
+
+def _columnar(cls: type) -> bool:
+    """True when ``cls`` is no mapping, keeps its fields in the instance ``__dict__``
+    (``fields_in_dict``) and declares no ``parts`` (LangChain's messages): ``read_message``
+    reads an instance's ``type`` and ``content`` as attributes, and nothing else holds content."""
+    ok = _columnar_classes.get(cls)
+    if ok is None:
+        ok = _columnar_classes[cls] = fields_in_dict(cls) and _declares_no_parts(cls)
+    return ok
+
+
+def _compaction_candidates(messages: list[Any], columns: ObjectColumns | None = None) -> list[int]:
     """The indices of the messages that may hold a compaction, a superset of those that do: a
     content list with a ``compaction`` or ``non_standard`` block (or a block that is no dict), a
     content that is no text, list or None, a compaction item's ``type``, and the fields that hold
     a message's content elsewhere (a serialized LangChain dict's ``data`` or ``kwargs``, an
-    object's ``parts``: Pydantic AI). Reads columns; raises what a hostile field raises."""
+    object's ``parts``: Pydantic AI). Reads columns (``columns``: read already); raises what a
+    hostile field raises."""
     n = len(messages)
-    classes = set(map(type, messages))
     contents: list[Any]
+    if columns is not None:  # LangChain's messages: no ``parts``, a compaction item by its type
+        contents = columns.contents
+        if COMPACTION_TYPES.isdisjoint(set(columns.types)):
+            elsewhere: list[bool] = []
+        else:
+            elsewhere = list(map(COMPACTION_TYPES.__contains__, columns.types))
+        return _content_candidates(contents, elsewhere)
+    classes = set(map(type, messages))
     if classes == {dict}:
         contents = list(map(dict.get, messages, repeat("content")))
         dict_types = map(dict.get, messages, repeat("type"))
@@ -459,7 +506,7 @@ def _compaction_candidates(messages: list[Any]) -> list[int]:
             contents = list(map(getattr, messages, repeat("content"), repeat(None)))
             mtypes = list(map(getattr, messages, repeat("type"), repeat(None)))
         items = map(COMPACTION_TYPES.__contains__, mtypes)
-        if all(map(fields_in_dict, classes)) and all(map(_declares_no_parts, classes)):
+        if all(map(_columnar, classes)):
             # LangChain's messages (a missing field would cost a pydantic __getattr__ each): their
             # classes declare no ``parts``, where only Pydantic AI's messages hold content
             elsewhere = list(items)
@@ -468,6 +515,13 @@ def _compaction_candidates(messages: list[Any]) -> list[int]:
             elsewhere = list(map(or_, items, map(is_not, parts, repeat(None))))
     else:
         return list(range(n))
+    return _content_candidates(contents, elsewhere)
+
+
+def _content_candidates(contents: list[Any], elsewhere: list[bool]) -> list[int]:
+    """The candidates of ``_compaction_candidates`` from each message's content and whether its
+    type or another field may hold one (``elsewhere``; empty: none does)."""
+    n = len(contents)
     kinds = list(map(type, contents))
     out = list(compress(range(n), elsewhere)) if any(elsewhere) else []
     if set(kinds) <= _STR_OR_NONE:
@@ -487,15 +541,16 @@ def _compaction_candidates(messages: list[Any]) -> list[int]:
     return sorted(set(out))
 
 
-def compaction_indices(messages: Sequence[Any]) -> list[int]:
+def compaction_indices(messages: Sequence[Any], columns: ObjectColumns | None = None) -> list[int]:
     """Indices of the messages holding a compaction (``read_message(m).compaction``), ascending.
 
-    The planner's second pass over a whole history: a compaction lives in a content list (an
-    Anthropic ``compaction`` block) or is a Responses item, so only those messages are read.
+    A compaction lives in a content list (an Anthropic ``compaction`` block) or is a Responses
+    item, so only those messages are read whole (``columns``: the types and contents read
+    already by ``object_columns``).
     """
     msgs = messages if type(messages) is list else list(messages)
     try:
-        candidates = _compaction_candidates(msgs)
+        candidates = _compaction_candidates(msgs, columns)
     except Exception:  # an unhashable type value, a hostile __dict__: every message read
         candidates = list(range(len(msgs)))
     return [i for i in candidates if read_message(msgs[i]).compaction]

@@ -26,7 +26,10 @@ The assumptions every user of the memo relies on, in one place (docs/contract.md
    needs) is ignored, and every user then reads what it needs from the list itself; the memo
    changes what a call costs, never what it returns. ``deepcopy``/``pickle`` of a reducer start
    it empty.
-4. ``target_tokens <= max_tokens``: a triggered token-mode decision reads the costs of no message
+4. **Dropped off the call.** A record the memo lets go of is freed by one daemon thread
+   (``release``), not by the call that drops it: it may hold the last references to a copy its
+   caller let go, and freeing those is not the call's work.
+5. ``target_tokens <= max_tokens``: a triggered token-mode decision reads the costs of no message
    older than the newest ones worth more than ``max_tokens`` (``Plan.newest``), so only those
    and the kept ones need their unchecked counts confirmed (``tokens.cache.Unchecked``).
 
@@ -38,8 +41,13 @@ annotation's ``existing is trusted`` (the very list it returned last, whole: one
 
 from __future__ import annotations
 
+import os
 import threading
+import time
+from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Final
 
 from agentstate_reducer._columns.structure import same_prefix
@@ -125,5 +133,83 @@ class PrefixMemo:
             return k <= n and (k == 0 or r.items[k - 1] is new[k - 1]) and same_prefix(r.items, new) == k
 
         with self._lock:
-            others = tuple(r for r in self._records if not superseded(r))
-            self._records = (record, *others)[:SLOTS]
+            records = (record, *(r for r in self._records if not superseded(r)))
+            self._records = records[:SLOTS]
+        if len(records) > SLOTS:
+            # another list's records: they may hold the last references to messages their caller
+            # let go (a superseded record's items are the new record's, freed with nothing)
+            release(records[SLOTS:])
+
+
+#: how many messages the releasing thread frees before it lets other threads run
+CHUNK: Final = 256
+#: how long the releasing thread sleeps between looks at what was dropped (seconds): a call that
+#: drops records only appends them, so that it wakes no thread (on a loaded machine a thread woken
+#: from a call may take that call's CPU)
+POLL: Final = 0.1
+
+
+class _Releaser:
+    """One daemon thread per process that frees what the memos drop (``release``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        #: batches to free, oldest first; one is taken off only once it is freed (``released``)
+        self.retired: deque[list[Any]] = deque()
+        self.thread: threading.Thread | None = None
+
+    def put(self, batch: list[Any]) -> None:
+        self.retired.append(batch)
+        if self.thread is None:
+            with self.lock:
+                if self.thread is None:
+                    name = "agentstate-memo-release"
+                    self.thread = threading.Thread(target=self.run, name=name, daemon=True)
+                    self.thread.start()
+
+    def run(self) -> None:
+        retired = self.retired
+        while True:
+            if not retired:
+                time.sleep(POLL)
+                continue
+            batch = retired[0]
+            items = batch.pop()
+            batch.clear()  # the records: their lists and tables (the messages are in ``items``)
+            while items:
+                del items[-CHUNK:]
+                time.sleep(0)  # let the callers' threads run between chunks
+            del batch, items
+            retired.popleft()
+
+
+_releaser = _Releaser()
+
+
+def _after_fork() -> None:
+    global _releaser
+    _releaser = _Releaser()  # the thread is not in the child: the child starts its own
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def release(records: Sequence[Remembered]) -> None:
+    """Drop ``records``, which no memo holds any longer, off the caller's thread.
+
+    A dropped record may hold the last references to messages its caller let go (an equal copy
+    read back from a checkpoint, replaced in the memo by the next copy): freeing ten thousand
+    LangChain messages costs about half a reduction of them. A daemon thread frees them instead,
+    ``CHUNK`` messages at a time, letting the GIL go between chunks, so the call that drops them
+    costs what a fresh reducer costs (docs/contract.md: never more). Nothing waits for it, and a
+    record is not used once dropped (assumption 2: a call still holding one keeps it valid).
+    """
+    items = list(chain.from_iterable(r.items for r in records))  # freed last, in chunks
+    _releaser.put([*records, items])
+
+
+def released() -> None:
+    """Wait until everything dropped so far is freed (for a caller measuring memory)."""
+    while _releaser.retired:
+        time.sleep(POLL / 10)

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from itertools import chain, compress, count, islice, repeat, takewhile
+from itertools import accumulate, chain, compress, count, islice, repeat, takewhile
 from operator import attrgetter, eq, is_, is_not
 from typing import Any, Final, NamedTuple
 
-from agentstate_reducer._columns.bulk import dict_kinds, object_kinds
+from agentstate_reducer._columns.bulk import ObjectColumns, dict_kinds, object_kinds
 from agentstate_reducer.messages.read import Kind, MessageInfo, read_message
 
 _NO_CALLS: Final = frozenset({list, type(None)})
@@ -73,15 +73,26 @@ def structure_of_infos(infos: Sequence[MessageInfo], lo: int = 0, hi: int | None
     return Structure(lo, kinds, calls, results, leads, _text(lo, kinds, calls))
 
 
-def read_structure(messages: Sequence[Any], lo: int = 0, hi: int | None = None) -> Structure:
-    """The ``Structure`` of ``messages[lo:hi]`` (to the end by default)."""
+def read_structure(
+    messages: Sequence[Any], lo: int = 0, hi: int | None = None, columns: ObjectColumns | None = None
+) -> Structure:
+    """The ``Structure`` of ``messages[lo:hi]`` (to the end by default); ``columns``: the types
+    and contents of the whole list, read already (``bulk.object_columns``)."""
     window = messages[lo:hi]
     if type(window) is not list:
         window = list(window)
     m = len(window)
-    dicts = set(map(type, window)) == {dict}
+    contents = None
+    if columns is not None:
+        dicts = False
+        contents = columns.contents[lo:hi]
+    else:
+        dicts = set(map(type, window)) == {dict}
     try:
-        kinds = dict_kinds(window) if dicts else object_kinds(window)
+        if columns is not None:
+            kinds = object_kinds(window, columns.types[lo:hi])
+        else:
+            kinds = dict_kinds(window) if dicts else object_kinds(window)
     except TypeError:  # an unhashable role: read one by one
         kinds = [None] * m
     todo = list(compress(range(m), map(is_, kinds, repeat(None)))) if None in kinds else []
@@ -89,7 +100,7 @@ def read_structure(messages: Sequence[Any], lo: int = 0, hi: int | None = None) 
     results: dict[int, tuple[str, ...]] = {}
     leads: dict[int, int] = {}
     try:
-        _fields(window, kinds, todo, calls, results, _dict_column if dicts else _attr_column)
+        _fields(window, kinds, todo, calls, results, _dict_column if dicts else _attr_column, contents)
     except Exception:  # a hostile field: every message read one by one
         todo, calls, results = list(range(m)), {}, {}
     for j in set(todo):
@@ -137,9 +148,9 @@ def _plain_calls(
             ids: list[Any] = list(map(dict.get, flat, repeat("id")))
             if set(map(type, ids)) == {str}:
                 sizes = list(map(len, made))
-                each = iter(ids)
-                grouped: list[tuple[str, ...]] = list(map(tuple, map(islice, repeat(each), sizes)))
-                if list(map(len, map(set, grouped))) == sizes:  # distinct ids in each message
+                grouped = _grouped(ids, sizes)
+                # distinct ids in each message: ids distinct across the window say it at once
+                if len(set(ids)) == len(ids) or list(map(len, map(set, grouped))) == sizes:
                     return dict(zip(callers, grouped, strict=True))
     # some message's calls are not plain: find which, one message at a time
     calls: dict[int, tuple[str, ...]] = {}
@@ -153,6 +164,15 @@ def _plain_calls(
             continue
         calls[j] = got
     return calls
+
+
+def _grouped(ids: list[str], sizes: list[int]) -> list[tuple[str, ...]]:
+    """``ids`` cut into consecutive tuples of ``sizes``: one ``zip`` when every size is the same
+    (the common case: one or two calls per message), else a slice each."""
+    if len(set(sizes)) == 1:
+        return list(zip(*[iter(ids)] * sizes[0], strict=True))
+    bounds = list(accumulate(sizes, initial=0))
+    return list(map(tuple, map(ids.__getitem__, map(slice, bounds, bounds[1:]))))
 
 
 def _plain_results(where: list[int], answered: list[Any], todo: list[int]) -> dict[int, tuple[str, ...]]:
@@ -190,15 +210,23 @@ def _fields(
     calls: dict[int, tuple[str, ...]],
     results: dict[int, tuple[str, ...]],
     column: Callable[[list[Any], str, Any], list[Any]],
+    window_contents: list[Any] | None = None,
 ) -> None:
     """Read the calls of AI messages and the answered ids of tool results into ``calls`` and
     ``results`` with ``column`` (a field of each row, by key or by attribute, as ``read_message``
-    reads that shape); every message these columns cannot decide joins ``todo``."""
+    reads that shape); every message these columns cannot decide joins ``todo``.
+    ``window_contents``: each message's content, read already."""
     m = len(kinds)
+
+    def content(where: list[int], rows: list[Any]) -> list[Any]:
+        if window_contents is not None:
+            return list(map(window_contents.__getitem__, where))
+        return column(rows, "content", None)
+
     if "ai" in kinds:
         ai = list(compress(range(m), map(eq, kinds, repeat("ai"))))
         rows = list(map(window.__getitem__, ai))
-        contents = column(rows, "content", None)
+        contents = content(ai, rows)
         if None in contents:  # content None reads Gemini ``parts``: a message holding them is read whole
             empty = list(compress(ai, map(is_, contents, repeat(None))))
             parts = column(list(map(window.__getitem__, empty)), "parts", None)
@@ -211,7 +239,10 @@ def _fields(
         results.update(_plain_results(tool, answered, todo))
     if "human" in kinds:
         human = list(compress(range(m), map(eq, kinds, repeat("human"))))
-        _human_text(human, column(list(map(window.__getitem__, human)), "content", None), todo)
+        if window_contents is not None:
+            _human_text(human, list(map(window_contents.__getitem__, human)), todo)
+        else:
+            _human_text(human, column(list(map(window.__getitem__, human)), "content", None), todo)
 
 
 def joined(older: Structure, newer: Structure) -> Structure:

@@ -23,9 +23,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate, chain, compress, repeat
 from operator import attrgetter, ne, sub
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, cast
 
-from agentstate_reducer._columns.bulk import compaction_indices, pinned_indices
+from agentstate_reducer._columns.bulk import ObjectColumns, compaction_indices, object_columns, pinned_indices
 from agentstate_reducer._columns.structure import (
     Structure,
     joined,
@@ -56,6 +56,20 @@ class TableState(NamedTuple):
     #: the indices of the messages holding a compaction (``MessageInfo.compaction``); None when
     #: not read (only a triggered plan needs them)
     compactions: list[int] | None
+    #: what the decision found of plain structure, for a longer list to check only what follows
+    checked: Checked | None = None
+
+
+class Checked(NamedTuple):
+    """The conversation messages (pinned ones left out) from index ``first``, a unit start, to
+    before ``end`` are of plain structure: each call is followed by its results, in order, but
+    for the newest call, whose ``open`` ids (in order) have no result yet. Every later unit
+    start keeps that true of what follows it; ``pinned`` are the pinned indices in between."""
+
+    first: int
+    end: int
+    open: tuple[str, ...]
+    pinned: tuple[int, ...]
 
 
 def known_of(state: TableState | None, keys: Sequence[Any]) -> int:
@@ -67,19 +81,23 @@ def known_of(state: TableState | None, keys: Sequence[Any]) -> int:
     return k if k >= state.table.lo else 0
 
 
-def _pinned(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
+def _pinned(
+    messages: Sequence[Any], infos: Sequence[MessageInfo] | None, columns: ObjectColumns | None = None
+) -> list[int]:
     """The indices of pinned kinds, ascending: from the readings when given."""
     if infos is not None:
         kinds = map(attrgetter("kind"), infos)
         return list(compress(range(len(infos)), map(PINNED_KINDS.__contains__, kinds)))
-    return pinned_indices(messages)
+    return pinned_indices(messages, columns)
 
 
-def _compactions(messages: Sequence[Any], infos: Sequence[MessageInfo] | None) -> list[int]:
+def _compactions(
+    messages: Sequence[Any], infos: Sequence[MessageInfo] | None, columns: ObjectColumns | None = None
+) -> list[int]:
     """The indices of the messages holding a compaction, ascending: from the readings when given."""
     if infos is not None:
         return list(compress(range(len(infos)), map(attrgetter("compaction"), infos)))
-    return compaction_indices(messages)
+    return compaction_indices(messages, columns)
 
 
 def plan_by_table(
@@ -107,6 +125,7 @@ def plan_by_table(
     keys = messages if infos is None else infos
     known = known_of(prior, keys)
     last: Structure | None = None
+    columns: ObjectColumns | None = None
     if known:
         assert prior is not None
         last = prior.table
@@ -115,7 +134,9 @@ def plan_by_table(
             more = _pinned(messages[known:], infos[known:] if infos is not None else None)
             pinned = pinned + [known + p for p in more]
     else:
-        pinned = _pinned(messages, infos)
+        # a list never seen: its types and contents are read once, for every pass below
+        columns = object_columns(messages) if infos is None else None
+        pinned = _pinned(messages, infos, columns)
     compactions: list[int] | None = None  # read for a triggered plan (rule 5), or where remembered
     if known and prior is not None and prior.compactions is not None:
         compactions = [c for c in prior.compactions if c < known]
@@ -123,13 +144,16 @@ def plan_by_table(
             found = _compactions(messages[known:], infos[known:] if infos is not None else None)
             compactions += [known + c for c in found]
     elif triggered:
-        compactions = _compactions(messages, infos)
+        compactions = _compactions(messages, infos, columns)
     kind_pinned = pinned
     if preserve_first and n:
         read = infos.__getitem__ if infos is not None else (lambda i: read_message(messages[i]))
         first = first_unit(read, n)
         if first:
             pinned = sorted({*pinned, *first})
+    earlier = None  # what a remembered decision checked of the messages this list shares
+    if known and prior is not None and prior.checked is not None and prior.checked.end <= known:
+        earlier = prior.checked
     newest = None
     if costs is None:
         pinned_cost = len(pinned)
@@ -156,13 +180,17 @@ def plan_by_table(
             if infos is not None:
                 chunk = structure_of_infos(infos, lo, table.lo if table is not None else None)
             else:
-                chunk = read_structure(messages, lo, table.lo if table is not None else None)
+                chunk = read_structure(messages, lo, table.lo if table is not None else None, columns)
             table = chunk if table is None else joined(chunk, table)
-        out = _decide(table, n, pinned, costs, room, start_on_human)
+        out = _decide(table, n, pinned, costs, room, start_on_human, earlier)
         if out is not _GROW or lo == 0:
             break
         lo = max(0, n - 2 * (n - lo))  # a window of at least one message: it doubles
-    state = TableState(keys if type(keys) is list else list(keys), kind_pinned, table, compactions)
+    checked = None
+    if isinstance(out, _Decided):
+        checked = out.checked
+        out = (out.members, out.cost)
+    state = TableState(keys if type(keys) is list else list(keys), kind_pinned, table, compactions, checked)
     if not isinstance(out, tuple) or (triggered and compactions):
         # not of plain structure, older than the whole list, or a compaction replaces what
         # precedes it (planner rule 5): the reference decides
@@ -206,6 +234,44 @@ def newest_over(costs: Sequence[int], amount: int) -> int:
     return 0
 
 
+class _Decided(NamedTuple):
+    """``_decide``'s answer: the kept conversation indices, their cost, and what it checked."""
+
+    members: Sequence[int]
+    cost: int
+    checked: Checked
+
+
+def _continues(
+    table: Structure, earlier: Checked, first: int, n: int, pinned: list[int]
+) -> tuple[str, ...] | None:
+    """The open call ids at ``n`` when the conversation messages from ``first`` on are of plain
+    structure, read from ``earlier`` (which holds from a unit start at or before ``first``) and
+    the messages after it only; None when that cannot be told so (the full check decides)."""
+    end = earlier.end
+    if not earlier.first <= first <= end or end < table.lo:
+        return None
+    if tuple(pinned[bisect_left(pinned, earlier.first) : bisect_left(pinned, end)]) != earlier.pinned:
+        return None
+    open_ids = earlier.open
+    text, lo, calls, results = table.text, table.lo, table.calls, table.results
+    skip = set(pinned[bisect_left(pinned, end) :])
+    for i in range(end, n):
+        if i in skip:
+            continue
+        letter = text[i - lo]
+        if letter == "t":
+            answered = results[i]
+            if len(answered) != 1 or not open_ids or answered[0] != open_ids[0]:
+                return None
+            open_ids = open_ids[1:]
+        elif open_ids or letter == "p":
+            return None  # a call left unanswered before the next message; a pinned kind unnamed
+        elif letter == "c":
+            open_ids = calls[i]
+    return open_ids
+
+
 def _decide(
     table: Structure,
     n: int,
@@ -213,9 +279,12 @@ def _decide(
     costs: Sequence[int] | None,
     room: int,
     start_on_human: bool,
-) -> tuple[Sequence[int], int] | object | None:
-    """``(kept conversation indices, their cost)``, ``_GROW`` when older messages are needed,
-    or None when the window is not of plain structure."""
+    earlier: Checked | None = None,
+) -> _Decided | object | None:
+    """The kept conversation indices, their cost and what was checked, ``_GROW`` when older
+    messages are needed, or None when the window is not of plain structure. ``earlier``: what a
+    remembered decision checked of a list this one extends: only the messages after it are
+    checked again."""
     if table.leads:
         return None
     lo = table.lo
@@ -245,6 +314,22 @@ def _decide(
         start = _unit_at(text, start + 1)
     body = text[start:]
     first = conv[start] if start < size else n
+    open_ids = _continues(table, earlier, first, n, pinned) if earlier is not None else None
+    if open_ids is None:
+        open_ids = _check_pairs(table, body, first, inside)
+        if open_ids is None:
+            return None
+    checked = Checked(first, n, open_ids, tuple(pinned[bisect_left(pinned, first) :]))
+    decided = _keep(text, conv, lo, n, start, body, costs, room, start_on_human)
+    if decided is None or decided is _GROW:
+        return decided
+    members, cost = cast("tuple[Sequence[int], int]", decided)
+    return _Decided(members, cost, checked)
+
+
+def _check_pairs(table: Structure, body: str, first: int, inside: list[int]) -> tuple[str, ...] | None:
+    """The open call ids at the end when the conversation messages from ``first`` (``body``, a
+    unit start) are of plain structure, else None."""
     calls = _from(table.calls, first, inside)
     results = _from(table.results, first, inside)
     if set(map(len, results)) - {1}:
@@ -258,25 +343,45 @@ def _decide(
         paired = len(calls) - pending
         if calls[:paired] != results or body.count("ct") != paired:
             return None
-    elif calls:
+        return calls[-1] if pending else ()
+    if calls:
         pieces = body.split("c")[1:]  # what follows each call: its results, then other messages
         runs = list(map(sub, map(len, pieces), map(len, map(str.lstrip, pieces, repeat("t")))))
         if sum(runs) != len(results):
             return None  # a result outside the runs: after a human or AI message without calls
         wanted = list(map(len, calls))
         pending = not pieces[-1].strip("t")  # the newest call, with only results after it
+        open_ids: tuple[str, ...] = ()
         if pending and runs[-1] < wanted[-1]:
             if runs[:-1] != wanted[:-1]:
                 return None
             flat_calls = list(chain.from_iterable(calls))[: len(results)]
+            open_ids = calls[-1][runs[-1] :]
         elif runs != wanted:
             return None
         else:
             flat_calls = list(chain.from_iterable(calls))
         if flat_calls != list(chain.from_iterable(results)):
             return None
-    elif results:
+        return open_ids
+    if results:
         return None
+    return ()
+
+
+def _keep(
+    text: str,
+    conv: Sequence[int],
+    lo: int,
+    n: int,
+    start: int,
+    body: str,
+    costs: Sequence[int] | None,
+    room: int,
+    start_on_human: bool,
+) -> tuple[Sequence[int], int] | object | None:
+    """The newest units that fit ``room`` in a window of plain structure (``_decide``)."""
+    size = len(text)
     # Units: each message but a tool result starts one; ``prefix[k]`` is the cost of the
     # conversation messages before position k, and a unit start at or after position k costs,
     # with everything after it, at most ``total - prefix[k]``.
