@@ -5,6 +5,8 @@ dropped beyond the lists its memo keeps, whichever thread frees them."""
 from __future__ import annotations
 
 import copy
+import threading
+import time
 import weakref
 from typing import Any
 
@@ -61,3 +63,29 @@ def test_release_waits_for_nothing_when_nothing_was_dropped() -> None:
     msgs = _conversation(1)
     assert r.reduce(msgs).surviving == msgs
     released()
+
+
+def _releasing_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "agentstate-memo-release"]
+
+
+def test_an_idle_process_runs_no_releasing_thread_and_a_later_drop_is_still_freed() -> None:
+    seen = _conversation(30)
+    warm = MessageReducer(min_messages=20, max_messages=40)
+    for _ in range(6):  # enough copies to push records off the memo
+        warm.reduce(copy.deepcopy(seen))
+    released()
+    deadline = time.monotonic() + 120  # waits for an event; no speed is asserted
+    while _releasing_threads() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _releasing_threads() == []
+    watched: list[weakref.ref[Any]] = []
+    for _ in range(6):
+        copied = copy.deepcopy(seen)
+        watched += [weakref.ref(m) for m in copied]
+        warm.reduce(copied)
+        warm.reduce(seen)
+    del copied
+    released()
+    assert _releasing_threads()  # the drops started a thread again, and it freed them
+    assert len([r for r in watched if r() is not None]) <= len(seen)

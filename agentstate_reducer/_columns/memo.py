@@ -28,7 +28,8 @@ The assumptions every user of the memo relies on, in one place (docs/contract.md
    it empty.
 4. **Dropped off the call.** A record the memo lets go of is freed by one daemon thread
    (``release``), not by the call that drops it: it may hold the last references to a copy its
-   caller let go, and freeing those is not the call's work.
+   caller let go, and freeing those is not the call's work. The thread ends after
+   ``IDLE_POLLS`` empty looks; the next drop starts another.
 5. ``target_tokens <= max_tokens``: a triggered token-mode decision reads the costs of no message
    older than the newest ones worth more than ``max_tokens`` (``Plan.newest``), so only those
    and the kept ones need their unchecked counts confirmed (``tokens.cache.Unchecked``).
@@ -147,6 +148,8 @@ CHUNK: Final = 256
 #: drops records only appends them, so that it wakes no thread (on a loaded machine a thread woken
 #: from a call may take that call's CPU)
 POLL: Final = 0.1
+#: how many empty looks in a row end the thread: an idle process runs no thread of ours
+IDLE_POLLS: Final = 20
 
 
 class _Releaser:
@@ -160,19 +163,26 @@ class _Releaser:
 
     def put(self, batch: list[Any]) -> None:
         self.retired.append(batch)
-        if self.thread is None:
-            with self.lock:
-                if self.thread is None:
-                    name = "agentstate-memo-release"
-                    self.thread = threading.Thread(target=self.run, name=name, daemon=True)
-                    self.thread.start()
+        with self.lock:  # the thread checks ``retired`` under it before it ends: no batch is left
+            if self.thread is None:
+                name = "agentstate-memo-release"
+                self.thread = threading.Thread(target=self.run, name=name, daemon=True)
+                self.thread.start()
 
     def run(self) -> None:
         retired = self.retired
+        idle = 0
         while True:
             if not retired:
+                if idle >= IDLE_POLLS:
+                    with self.lock:
+                        if not retired:
+                            self.thread = None  # the next drop starts a new thread
+                            return
+                idle += 1
                 time.sleep(POLL)
                 continue
+            idle = 0
             batch = retired[0]
             items = batch.pop()
             batch.clear()  # the records: their lists and tables (the messages are in ``items``)
