@@ -194,3 +194,15 @@ def test_asyncio_tasks_sharing_one_reducer_get_what_a_fresh_reducer_returns() ->
         return await asyncio.gather(*(task(w) for w in range(6)))
 
     assert all(all(ok) for ok in asyncio.run(main()))
+
+
+@pytest.mark.parametrize("dicts", [False, True], ids=["langchain", "dicts"])
+def test_a_message_passed_twice_in_one_list_is_weighed_once(dicts: bool) -> None:
+    msgs = _thread(3, 30, dicts)
+    doubled = [m for m in msgs for _ in range(2)]
+    # a measure of its own: cached the first time a message is counted
+    once, twice = (TokenCounter(lambda text: len(text) // 3, name=name) for name in "ab")
+    once.count_messages(msgs)
+    assert twice.count_messages(doubled) == [n for n in once.count_messages(msgs) for _ in range(2)]
+    assert twice.cache_len() == once.cache_len() == 30
+    assert twice.cache_nbytes() == once.cache_nbytes()

@@ -322,8 +322,9 @@ class TokenCounter:
             # already: drop its old entry first, with what pointed at it
             for key in compress(keys, map(cache.__contains__, keys)):
                 self._drop(key)
-            cache.update(zip(keys, entries, strict=True))
-            self._bytes += sum(sizes)
+            admitted = dict(zip(keys, entries, strict=True))  # a message passed twice: one entry
+            cache.update(admitted)
+            self._bytes += sum(map(_entry_bytes, admitted.values()))
             held_ids = cast("list[str]", list(compress(msg_ids, msg_ids)))  # the true ones: str ids
             by_msg_id.update(zip(held_ids, compress(entries, msg_ids), strict=True))
             if len(cache) > self.cache_size or self._bytes > self.cache_bytes:
