@@ -11,8 +11,9 @@ holds what the allocator keeps after the dropped threads.
 
 Rows, per counter and message shape (LangChain messages; OpenAI-format dicts):
 
-* MB held after 1,000 threads of 200 messages (target <= 24);
-* MB held after 10,000 threads / after 1,000 (target <= 1.1: it does not grow with threads).
+* MB held after 1,000 and after 10,000 threads of 200 messages (target <= 24 each);
+* MB held after 10,000 threads / after 1,000, for information: a cache not yet full at 1,000
+  threads grows up to its byte bound (``DEFAULT_CACHE_BYTES``) and no further.
 
 ``--quick`` runs 200 and 2,000 threads. Run on its own: ``python -m benchmarks.bench_token_memory``
 prints pass or FAIL per row (``--counter=heuristic`` or ``--counter=tiktoken``: one counter).
@@ -166,22 +167,23 @@ def run(quick: bool = False, only: str | None = None) -> list[dict[str, Any]]:
         shape = "OpenAI dicts" if dicts else "msgs"
         for name, make in counters.items():
             (small, small_rss), (large, large_rss) = held_mb(make, [few, many], dicts)
-            rows.append(
-                {
-                    "benchmark": f"{shape}, {name}: held after {few:,} threads of {PER_THREAD}",
-                    "metric": f"MB held (RSS grew {small_rss:.1f} MB)",
-                    "ratio": round(small, 2),
-                    "target": "<= 24",
-                    "met": small <= 24,
-                }
-            )
+            for threads, held, rss in ((few, small, small_rss), (many, large, large_rss)):
+                rows.append(
+                    {
+                        "benchmark": f"{shape}, {name}: held after {threads:,} threads of {PER_THREAD}",
+                        "metric": f"MB held (RSS grew {rss:.1f} MB)",
+                        "ratio": round(held, 2),
+                        "target": "<= 24",
+                        "met": held <= 24,
+                    }
+                )
             rows.append(
                 {
                     "benchmark": f"{shape}, {name}: held after {many:,} threads / after {few:,}",
-                    "metric": f"MB held {large:.2f} / {small:.2f} (RSS grew {large_rss:.1f} MB)",
+                    "metric": "ratio (the cache fills up to its byte bound, then stays)",
                     "ratio": round(large / small, 3) if small else 1.0,
-                    "target": "<= 1.1",
-                    "met": large <= 1.1 * small,
+                    "target": "information",
+                    "met": None,
                 }
             )
     return rows
@@ -192,7 +194,7 @@ if __name__ == "__main__":
 
     names = [a.partition("=")[2] for a in sys.argv if a.startswith("--counter=")]
     for row in run(quick="--quick" in sys.argv, only=names[0] if names else None):
-        verdict = "pass" if row["met"] else "FAIL"
+        verdict = {True: "pass", False: "FAIL", None: "info"}[row["met"]]
         print(
             f"{verdict}  {row['benchmark']}: {row['ratio']} ({row['metric']}; target {row['target']})",
             flush=True,
