@@ -669,28 +669,29 @@ def test_a_replaced_message_with_the_same_id_is_recounted_and_an_equal_copy_is_n
     assert calls == []  # found by id, checked equal, not counted again
 
 
-def test_the_cache_is_bounded_and_evicts_what_the_call_did_not_pass_first() -> None:
-    """Over ``cache_size``, the entries of messages the call did not pass go first, oldest
-    inserted first (a hit changes no order); then the oldest inserted of the others. Seen by
-    which messages are measured again."""
+def test_the_cache_is_bounded_and_evicts_the_least_recently_used_first() -> None:
+    """Over ``cache_size``, the least recently used entries go first (a hit makes an entry the
+    most recent), those of messages the call passed last. Seen by which messages are measured
+    again."""
     calls: list[str] = []
     counter = TokenCounter(counted_measure(calls), name="counted", cache_size=3)
     msgs = [{"role": "user", "content": f"message {i}"} for i in range(5)]
     counter.count_messages(msgs[:3])
-    counter.count_messages([msgs[0]])  # a hit: message 0 stays the oldest inserted
-    counter.count_messages([msgs[3]])  # evicts message 0
+    counter.count_messages([msgs[0]])  # a hit: message 0 is the most recently used
+    counter.count_messages([msgs[3]])  # evicts message 1, the least recently used
     calls.clear()
-    counter.count_messages([msgs[1], msgs[2], msgs[3]])
+    counter.count_messages([msgs[0], msgs[2], msgs[3]])
     assert calls == []
-    counter.count_messages([msgs[0]])  # recounted; evicts message 1
-    assert calls == ["message 0"]
+    counter.count_messages([msgs[1]])  # recounted; evicts message 0
+    assert calls == ["message 1"]
     calls.clear()
-    # a call passing more than cache_size messages keeps the newest inserted ones
+    # a call passing more than cache_size messages keeps its most recently used ones
     counter.count_messages(msgs)
-    assert calls == ["message 1", "message 4"]
+    assert calls == ["message 0", "message 4"]
     calls.clear()
-    counter.count_messages([msgs[0], msgs[1], msgs[4]])
+    counter.count_messages([msgs[3], msgs[0], msgs[4]])
     assert calls == []
+    assert counter.cache_len() == 3
 
 
 def test_cache_size_zero_counts_every_time() -> None:

@@ -204,7 +204,7 @@ def count(
             for j in set(admit).difference(cheap):  # counted one by one: cached at once
                 mask[j] = True
         admit = list(compress(admit, mask))
-        if len(seen) > counter.cache_size:
+        if len(seen) > counter.seen_size:
             seen.clear()
         seen.update(new_keys)
     if admit:
@@ -348,7 +348,8 @@ def _check(
         tail_views = fast_views(tail)
     if tail_views is None:
         return None
-    entries = list(map(cache.get, map(id, tail), repeat(_NO_ENTRY)))
+    tail_keys = list(map(id, tail))
+    entries = list(map(cache.get, tail_keys, repeat(_NO_ENTRY)))
     tail_snaps = list(map(_entry_snapshot, entries))
     uncached = prior.uncached if prior is not None else []
     try:
@@ -359,6 +360,7 @@ def _check(
         same += _unchanged_each(tail_snaps, tail_views, tail, dicts)
     except Exception:  # a declared field missing, an == that raises: check one by one
         return None
+    counter.touch(compress(tail_keys, same[k:]))  # a message equal to its snapshot: a hit
     if prior is not None and k:  # new lists: a record is never changed
         views, snaps, counts, infos = (
             prior.views[:k],

@@ -17,6 +17,7 @@ from types import ModuleType
 from agentstate_reducer.messages import snapshot, snapshots, unchanged
 from agentstate_reducer.tokens import tiktoken as _loader
 from agentstate_reducer.tokens.cache import (
+    DEFAULT_CACHE_BYTES,
     DEFAULT_CACHE_SIZE,
     TokenCounter,
     TokenCounterFn,
@@ -42,6 +43,7 @@ from agentstate_reducer.tokens.tiktoken import (
 )
 
 __all__ = [
+    "DEFAULT_CACHE_BYTES",
     "DEFAULT_CACHE_SIZE",
     "DEFAULT_ENCODING",
     "HEURISTIC_CHARS_PER_TOKEN",

@@ -4,8 +4,9 @@ unchanged against a snapshot (``messages.snapshot``) before a cached count is us
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from itertools import compress, filterfalse, islice
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable, Sequence
+from itertools import compress
 from operator import attrgetter, itemgetter
 from typing import Any, Final, NamedTuple, Protocol, cast
 
@@ -19,6 +20,12 @@ from agentstate_reducer.tokens.rules import (
 )
 
 DEFAULT_CACHE_SIZE: Final = 65_536
+#: The default bound of one counter's cache, in bytes (``ENTRY_BYTES`` per message plus the
+#: characters it holds), whatever the messages' number or size.
+DEFAULT_CACHE_BYTES: Final = 16 * 1024 * 1024
+#: What one cached message costs besides its text, in bytes: its snapshot's containers, its
+#: reading, the entry and its keys (measured with tracemalloc: benchmarks/bench_token_memory.py).
+ENTRY_BYTES: Final = 1_024
 
 TokenCounterFn = Callable[[Any], int]
 
@@ -27,18 +34,50 @@ class TokenCountError(ValueError):
     """A token counter raised, or returned something other than a non-negative int."""
 
 
-# A cache entry: (message, snapshot, info, count). The message is held so that its id() is not
-# reused while cached; a tuple, because creating one is the cheapest thing per counted message
-# and its columns read at C speed.
-_Entry = tuple[Any, Any, MessageInfo, int]
-_entry_snapshot: Final[Callable[[_Entry], Any]] = itemgetter(1)
-_entry_info: Final[Callable[[_Entry], MessageInfo]] = itemgetter(2)
-_entry_count: Final[Callable[[_Entry], int]] = itemgetter(3)
+# A cache entry: (snapshot, info, count, bytes). Found by the message's id() or its message id,
+# never holding the message: the snapshot alone decides whether a count is right (an id() reused
+# by another object equal to the snapshot has the same count). An entry outlives its message
+# until the LRU drops it, so that a copy reloaded from a checkpoint after the objects it copies
+# were collected is still found by its message id. A tuple, because creating one is the cheapest
+# thing per counted message and its columns read at C speed.
+_Entry = tuple[Any, MessageInfo, int, int]
+_entry_snapshot: Final[Callable[[_Entry], Any]] = itemgetter(0)
+_entry_info: Final[Callable[[_Entry], MessageInfo]] = itemgetter(1)
+_entry_count: Final[Callable[[_Entry], int]] = itemgetter(2)
+_entry_bytes: Final[Callable[[_Entry], int]] = itemgetter(3)
 _info_id: Final[Callable[[MessageInfo], str | None]] = attrgetter("id")
 _NO_KNOWN: Final[dict[str, _Entry]] = {}
 # The snapshot of no entry: equal to nothing (``==`` answers by identity, at C speed)
 _NOT_CACHED: Final = object()
-_NO_ENTRY: Final[_Entry] = (None, _NOT_CACHED, MessageInfo("unknown", None, None, None), 0)
+_NO_ENTRY: Final[_Entry] = (_NOT_CACHED, MessageInfo("unknown", None, None, None), 0, 0)
+
+
+def _chars(value: Any) -> int:
+    """The characters of the strings in a snapshot's dicts, lists and tuples (what it holds
+    alive beyond its containers: the texts, a base64 payload)."""
+    n = 0
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is str:
+            n += len(v)
+        elif t is dict:
+            stack.extend(v.values())
+        elif t is list or t is tuple:
+            stack.extend(v)
+    return n
+
+
+def _held_bytes(snap: Any, info: MessageInfo, count: int) -> int:
+    """What a cache entry holds, estimated: ``ENTRY_BYTES`` plus the characters of its text
+    (at least four per token counted; a message of content blocks: every string its snapshot
+    holds, so that a base64 image counts by its size)."""
+    content = info.content
+    chars = len(content) if type(content) is str else _chars(snap)
+    return ENTRY_BYTES + max(chars, 4 * count)
+
+
 Found = tuple[list[int], list[MessageInfo], list[int]]
 
 
@@ -86,9 +125,9 @@ def use_warm_path(path: WarmPath | None) -> None:
 class TokenCounter:
     """A ``message -> int`` counter with a bounded cache of per-message counts.
 
-    Entries are found by object identity (the cache holds a reference, so an identity is not
-    reused while cached) and, for a new object, by its message id; either way the cached count
-    is used only while the message still equals the snapshot taken when it was counted
+    Entries are found by ``id()`` of the message and, for a new object, by its message id; the
+    cache never holds a message (a caller's dropped messages are collected), and either way the
+    cached count is used only while the message still equals the snapshot taken when it was counted
     (``messages.snapshot``: a deep copy of what the count depends on, compared with ``==``,
     identity first). What a snapshot watches, so which changes in place are recounted:
 
@@ -109,11 +148,14 @@ class TokenCounter:
     into its ``__dict__`` around pydantic (``object.__setattr__``). A message replaced by one
     with the same id and new content is recounted; a reloaded copy of an unchanged message is not.
 
-    At most ``cache_size`` messages are kept (``cache_size=0`` disables the cache). A hit costs
-    no bookkeeping: when admitting new messages overfills the cache, the entries of messages
-    the current call did not pass go first, oldest inserted first (up to a sixteenth of
-    ``cache_size`` more than needed, so that a full cache does not evict on every call), then
-    the others, oldest inserted first, only as needed.
+    The cache is an LRU bounded by bytes and by entries: at most ``cache_bytes`` bytes as it
+    estimates them (``ENTRY_BYTES`` per message plus the characters its snapshot holds: a
+    base64 image by its size) and at most ``cache_size`` messages (either at 0 disables the
+    cache). A hit makes an entry the most recent. When admitting new messages overfills it, the
+    least recently used entries go first, down to a sixteenth under each bound (so that a full
+    cache does not evict on every call), those of messages the current call passed last and
+    only as needed. An entry outlives its message until evicted: a copy of it reloaded from a
+    checkpoint is found by its message id; a message bigger than the bound is counted, not kept.
 
     This class is the reference: it checks, counts and caches one message at a time. The column
     path (``agentstate_reducer._columns.warm``, installed on import) answers the same calls by
@@ -144,18 +186,27 @@ class TokenCounter:
         name: str,
         cache_size: int = DEFAULT_CACHE_SIZE,
         image_tokens: int = IMAGE_TOKENS,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
     ) -> None:
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
             raise ValueError(f"cache_size must be an int >= 0, got {cache_size!r}")
+        if isinstance(cache_bytes, bool) or not isinstance(cache_bytes, int) or cache_bytes < 0:
+            raise ValueError(f"cache_bytes must be an int >= 0 (0 disables the cache), got {cache_bytes!r}")
         if isinstance(image_tokens, bool) or not isinstance(image_tokens, int) or image_tokens < 0:
             raise ValueError(f"image_tokens must be an int >= 0, got {image_tokens!r}")
         self.measure = measure
         self.name = name
-        self.cache_size = cache_size
+        # cache_bytes=0 disables the cache as cache_size=0 does: one switch for both paths
+        self.cache_size = cache_size if cache_bytes else 0
+        self.cache_bytes = cache_bytes
         self.image_tokens = image_tokens
-        self._cache: dict[int, _Entry] = {}  # id(message) -> entry, in insertion order
+        # id(message) -> entry, least recently used first
+        self._cache: OrderedDict[int, _Entry] = OrderedDict()
+        self._bytes = 0  # the sum of the entries' bytes
         self._by_msg_id: dict[str, _Entry] = {}  # message id -> its newest entry
         self._seen: set[int] = set()  # id() of messages the heuristic counted by columns once
+        # at most this many ids in ``_seen`` (about 100 bytes each): 1/1024 of the byte bound
+        self.seen_size = min(cache_size, cache_bytes // 1024)
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -256,75 +307,117 @@ class TokenCounter:
         current: Sequence[Any],
         snaps: Sequence[Any] | None = None,
     ) -> int:
-        """Cache ``messages`` (found by ``keys``, their ids) with their readings and counts;
-        ``current``: every message of the call, kept over older entries when the cache is full.
-        Returns 1 when it evicted entries, else 0."""
+        """Cache ``messages`` (found by ``keys``, their ids) with their readings and counts, as
+        the most recently used; ``current``: every message of the call, kept over older entries
+        when the cache is over a bound. Returns 1 when it evicted entries, else 0."""
         if snaps is None:
             snaps = list(map(snapshot, messages))
-        entries: list[_Entry] = list(zip(messages, snaps, infos, counts, strict=True))
+        sizes = list(map(_held_bytes, snaps, infos, counts))
+        entries: list[_Entry] = list(zip(snaps, infos, counts, sizes, strict=True))
         msg_ids = list(map(_info_id, infos))
         cache = self._cache
         by_msg_id = self._by_msg_id
         with self._lock:
-            # a message changed in place is cached already: drop what pointed at its old entry
-            replaced = list(compress(keys, map(cache.__contains__, keys)))
-            for key in replaced:
-                old_id = _entry_info(cache[key]).id
-                if old_id is not None and by_msg_id.get(old_id) is cache[key]:
-                    del by_msg_id[old_id]
-            cache.update(zip(keys, entries, strict=True))
+            # a message changed in place (or a new one at a collected one's id) is cached
+            # already: drop its old entry first, with what pointed at it
+            for key in compress(keys, map(cache.__contains__, keys)):
+                self._drop(key)
+            admitted = dict(zip(keys, entries, strict=True))  # a message passed twice: one entry
+            cache.update(admitted)
+            self._bytes += sum(map(_entry_bytes, admitted.values()))
             held_ids = cast("list[str]", list(compress(msg_ids, msg_ids)))  # the true ones: str ids
             by_msg_id.update(zip(held_ids, compress(entries, msg_ids), strict=True))
-            excess = len(cache) - self.cache_size
-            if excess > 0:  # kept first: the messages of this call
-                keep = set(map(id, current))
-                # a sixteenth of the room freed at once (of the entries not kept first), so that a
-                # full cache builds ``keep`` once per that many admissions, not on every call
-                room = excess + self.cache_size // 16
-                victims = list(islice(filterfalse(keep.__contains__, cache), room))
-                if len(victims) < excess:  # the messages kept first alone overfill the cache
-                    victims += islice(filter(keep.__contains__, cache), excess - len(victims))
-                for key in victims:
-                    old = cache.pop(key)
-                    msg_id = _entry_info(old).id
-                    if msg_id is not None and by_msg_id.get(msg_id) is old:
-                        del by_msg_id[msg_id]
+            if len(cache) > self.cache_size or self._bytes > self.cache_bytes:
+                self._evict(current)
                 return 1
         return 0
 
+    def _evict(self, current: Sequence[Any]) -> None:
+        """Drop least recently used entries until the cache is within a sixteenth under both
+        bounds (so that a full cache does not evict on every call), those of messages ``current``
+        (the call's) passed last, and of those only as many as the bounds need. Under the lock."""
+        cache = self._cache
+        keep = set(map(id, current))
+        n_goal = self.cache_size - self.cache_size // 16
+        b_goal = self.cache_bytes - self.cache_bytes // 16
+        kept: list[int] = []
+        for key in list(cache):
+            if len(cache) <= n_goal and self._bytes <= b_goal:
+                return
+            if key in keep:
+                kept.append(key)
+            else:
+                self._drop(key)
+        for key in kept:  # the call's own messages alone overfill the cache
+            if len(cache) <= self.cache_size and self._bytes <= self.cache_bytes:
+                return
+            self._drop(key)
+
+    def _drop(self, key: int) -> None:
+        """Remove the entry at ``key`` (present), with its id's pointer to it. Under the lock."""
+        old = self._cache.pop(key)
+        self._bytes -= _entry_bytes(old)
+        msg_id = _entry_info(old).id
+        if msg_id is not None and self._by_msg_id.get(msg_id) is old:
+            del self._by_msg_id[msg_id]
+
+    def touch(self, keys: Iterable[int]) -> None:
+        """Mark the entries at ``keys`` (each present) as the most recently used. Under the lock."""
+        deque(map(self._cache.move_to_end, keys), maxlen=0)
+
     def _lookup_each(self, messages: Sequence[Any]) -> Found:
-        """The warm check one message at a time, for mixed lists and unusual message classes."""
+        """The warm check one message at a time, for mixed lists and unusual message classes.
+        Under the lock."""
         n = len(messages)
         counts = [0] * n
         infos: list[MessageInfo] = [None] * n  # type: ignore[list-item]
         missed: list[int] = []
         cache = self._cache
         for i, msg in enumerate(messages):
-            entry = cache.get(id(msg))
+            key = id(msg)
+            entry = cache.get(key)
             if entry is not None and unchanged(_entry_snapshot(entry), msg):
                 infos[i] = _entry_info(entry)
                 counts[i] = _entry_count(entry)
+                cache.move_to_end(key)
             else:
                 missed.append(i)
         return counts, infos, missed
 
     def clear_cache(self) -> None:
+        """Empty the cache."""
         with self._lock:
             self._cache.clear()
+            self._bytes = 0
             self._by_msg_id.clear()
             self._seen.clear()
 
     def cache_len(self) -> int:
+        """How many messages the cache holds counts of."""
         return len(self._cache)
 
+    def cache_nbytes(self) -> int:
+        """The bytes the cache holds, as it estimates them (``ENTRY_BYTES`` per message plus its
+        characters): at most ``cache_bytes`` after every call."""
+        return self._bytes
+
     def __repr__(self) -> str:
-        return f"TokenCounter(name={self.name!r}, cache_size={self.cache_size})"
+        return (
+            f"TokenCounter(name={self.name!r}, cache_size={self.cache_size}, cache_bytes={self.cache_bytes})"
+        )
 
 
 def heuristic_counter(
-    *, cache_size: int = DEFAULT_CACHE_SIZE, image_tokens: int = IMAGE_TOKENS
+    *,
+    cache_size: int = DEFAULT_CACHE_SIZE,
+    image_tokens: int = IMAGE_TOKENS,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> TokenCounter:
     """The dependency-free counter: ``ceil(len(text) / 4)`` per text piece, same rules otherwise."""
     return TokenCounter(
-        heuristic_text_tokens, name="heuristic", cache_size=cache_size, image_tokens=image_tokens
+        heuristic_text_tokens,
+        name="heuristic",
+        cache_size=cache_size,
+        image_tokens=image_tokens,
+        cache_bytes=cache_bytes,
     )

@@ -22,6 +22,7 @@ import warnings
 from typing import Any, Final
 
 from agentstate_reducer.tokens.cache import (
+    DEFAULT_CACHE_BYTES,
     DEFAULT_CACHE_SIZE,
     TokenCounter,
     TokenCounterFn,
@@ -145,7 +146,11 @@ def _caller_stacklevel() -> int:
 
 
 def tiktoken_counter(
-    encoding: Any, *, cache_size: int = DEFAULT_CACHE_SIZE, image_tokens: int = IMAGE_TOKENS
+    encoding: Any,
+    *,
+    cache_size: int = DEFAULT_CACHE_SIZE,
+    image_tokens: int = IMAGE_TOKENS,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> TokenCounter:
     """An exact counter for a ready ``tiktoken.Encoding`` (or anything with ``encode_ordinary``)."""
     encode = getattr(encoding, "encode_ordinary", None)
@@ -159,7 +164,13 @@ def tiktoken_counter(
         return len(encode(text))
 
     label = getattr(encoding, "name", type(encoding).__name__)
-    return TokenCounter(measure, name=f"tiktoken:{label}", cache_size=cache_size, image_tokens=image_tokens)
+    return TokenCounter(
+        measure,
+        name=f"tiktoken:{label}",
+        cache_size=cache_size,
+        image_tokens=image_tokens,
+        cache_bytes=cache_bytes,
+    )
 
 
 def resolve_token_counter(
@@ -169,6 +180,7 @@ def resolve_token_counter(
     cache_size: int = DEFAULT_CACHE_SIZE,
     load_timeout: float | None = None,
     image_tokens: int = IMAGE_TOKENS,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
 ) -> TokenCounterFn:
     """Resolve the counter: ``token_counter`` as is; else tiktoken ``encoding`` (a name such as
     ``"cl100k_base"`` or ``"o200k_base"``, or a ready ``tiktoken.Encoding``) when tiktoken is
@@ -177,7 +189,7 @@ def resolve_token_counter(
     Never raises for a missing tiktoken, an unknown name or an unreachable download: it falls
     back, silently (a DEBUG log) when tiktoken is not installed, else with one warning line per
     process and encoding. The built-in counters cache per-message counts
-    (``cache_size`` messages, see ``TokenCounter``).
+    (at most ``cache_size`` messages and ``cache_bytes`` bytes, see ``TokenCounter``).
     """
     if token_counter is not None:
         if not callable(token_counter):
@@ -188,6 +200,12 @@ def resolve_token_counter(
     if isinstance(encoding, str):
         enc = load_encoding(encoding, load_timeout)
         if enc is None:
-            return heuristic_counter(cache_size=cache_size, image_tokens=image_tokens)
-        return tiktoken_counter(enc, cache_size=cache_size, image_tokens=image_tokens)
-    return tiktoken_counter(encoding, cache_size=cache_size, image_tokens=image_tokens)
+            return heuristic_counter(
+                cache_size=cache_size, image_tokens=image_tokens, cache_bytes=cache_bytes
+            )
+        return tiktoken_counter(
+            enc, cache_size=cache_size, image_tokens=image_tokens, cache_bytes=cache_bytes
+        )
+    return tiktoken_counter(
+        encoding, cache_size=cache_size, image_tokens=image_tokens, cache_bytes=cache_bytes
+    )
