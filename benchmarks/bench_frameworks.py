@@ -7,7 +7,21 @@ and ours (the integration with ``max_messages=40, min_messages=20`` and a summar
 from what the model received at every call (``benchmarks/frameworks/_score.py``): invalid
 requests (OpenAI's or Anthropic's rules), conversation messages and tokens per request (mean,
 max), the share of requests that extend the previous one (prompt-cache prefix), summarizer calls.
-No timings: these are counts.
+
+``--hooks``: the CPU of our hook per model call (``CallFlow.bound``/``abound``, every integration
+but the LangChain middleware) beside the CPU of one ``reduce`` of the same messages (the list the
+hook's reducer got, reduced right after by a twin reducer with the same config, warm the same way,
+a constant summarizer in place of the real one), with the target hook <= 1.5x reduce; and the CPU
+of each policy's whole agent run per model call (the framework's own trimming among them).
+CPU is ``time.process_time``; per call the median of a run, then the median over ``--runs`` runs.
+
+``--memory``: what a request-mode flow holds after serving many conversations whose callers then
+dropped them (``tracemalloc``, after ``gc.collect``): ``THREADS`` conversations of ``MESSAGES``
+messages (a question, a tool call, its result, an answer, repeated), each bounded at two model
+calls (at 60% of its messages and at all of them), with ``max_messages=40, min_messages=20`` and
+a summarizer, in each framework's message class (OpenAI dicts, google-genai ``Content`` as ADK
+sends copies, LlamaIndex ``ChatMessage``, Agno ``Message``); target <= 24 MB and no growth from
+1,000 to 10,000 conversations (``--quick``: 100 and 1,000).
 
 CrewAI cannot share an environment with google-adk 2.x: when ``crewai`` is not importable here,
 its module runs in the interpreter named by ``AGENTSTATE_CREWAI_PYTHON`` (default
@@ -18,12 +32,18 @@ its module runs in the interpreter named by ``AGENTSTATE_CREWAI_PYTHON`` (defaul
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import importlib
 import importlib.util
 import json
 import os
+import statistics
 import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +99,298 @@ def measure(quick: bool = False, only: tuple[str, ...] = ()) -> list[dict[str, A
     return results
 
 
+#: the hook's CPU per call may be at most this many times one reduce of the same messages
+HOOK_TARGET = 1.5
+
+
+@dataclasses.dataclass
+class _HookTimes:
+    """CPU seconds of each hook call and of one twin reduce of the same messages."""
+
+    hook: list[float] = dataclasses.field(default_factory=list)
+    reduce: list[float] = dataclasses.field(default_factory=list)
+
+
+def _constant_summary(messages: list[Any]) -> str:
+    return "summary of the earlier messages"
+
+
+@contextlib.contextmanager
+def _timing_hooks() -> Iterator[_HookTimes]:
+    """Time every ``CallFlow.bound``/``abound`` while the block runs, and after each one a twin
+    reducer (the flow reducer's config, constant summarizer, no hooks) reducing the list the
+    flow's reducer got in it; the twin of a flow lives as long as the block."""
+    from agentstate_reducer.integrations import _common
+    from agentstate_reducer.reducer import MessageReducer
+
+    times = _HookTimes()
+    seen = threading.local()
+    twins: dict[int, tuple[Any, MessageReducer]] = {}
+    flow_cls, reducer_cls = _common.CallFlow, MessageReducer
+    bound, abound = flow_cls.bound, flow_cls.abound
+    reduce, areduce = reducer_cls.reduce, reducer_cls.areduce
+
+    def twin_of(flow: Any) -> MessageReducer:
+        entry = twins.get(id(flow))
+        if entry is None or entry[0] is not flow:
+            config = flow.reducer.config
+            has = config.summarize_fn is not None or config.asummarize_fn is not None
+            fields = {
+                "summarize_fn": _constant_summary if has else None,
+                "asummarize_fn": None,
+                "on_prune": (),
+            }
+            entry = twins[id(flow)] = (flow, MessageReducer(config=dataclasses.replace(config, **fields)))
+        return entry[1]
+
+    def noted(existing: Any) -> None:
+        if getattr(seen, "messages", False) is None:
+            seen.messages = list(existing)
+
+    def reduce_noted(self: Any, existing: Any = None, new: Any = None, **kw: Any) -> Any:
+        noted(existing)
+        return reduce(self, existing, new, **kw)
+
+    async def areduce_noted(self: Any, existing: Any = None, new: Any = None, **kw: Any) -> Any:
+        noted(existing)
+        return await areduce(self, existing, new, **kw)
+
+    def twin_reduce(flow: Any) -> None:
+        messages, seen.messages = seen.messages, False
+        if messages is None:
+            return
+        twin = twin_of(flow)
+        start = time.process_time()
+        twin.reduce(messages)
+        times.reduce.append(time.process_time() - start)
+
+    def timed(self: Any, *args: Any, **kw: Any) -> Any:
+        seen.messages = None
+        start = time.process_time()
+        out = bound(self, *args, **kw)
+        times.hook.append(time.process_time() - start)
+        twin_reduce(self)
+        return out
+
+    async def atimed(self: Any, *args: Any, **kw: Any) -> Any:
+        seen.messages = None
+        start = time.process_time()
+        out = await abound(self, *args, **kw)
+        times.hook.append(time.process_time() - start)
+        twin_reduce(self)
+        return out
+
+    flow_cls.bound, flow_cls.abound = timed, atimed  # type: ignore[method-assign]
+    reducer_cls.reduce, reducer_cls.areduce = reduce_noted, areduce_noted  # type: ignore[method-assign]
+    try:
+        yield times
+    finally:
+        flow_cls.bound, flow_cls.abound = bound, abound  # type: ignore[method-assign]
+        reducer_cls.reduce, reducer_cls.areduce = reduce, areduce  # type: ignore[method-assign]
+
+
+def hooks(quick: bool = False, only: tuple[str, ...] = (), runs: int = 3) -> list[dict[str, Any]]:
+    """Per framework installed here: our hook's CPU per call beside one reduce of the same
+    messages, and each policy's whole run per model call (median of ``runs`` runs)."""
+    rows = []
+    for name, package in FRAMEWORKS.items():
+        if (only and name not in only) or not _installed(package):
+            continue
+        module = importlib.import_module(f"benchmarks.frameworks.{name}")
+        hook_ms: list[float] = []
+        reduce_ms: list[float] = []
+        runs_ms: dict[str, list[float]] = {}
+        for _ in range(runs):
+            with _timing_hooks() as times, _timing_runs() as policies:
+                module.measure(quick)
+            hook_ms.append(1000 * statistics.median(times.hook))
+            reduce_ms.append(1000 * statistics.median(times.reduce))
+            for policy, ms in policies.items():
+                runs_ms.setdefault(policy, []).append(ms)
+        hook, once = statistics.median(hook_ms), statistics.median(reduce_ms)
+        ratio = hook / once if once else float("inf")
+        rows.append(
+            {
+                "benchmark": f"{name}/hook",
+                "metric": "hook CPU / one reduce of the same messages",
+                "ratio": round(ratio, 2),
+                "target": f"<= {HOOK_TARGET}",
+                "met": ratio <= HOOK_TARGET,
+                "hook_ms_per_call": round(hook, 3),
+                "reduce_ms_per_call": round(once, 3),
+                "calls_per_run": len(times.hook),
+                "run_ms_per_model_call": {p: round(statistics.median(v), 3) for p, v in runs_ms.items()},
+            }
+        )
+    return rows
+
+
+@contextlib.contextmanager
+def _timing_runs() -> Iterator[dict[str, float]]:
+    """CPU per model call of each policy's run: the time from the previous row (or the start)
+    to its ``score`` call, over its ``calls``; the scoring of a row is not counted."""
+    from benchmarks.frameworks import _score
+
+    per_call: dict[str, float] = {}
+    score = _score.score
+    mark = [time.process_time()]
+
+    def timed_score(framework: str, policy: str, requests: Any, **kw: Any) -> dict[str, Any]:
+        spent = time.process_time() - mark[0]
+        row = score(framework, policy, requests, **kw)
+        per_call[policy] = 1000 * spent / max(1, len(requests))
+        mark[0] = time.process_time()
+        return row
+
+    modules = [m for n, m in sys.modules.items() if n.startswith("benchmarks.frameworks.")]
+    patched = [m for m in modules if getattr(m, "score", None) is score]
+    for m in patched:
+        m.score = timed_score  # type: ignore[attr-defined]
+    try:
+        yield per_call
+    finally:
+        for m in patched:
+            m.score = score  # type: ignore[attr-defined]
+
+
+#: the request-mode memory benchmark: conversations and messages per conversation
+THREADS = (1_000, 10_000)
+QUICK_THREADS = (100, 1_000)
+MESSAGES = 200
+MEMORY_TARGET_MB = 24.0
+
+
+def _dict_history(thread: int, n: int) -> list[Any]:
+    out: list[Any] = []
+    for i in range(0, n, 4):
+        call = f"call-{thread}-{i}"
+        out += [
+            {"role": "user", "content": f"thread {thread} question {i}: what is item {i}?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": call,
+                        "type": "function",
+                        "function": {"name": "lookup", "arguments": f'{{"item": {i}}}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": call, "content": f"item {i} of thread {thread} is {i * 7}"},
+            {"role": "assistant", "content": f"Item {i} is {i * 7}, thread {thread}."},
+        ]
+    return out[:n]
+
+
+def _message_kinds() -> dict[str, tuple[Any, Any]]:
+    """Framework -> (make a history, the integration's NativeSummaries or None), for those installed."""
+    from agentstate_reducer.integrations._common import NativeSummaries
+
+    kinds: dict[str, tuple[Any, Any]] = {"openai-dicts": (_dict_history, None)}
+    if _installed("google.genai") and _installed("google.adk"):
+        from google.genai import types
+
+        from agentstate_reducer.integrations.google_adk import _text_of, summary_content
+
+        def contents(thread: int, n: int) -> list[Any]:
+            out = []
+            for m in _dict_history(thread, n):
+                if m["role"] == "user":
+                    out.append(types.Content(role="user", parts=[types.Part(text=m["content"])]))
+                elif m["role"] == "tool":
+                    response = types.FunctionResponse(name="lookup", response={"result": m["content"]})
+                    out.append(types.Content(role="user", parts=[types.Part(function_response=response)]))
+                elif m.get("tool_calls"):
+                    fn = m["tool_calls"][0]["function"]
+                    call = types.FunctionCall(name=fn["name"], args=json.loads(fn["arguments"]))
+                    out.append(types.Content(role="model", parts=[types.Part(function_call=call)]))
+                else:
+                    out.append(types.Content(role="model", parts=[types.Part(text=m["content"])]))
+            return out
+
+        kinds["google-adk"] = (contents, NativeSummaries(summary_content, _text_of))
+    if _installed("llama_index.core"):
+        from llama_index.core.llms import ChatMessage
+
+        from agentstate_reducer.integrations.llama_index import _summary_message, _summary_text
+
+        def chat(thread: int, n: int) -> list[Any]:
+            out = []
+            for m in _dict_history(thread, n):
+                kwargs = {"tool_calls": m["tool_calls"]} if m.get("tool_calls") else {}
+                if m["role"] == "tool":
+                    kwargs = {"tool_call_id": m["tool_call_id"]}
+                out.append(ChatMessage(role=m["role"], content=m["content"], additional_kwargs=kwargs))
+            return out
+
+        kinds["llama-index"] = (chat, NativeSummaries(_summary_message, _summary_text))
+    if _installed("agno"):
+        from agno.models.message import Message
+
+        from agentstate_reducer.integrations.agno import _text_of as agno_text_of
+        from agentstate_reducer.integrations.agno import summary_message
+
+        def agno_history(thread: int, n: int) -> list[Any]:
+            return [Message(**m) for m in _dict_history(thread, n)]
+
+        kinds["agno"] = (agno_history, NativeSummaries(summary_message, agno_text_of))
+    return kinds
+
+
+def _held_mb(name: str, make: Any, native: Any, threads: int) -> float:
+    """MB a request-mode flow holds after ``threads`` conversations, each dropped by its caller."""
+    import gc
+    import logging
+    import tracemalloc
+
+    from agentstate_reducer import MessageReducer, ReducerConfig
+    from agentstate_reducer.integrations._common import CallFlow
+
+    def summarize(messages: list[Any]) -> str:
+        return f"The user asked about {len(messages)} items; each was looked up and answered."
+
+    reducer = MessageReducer(config=ReducerConfig(max_messages=40, min_messages=20, summarize_fn=summarize))
+    gc.collect()
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        flow = CallFlow(reducer, mode="request", native=native, logger=logging.getLogger("bench"))
+        for t in range(threads):
+            history = make(t, MESSAGES)
+            flow.bound(t, history[: MESSAGES * 3 // 5], thread=str(t))
+            if name == "google-adk":  # ADK sends equal copies of its stored contents at every call
+                history = make(t, MESSAGES)
+            flow.bound(t, history, thread=str(t))
+            del history
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - base
+    finally:
+        tracemalloc.stop()
+    del flow
+    return held / 1e6
+
+
+def memory(quick: bool = False) -> list[dict[str, Any]]:
+    """Per message class: MB held after the fewer and after the more conversations."""
+    few, many = QUICK_THREADS if quick else THREADS
+    rows = []
+    for name, (make, native) in _message_kinds().items():
+        held_few, held_many = _held_mb(name, make, native, few), _held_mb(name, make, native, many)
+        rows.append(
+            {
+                "benchmark": f"{name}/request-memory",
+                "metric": f"MB held after {many:,} conversations of {MESSAGES} messages",
+                "ratio": round(held_many, 1),
+                "target": f"<= {MEMORY_TARGET_MB}",
+                "met": held_many <= MEMORY_TARGET_MB and held_many <= held_few * 1.1 + 1,
+                f"mb_after_{few}": round(held_few, 1),
+                f"mb_after_{many}": round(held_many, 1),
+            }
+        )
+    return rows
+
+
 def run(quick: bool = False) -> list[dict[str, Any]]:
     """Rows for ``python -m benchmarks``: invalid requests (target 0 for ours), the rest as details."""
     rows = []
@@ -116,7 +428,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument("--only", action="append", default=[], choices=sorted(FRAMEWORKS))
+    parser.add_argument("--hooks", action="store_true", help="the hooks' CPU per call (see the module)")
+    parser.add_argument("--runs", type=int, default=3, help="--hooks: runs per framework (median)")
+    parser.add_argument("--memory", action="store_true", help="request mode's memory (see the module)")
     args = parser.parse_args(argv)
+    if args.memory:
+        for row in memory(args.quick):
+            print(json.dumps(row))
+        return 0
+    if args.hooks:
+        for row in hooks(args.quick, tuple(args.only), args.runs):
+            print(json.dumps(row))
+        return 0
     results = measure(args.quick, tuple(args.only))
     if args.markdown:
         print(markdown(results))

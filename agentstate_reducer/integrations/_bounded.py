@@ -8,13 +8,22 @@
 (None, 3, 2)
 >>> notes.pop("a"), notes.pop("a")
 (3, None)
+
+With ``max_bytes``, the entries' weights (``weigh(value)``, bytes) stay within it too; the newest
+entry stays whatever it weighs:
+
+>>> texts: BoundedMap[str, str] = BoundedMap(10, max_bytes=5, weigh=len)
+>>> texts.put("a", "xx"), texts.put("b", "yyy"), texts.put("c", "z")
+(None, None, None)
+>>> texts.get("a"), texts.weight
+(None, 4)
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar, overload
 
 __all__ = ["BoundedMap"]
@@ -27,21 +36,38 @@ D = TypeVar("D")
 class BoundedMap(Generic[K, V]):
     """A map holding at most ``max_size`` entries; writing one more evicts the least recently
     written. Reads do not count as use: an entry lives for ``max_size`` writes of other keys.
+    With ``max_bytes`` and ``weigh`` (a value's bytes, taken once when it is written), writing
+    also evicts the least recently written entries until the others weigh at most ``max_bytes``.
 
     Every method holds one lock for its whole work, so threads and asyncio tasks may share a map;
     ``put`` answers with the value it replaced, so a read-and-write is one step.
 
     Raises:
-        ValueError: ``max_size`` is not an int >= 1.
+        ValueError: ``max_size`` or ``max_bytes`` is not an int >= 1, or only one of
+            ``max_bytes`` and ``weigh`` is given.
     """
 
-    __slots__ = ("_entries", "_lock", "max_size")
+    __slots__ = ("_entries", "_lock", "_weigh", "_weights", "max_bytes", "max_size", "weight")
 
-    def __init__(self, max_size: int) -> None:
+    def __init__(
+        self, max_size: int, *, max_bytes: int | None = None, weigh: Callable[[V], int] | None = None
+    ) -> None:
         if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
             raise ValueError(f"max_size must be an int >= 1, got {max_size!r}")
+        if max_bytes is not None and (
+            isinstance(max_bytes, bool) or not isinstance(max_bytes, int) or max_bytes < 1
+        ):
+            raise ValueError(f"max_bytes must be an int >= 1 or None, got {max_bytes!r}")
+        if (max_bytes is None) != (weigh is None):
+            raise ValueError("give max_bytes and weigh together: the bound needs each value's bytes")
         self.max_size = max_size
+        self.max_bytes = max_bytes
+        self._weigh = weigh
         self._entries: OrderedDict[K, V] = OrderedDict()
+        #: key -> the weight of its value, with ``max_bytes``
+        self._weights: dict[K, int] = {}
+        #: the entries' weights together (0 without ``max_bytes``)
+        self.weight = 0
         self._lock = threading.Lock()
 
     @overload
@@ -56,16 +82,25 @@ class BoundedMap(Generic[K, V]):
 
     def put(self, key: K, value: V) -> V | None:
         """Write ``value`` as the newest entry; the value it replaced, or None."""
+        weight = self._weigh(value) if self._weigh is not None else 0
         with self._lock:
             previous = self._entries.pop(key, None)
+            self.weight -= self._weights.pop(key, 0)
             self._entries[key] = value
-            if len(self._entries) > self.max_size:
-                self._entries.popitem(last=False)
+            if self._weigh is not None:
+                self._weights[key] = weight
+                self.weight += weight
+            while len(self._entries) > self.max_size or (
+                self.max_bytes is not None and self.weight > self.max_bytes and len(self._entries) > 1
+            ):
+                old, _ = self._entries.popitem(last=False)
+                self.weight -= self._weights.pop(old, 0)
             return previous
 
     def pop(self, key: K, default: V | None = None) -> V | None:
         """Remove ``key``; its value, or ``default``."""
         with self._lock:
+            self.weight -= self._weights.pop(key, 0)
             return self._entries.pop(key, default)
 
     def __len__(self) -> int:

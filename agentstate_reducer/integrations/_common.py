@@ -23,6 +23,8 @@ import inspect
 import logging
 import re
 import threading
+import weakref
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +34,7 @@ from agentstate_reducer import telemetry
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.cost import CacheTracker
 from agentstate_reducer.messages import read_message
+from agentstate_reducer.planner import extend_tail, tail_of
 from agentstate_reducer.reducer import MessageReducer, ReducerResult, arun_hook
 from agentstate_reducer.summary import (
     SUMMARY_ID,
@@ -223,15 +226,25 @@ class RequestRepair:
 
     def _opened(self, messages: Sequence[Any], kept: list[int]) -> list[int]:
         """Of ``kept`` (ascending), the request: from the first user message on, with the
-        pinned messages before it."""
-        infos = [read_message(messages[i]) for i in kept]
-        pinned = [
-            j
-            for j, (i, info) in enumerate(zip(kept, infos, strict=True))
-            if info.kind == "system" or (self._preserve_first and i == 0)
-        ]
-        start = next((j for j, info in enumerate(infos) if info.kind == "human"), 0)
-        return sorted({*(kept[j] for j in pinned if j < start), *kept[start:]})
+        pinned messages before it. Reads only up to that user message."""
+        pinned: list[int] = []
+        for j, i in enumerate(kept):
+            kind = read_message(messages[i]).kind
+            if kind == "human":
+                return [*pinned, *kept[j:]] if pinned or j else kept
+            if kind == "system" or (self._preserve_first and i == 0):
+                pinned.append(i)
+        return kept  # no user message: nothing is cut
+
+
+_NEXT_TURN_READ: Final = (read_message(_NEXT_TURN),)
+
+
+def _sendable_next(reduced: Sequence[Any]) -> bool:
+    """Whether ``reduced``, a reducer's output (the planner's rules keep it whole), stays whole
+    with the next turn after it; reads only its last group. False means "plan it": a pending
+    call at its end, or an item that needs an AI message after it."""
+    return extend_tail(tail_of(reduced), _NEXT_TURN_READ) is not None
 
 
 def _is_answer(message: Any) -> bool:
@@ -452,38 +465,107 @@ class _NativeHook:
 # -- request mode without ids --------------------------------------------------------------------
 
 
+def fingerprint(message: Any) -> int:
+    """A hash of everything ``message`` holds, stable within the process: equal messages of one
+    class have the same fingerprint. A pydantic model by its JSON (``model_dump_json``), any
+    other message by its ``repr`` (a dict's keys in order)."""
+    dump = getattr(message, "model_dump_json", None)
+    if callable(dump) and not isinstance(message, type):
+        try:
+            return hash((type(message), dump()))
+        except Exception:  # a field pydantic cannot serialize: its repr still says it
+            pass
+    return hash((type(message), repr(message)))
+
+
+_Ref = Callable[[], Any]
+
+
+def _ref(message: Any) -> _Ref | None:
+    """A weak reference to ``message``, or None when it takes none (a dict)."""
+    try:
+        return weakref.ref(message)
+    except TypeError:
+        return None
+
+
+#: bytes one covered message costs a window, at most: its fingerprint (8), a slot for its weak
+#: reference (8) and the weak reference itself (80 in CPython 3.11), kept only while the
+#: framework hands over the same object again
+_BYTES_PER_COVERED: Final = 96
+#: bytes of one conversation's entry besides its covered messages and summary text
+_BYTES_PER_ENTRY: Final = 512
+
+
 @dataclass(frozen=True, slots=True)
 class _Covered:
-    """What the running summary of one conversation covers."""
+    """What the running summary of one conversation covers, without holding a message.
 
-    #: the messages pruned so far, in history order (also those the newest history lacked)
-    messages: tuple[Any, ...]
+    ``prints`` and ``refs`` describe the messages pruned so far (also those the newest history
+    lacked), in history order: each one's ``fingerprint``, and a weak reference to it while the
+    framework sends that very object again (None once it sent an equal copy, or for a dict).
+    """
+
+    prints: array[int]
+    refs: tuple[_Ref | None, ...]
     #: the core summary message standing for them (None without a summarizer)
     summary: Any
 
+    def __len__(self) -> int:
+        return len(self.prints)
 
-def _next(items: Sequence[Any], start: int, message: Any) -> int | None:
-    """The position from ``start`` on of the next item that is ``message`` or equals it."""
-    for k in range(start, len(items)):
-        if items[k] is message or bool(items[k] == message):
-            return k
-    return None
+    def weight(self) -> int:
+        """The bytes this entry keeps alive, about (the ``RequestWindow`` byte bound)."""
+        content = self.summary.get("content") if isinstance(self.summary, Mapping) else None
+        text = len(content) if isinstance(content, str) else 0
+        live = sum(1 for r in self.refs if r is not None)
+        return _BYTES_PER_ENTRY + 16 * len(self.prints) + (_BYTES_PER_COVERED - 16) * live + text
 
 
-def _find(covered: Sequence[Any], items: Sequence[Any]) -> tuple[list[int], list[tuple[int, Any]]] | None:
-    """Where the ``covered`` messages are in ``items``: each, in order, is the next one in
-    ``items`` that is it or equals it. Returns their positions and the covered messages
-    ``items`` lacks, each with the position of the last one found (-1: none). Only the newest
-    covered messages may be lacking (a history cut back); None when an older one is, or when
-    none is found: an edited or another history."""
+class _Matcher:
+    """Compares the messages of one history with covered ones: by identity through a live weak
+    reference, else by fingerprint (each history message's computed once, when first needed)."""
+
+    __slots__ = ("items", "prints", "same")
+
+    def __init__(self, items: Sequence[Any]) -> None:
+        self.items = items
+        self.prints: list[int | None] = [None] * len(items)
+        #: positions matched by identity
+        self.same: set[int] = set()
+
+    def matches(self, k: int, covered: _Covered, n: int) -> bool:
+        ref = covered.refs[n]
+        item = self.items[k]
+        if ref is not None and ref() is item:
+            self.same.add(k)
+            return True
+        found = self.prints[k]
+        if found is None:
+            found = self.prints[k] = fingerprint(item)
+        return found == covered.prints[n]
+
+    def next(self, start: int, covered: _Covered, n: int) -> int | None:
+        """The position from ``start`` on of the next message that is covered message ``n``."""
+        for k in range(start, len(self.items)):
+            if self.matches(k, covered, n):
+                return k
+        return None
+
+
+def _find(covered: _Covered, match: _Matcher) -> tuple[list[int], list[int]] | None:
+    """Where the ``covered`` messages are in the history: each, in order, is the next one that
+    is it or equals it. Returns their positions and the indices (in ``covered``) of those the
+    history lacks. Only the newest covered messages may be lacking (a history cut back); None
+    when an older one is, or when none is found: an edited or another history."""
     found: list[int] = []
     j = 0
-    for n, m in enumerate(covered):
-        k = _next(items, j, m)
+    for n in range(len(covered)):
+        k = match.next(j, covered, n)
         if k is None:
-            if not found or (n + 1 < len(covered) and _next(items, j, covered[n + 1]) is not None):
+            if not found or (n + 1 < len(covered) and match.next(j, covered, n + 1) is not None):
                 return None
-            return found, [(found[-1], rest) for rest in covered[n:]]
+            return found, list(range(n, len(covered)))
         found.append(k)
         j = k + 1
     return found, []
@@ -531,8 +613,11 @@ class WindowView:
     positions: Mapping[int, int]
     #: positions in ``history`` of the messages the running summary covers
     covered: frozenset[int]
-    #: covered messages ``history`` lacks, each with the position of the covered one before it
-    missing: tuple[tuple[int, Any], ...] = ()
+    #: covered messages ``history`` lacks: ``(position of the covered one before it, its
+    #: fingerprint, its weak reference)``
+    missing: tuple[tuple[int, int, _Ref | None], ...] = ()
+    #: of ``covered``: position -> ``(fingerprint, weak reference or None)`` as remembered
+    known: Mapping[int, tuple[int, _Ref | None]] = dataclasses.field(default_factory=dict)
 
 
 class RequestWindow:
@@ -543,37 +628,58 @@ class RequestWindow:
 
     Use: ``view = window.view(key, history)``, reduce ``view.messages``, then
     ``window.record(view, result)``. The covered messages are found in a later history in order,
-    each the same object or an equal one, with other messages between them or not: a framework
-    may insert one, or cut the history back for one call (ADK, answering a long-running call,
-    sends the history cut back to the call, then the whole history with the answer moved up to
-    it). The newest covered messages a history lacks stay remembered, and the summary stands for
-    them; a history that lacks an older one (edited, rewound) or holds none is reduced whole, as
-    the first one was. Bounded to the ``max_threads`` most recently recorded
-    conversations; thread-safe (a record is a new immutable value).
+    each the same object or an equal one (the same ``fingerprint``), with other messages between
+    them or not: a framework may insert one, or cut the history back for one call (ADK, answering
+    a long-running call, sends the history cut back to the call, then the whole history with the
+    answer moved up to it). The newest covered messages a history lacks stay remembered, and the
+    summary stands for them; a history that lacks an older one (edited, rewound) or holds none is
+    reduced whole, as the first one was.
+
+    Holds no message: per covered message a fingerprint and, while the framework hands over the
+    same object again, a weak reference (at most 96 bytes), plus the running summary. Bounded to
+    the ``max_threads`` most recently recorded conversations and to ``max_bytes`` (default
+    16 MiB) for all of them: the least recently recorded go first (a conversation forgotten is
+    reduced whole at its next call, as a new one). Thread-safe (a record is a new immutable value).
+
+    Raises:
+        ValueError: ``max_threads`` or ``max_bytes`` is not an int >= 1.
     """
 
     __slots__ = ("_preserve_first", "_seen")
 
-    def __init__(self, *, preserve_first: bool, max_threads: int = 1024) -> None:
+    def __init__(self, *, preserve_first: bool, max_threads: int = 1024, max_bytes: int = 16 << 20) -> None:
         self._preserve_first = preserve_first
-        self._seen: BoundedMap[Hashable, _Covered] = BoundedMap(max_threads)
+        self._seen: BoundedMap[Hashable, _Covered] = BoundedMap(
+            max_threads, max_bytes=max_bytes, weigh=_Covered.weight
+        )
 
     def view(self, key: Hashable, history: Sequence[Any]) -> WindowView:
         """The list to reduce for ``history``: without the covered messages, the summary in."""
         items = tuple(history)
         known = self._seen.get(key)
         covered: frozenset[int] = frozenset()
-        missing: tuple[tuple[int, Any], ...] = ()
+        missing: tuple[tuple[int, int, _Ref | None], ...] = ()
+        remembered: dict[int, tuple[int, _Ref | None]] = {}
         summary = None
-        where = _find(known.messages, items) if known is not None and known.messages else None
-        if known is not None and where is not None:
-            found, lacking = where
-            covered, missing, summary = _with_calls(items, frozenset(found)), tuple(lacking), known.summary
+        if known is not None and len(known):
+            match = _Matcher(items)
+            where = _find(known, match)
+            if where is not None:
+                found, lacking = where
+                covered, summary = _with_calls(items, frozenset(found)), known.summary
+                missing = tuple((found[-1], known.prints[n], known.refs[n]) for n in lacking)
+                # a weak reference is kept only while the framework sends the same object
+                remembered = {
+                    k: (known.prints[n], known.refs[n] if k in match.same else None)
+                    for n, k in enumerate(found)
+                    if k in covered
+                }
         keep = [i for i in range(len(items)) if i not in covered]
         messages = [items[i] for i in keep]
         if summary is not None:
             messages = with_summary(messages, summary, preserve_first=self._preserve_first)
-        return WindowView(key, items, messages, {id(items[i]): i for i in keep}, covered, missing)
+        positions = {id(items[i]): i for i in keep}
+        return WindowView(key, items, messages, positions, covered, missing, remembered)
 
     def record(self, view: WindowView, result: ReducerResult) -> None:
         """Remember what reducing ``view.messages`` pruned."""
@@ -581,39 +687,65 @@ class RequestWindow:
         pruned = {view.positions[id(m)] for m in result.pruned if id(m) in view.positions}
         # history order; a lacking message goes where it was: after the covered message before it
         # and the newly pruned ones that follow that one
-        after: dict[int, list[Any]] = {}
-        for before, m in view.missing:
-            after.setdefault(before, []).append(m)
-        messages: list[Any] = []
+        after: dict[int, list[tuple[int, _Ref | None]]] = {}
+        for before, printed, ref in view.missing:
+            after.setdefault(before, []).append((printed, ref))
+        entries: list[tuple[int, _Ref | None]] = []
         carry = after.get(-1, [])
         for p in sorted(view.covered | pruned):
             if p in view.covered:
-                messages.extend(carry)
-                carry = []
-            messages.append(view.history[p])
-            if p in view.covered:
+                entries.extend(carry)
                 carry = after.get(p, [])
-        messages.extend(carry)
+                # a covered message _with_calls brought back and pruned again is fingerprinted anew
+                old = view.known.get(p)
+                message = view.history[p]
+                entries.append(old if old is not None else (fingerprint(message), _ref(message)))
+            else:
+                message = view.history[p]
+                entries.append((fingerprint(message), _ref(message)))
+        entries.extend(carry)
         lead = leading_summaries(result.surviving, preserve_first=self._preserve_first)
         summary = result.surviving[lead[0]] if lead else None
         if summary is None and not result.pruned and known is not None and view.covered:
             summary = known.summary
-        self._seen.put(view.key, _Covered(tuple(messages), summary))
+        prints = array("q", (printed for printed, _ in entries))
+        self._seen.put(view.key, _Covered(prints, tuple(ref for _, ref in entries), summary))
 
 
 # -- one model call ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class Bounded:
-    """One bounded model call: what to send, what to store, what happened."""
+    """One bounded model call: what to send, what to store, what happened.
 
-    #: the messages the model gets (the caller's objects, a native summary in the front)
-    sent: list[Any]
-    #: state mode: the history to store in place of the input when it changed; else None
-    stored: list[Any] | None
-    result: ReducerResult
-    record: ReduceRecord
+    ``record`` is made when first read (at once when the flow has an ``on_reduce`` callback):
+    a call nobody reports on reads no message for it.
+    """
+
+    __slots__ = ("_make", "_record", "result", "sent", "stored")
+
+    def __init__(
+        self,
+        sent: list[Any],
+        stored: list[Any] | None,
+        result: ReducerResult,
+        record: ReduceRecord | Callable[[], ReduceRecord],
+    ) -> None:
+        #: the messages the model gets (the caller's objects, a native summary in the front)
+        self.sent = sent
+        #: state mode: the history to store in place of the input when it changed; else None
+        self.stored = stored
+        self.result = result
+        self._record = record if isinstance(record, ReduceRecord) else None
+        self._make = None if isinstance(record, ReduceRecord) else record
+
+    @property
+    def record(self) -> ReduceRecord:
+        """What the integration did for this call."""
+        if self._record is None:
+            assert self._make is not None
+            self._record, self._make = self._make(), None
+        return self._record
 
 
 def _joined(result: ReducerResult, fixed: ReducerResult) -> ReducerResult:
@@ -741,11 +873,15 @@ class CallFlow:
         out = self.native.outward(surviving) if self.native is not None else surviving
         if self._fixer is not None:  # planned by the fixer, or settled: only the opening cut
             sent, removed = self._repair.opening(out)
+        elif not self.validate:
+            sent, removed = out, []
         else:
-            sent, removed = self._repair(out) if self.validate else (out, [])
+            # the reduction's output is whole by the planner's rules: planned again only when the
+            # next turn after it would change that (a pending call at its end), else just opened
+            sent, removed = self._repair.opening(out) if _sendable_next(out) else self._repair(out)
             # an answer the repair (or the reduction's repair) left last, where the history did
             # not end with one: the request goes without it, the stored history keeps it
-            answers = trailing_answers(sent) if self.validate else 0
+            answers = trailing_answers(sent)
             if answers and begun.messages and not _is_answer(begun.messages[-1]):
                 removed, sent = [*removed, *sent[-answers:]], sent[:-answers]
         stored: list[Any] | None = None
@@ -762,29 +898,36 @@ class CallFlow:
         repaired = [*fixes, *removed]
         if pruned and result.stats.repaired:  # nothing triggered: only broken parts went
             repaired, pruned = [*pruned, *repaired], []
-        counted, counts = self._counts(sent)
-        record = ReduceRecord(
-            mode=self.mode,
-            thread_id=begun.thread,
-            messages_before=sum(1 for m in begun.history if read_message(m).kind != "system"),
-            messages_after=sum(1 for m in sent if read_message(m).kind != "system"),
-            tokens_before=begun.tokens_before,
-            tokens_after=sum(counts),
-            triggered=result.stats.triggered,
-            pruned=message_ids(pruned),
-            repaired=message_ids(repaired),
-            summarized=result.summary is not None and any(is_summary_message(m) for m in result.surviving),
-            summary_error=result.stats.summary_error,
-            prefix_tokens=self._sent.observe(begun.key, counted, counts) if counted else 0,
-        )
-        self._emit(record)
-        return Bounded(sent, stored, result, record)
+
+        def record() -> ReduceRecord:
+            counted, counts = self._counts(sent)
+            return ReduceRecord(
+                mode=self.mode,
+                thread_id=begun.thread,
+                messages_before=sum(1 for m in begun.history if read_message(m).kind != "system"),
+                messages_after=sum(1 for m in sent if read_message(m).kind != "system"),
+                tokens_before=begun.tokens_before,
+                tokens_after=sum(counts),
+                triggered=result.stats.triggered,
+                pruned=message_ids(pruned),
+                repaired=message_ids(repaired),
+                summarized=result.summary is not None
+                and any(is_summary_message(m) for m in result.surviving),
+                summary_error=result.stats.summary_error,
+                prefix_tokens=self._sent.observe(begun.key, counted, counts) if counted else 0,
+            )
+
+        if self.on_reduce is None:  # made when read: the counts and the cache tracker need on_reduce
+            return Bounded(sent, stored, result, record)
+        made = record()
+        self._emit(made)
+        return Bounded(sent, stored, result, made)
 
     def _to_fix(self, surviving: list[Any]) -> list[Any] | None:
         """stores_request: the list the fixer reduces (``surviving`` and the next turn) when its
         plan prunes something; None when the request is ``surviving`` as it is. The fixer plans
         once, as ``RequestRepair`` would; the rare list to fix is planned again, with hooks."""
-        if self._fixer is None or not surviving:
+        if self._fixer is None or not surviving or _sendable_next(surviving):
             return None
         planned = [*surviving, _NEXT_TURN]
         the_plan, _ = self._fixer.plan(planned)
