@@ -16,6 +16,7 @@ from typing import Literal
 
 import pytest
 from google.adk.apps import App
+from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import InMemoryRunner
 
 from agentstate_reducer import MessageReducer, ReducerConfig
@@ -44,7 +45,7 @@ def converse(
                            token_counter=heuristic_counter() if counter == "heuristic" else None)  # fmt: skip
     reducer = MessageReducer(config=config)
     if plugin:
-        plugins = [ReducerPlugin(reducer, summarizer=rec.summarize)]
+        plugins: list[BasePlugin] = [ReducerPlugin(reducer, summarizer=rec.summarize)]
         runner = InMemoryRunner(app=App(name=APP, root_agent=agent(model), plugins=plugins))
     else:
         callback = ReducerCallback(reducer, summarizer=rec.asummarize)

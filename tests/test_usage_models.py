@@ -211,7 +211,9 @@ def test_agent_framework_usage_is_on_the_response_not_the_stored_messages() -> N
         for turn in range(2):
             response = await agent.run(af_question(turn), session=session)
             assert response.usage_details is not None
-            figures.append(response.usage_details["input_token_count"])
+            figure = response.usage_details.get("input_token_count")
+            assert isinstance(figure, int)
+            figures.append(figure)
         return figures
 
     # the function loop adds up the usage of a run's model calls
@@ -232,6 +234,7 @@ def test_llama_index_usage_is_on_the_agents_output_not_in_memory() -> None:
             handler = agent.run(li_question(turn), memory=memory)
             async for event in handler.stream_events():
                 if isinstance(event, AgentOutput):
+                    assert isinstance(event.raw, dict)
                     figures.append(event.raw["usage"]["prompt_tokens"])
             await handler
         return figures

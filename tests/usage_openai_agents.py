@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx2
 
-from tests.openai_agents_script import ScriptedAPI, chat_payload
+from tests.openai_agents_script import Api, ScriptedAPI, chat_payload
 from tests.usage_models import Reporter
 
 
@@ -38,7 +38,7 @@ class UsageAPI(ScriptedAPI):
 
     def _handle(self, request: httpx2.Request) -> httpx2.Response:
         path = request.url.path
-        api = "responses" if path.endswith("/responses") else "chat"
+        api: Api = "responses" if path.endswith("/responses") else "chat"
         figure = self.reporter.report(chat_payload(api, json.loads(request.content)))
         response = super()._handle(request)
         if response.status_code != 200:
