@@ -26,8 +26,10 @@ there is one, then the pruned messages.
 * The component config (``dump_component`` / ``load_component``) holds the reducer's limits,
   ``preserve_first``, ``validate``, ``thread_id`` and ``initial_messages``; callables cannot be
   serialized, so the summarizer, ``on_reduce``, ``on_prune`` hooks, a ``token_counter``, a
-  ``summary_message_factory`` and an ``Encoding`` object are not in it (a warning names those
-  left out): pass them again to a context built from the config's values.
+  ``summary_message_factory``, an ``Encoding`` object and ``model_client`` are not in it (a
+  warning names those left out): pass them again to a context built from the config's values.
+* ``model_client=`` (the agent's client) calibrates a token budget to the provider's tokens from
+  the usage the client reports (docs/tokens.md, "Calibrated budgets").
 """
 
 from __future__ import annotations
