@@ -33,7 +33,7 @@ Counter = Literal["tiktoken", "heuristic"]
 def converse(
     figure: Figure, *, counter: Counter = "tiktoken", calibrate: bool | None = None, client_given: bool = True
 ) -> tuple[Reporter, UsageClient, list[str]]:
-    reporter, summarized = Reporter(figure=figure, overhead=TOOLS), []
+    reporter, summarized = Reporter(figure=figure, overhead=TOOLS), list[str]()
     client = UsageClient([r for i in range(TURNS) for r in turn_responses(i)], reporter)
 
     def summarize(messages: list[Any]) -> str:
