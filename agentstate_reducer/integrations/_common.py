@@ -9,6 +9,8 @@
 * ``RequestWindow``: request mode for messages without ids: what the running summary covers,
   by position in a history that only grows.
 * ``CallFlow``: one bounded model call, sync or async, through the pieces above.
+* ``Calibrations``: each conversation's token calibration, fed with the request it sent last and
+  the usage the framework reported for it.
 * ``responses_summary_item``/``responses_summary_text``: the running summary as an OpenAI
   Responses item, for ``NativeSummaries`` (the Agents SDK session and ``reduce_request``).
 
@@ -44,10 +46,12 @@ from agentstate_reducer.summary import (
     leading_summaries,
     with_summary,
 )
+from agentstate_reducer.tokens.calibration import Calibration
 
 from ._bounded import BoundedMap
 
 __all__ = [
+    "Calibrations",
     "CallFlow",
     "Mode",
     "NativeSummaries",
@@ -953,12 +957,21 @@ class CallFlow:
         except Exception:
             self._logger.exception("on_reduce callback %r failed; the model call goes on", self.on_reduce)
 
-    def bound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
-        """Bound one model call's ``history``; hooks get the namespace ``("memories", thread)``."""
+    def bound(
+        self,
+        key: Hashable,
+        history: Sequence[Any],
+        *,
+        thread: str | None = None,
+        calibration: Calibration | None = None,
+    ) -> Bounded:
+        """Bound one model call's ``history``; hooks get the namespace ``("memories", thread)``.
+        ``calibration``: the conversation's, when the integration feeds one (``Calibrations``);
+        without it token mode calibrates from the usage the history carries."""
         begun = self._begin(key, thread, history)
         namespace = ("memories", thread)
         with telemetry.entry(self.entry, thread=thread):
-            result = self.reducer.reduce(begun.messages, namespace=namespace)
+            result = self.reducer.reduce(begun.messages, namespace=namespace, calibration=calibration)
             fixed = None
             planned = self._to_fix(result.surviving)
             if planned is not None:
@@ -966,18 +979,86 @@ class CallFlow:
                 fixed = self._fixer.reduce(planned, namespace=namespace)
         return self._end(begun, result, fixed)
 
-    async def abound(self, key: Hashable, history: Sequence[Any], *, thread: str | None = None) -> Bounded:
+    async def abound(
+        self,
+        key: Hashable,
+        history: Sequence[Any],
+        *,
+        thread: str | None = None,
+        calibration: Calibration | None = None,
+    ) -> Bounded:
         """``bound`` with the async summarizer and hooks."""
         begun = self._begin(key, thread, history)
         namespace = ("memories", thread)
         with telemetry.entry(self.entry, thread=thread):
-            result = await self.reducer.areduce(begun.messages, namespace=namespace)
+            result = await self.reducer.areduce(begun.messages, namespace=namespace, calibration=calibration)
             fixed = None
             planned = self._to_fix(result.surviving)
             if planned is not None:
                 assert self._fixer is not None
                 fixed = await self._fixer.areduce(planned, namespace=namespace)
         return self._end(begun, result, fixed)
+
+
+# -- calibration -----------------------------------------------------------------------------------
+
+
+class _Fed:
+    """One conversation's calibration and the request it sent last, not yet paired with usage."""
+
+    __slots__ = ("calibration", "sent", "source")
+
+    def __init__(self) -> None:
+        self.calibration = Calibration()
+        self.sent: tuple[Any, ...] = ()
+        #: what the last usage paired was read from: the same again is no new call
+        self.source: Hashable = None
+
+
+class Calibrations:
+    """Each conversation's token calibration, fed by an integration around its model calls.
+
+    A framework reports a model call's usage after the call, where the integration sees it at the
+    next one (the history's newest response, a session event, the LLM's running total).
+    ``calibration(key, usage, source=...)`` pairs that usage with the request ``sent(key, ...)``
+    recorded last for ``key`` (each request once) and returns the conversation's
+    ``Calibration``, or None while it has learned nothing (token mode then calibrates from the
+    usage the history carries, if any). A figure the core cannot use (missing, zero, negative,
+    non-integer) leaves the last anchor as it was. ``source`` names what the usage was read from
+    (a response's id, the object itself): an equal source again (a retried call, a hook run
+    twice) pairs nothing.
+
+    One entry per conversation key (at most ``max_threads``, the least recently written
+    forgotten), so conversations sharing one integration never mix. Thread-safe.
+    """
+
+    __slots__ = ("_entries", "_lock")
+
+    def __init__(self, max_threads: int = 1024) -> None:
+        self._entries: BoundedMap[Hashable, _Fed] = BoundedMap(max_threads)
+        self._lock = threading.Lock()
+
+    def calibration(self, key: Hashable, usage: Any, *, source: Hashable = None) -> Calibration | None:
+        """``key``'s calibration after learning ``usage`` (None: nothing reported) for the request
+        it sent last; None when it has no anchor."""
+        entry = self._entries.get(key)
+        if entry is None:
+            return None
+        with self._lock:
+            fresh = source is None or source != entry.source
+            if usage is not None and entry.sent and fresh:
+                entry.calibration.observe(entry.sent, usage)
+                entry.sent, entry.source = (), source
+        return entry.calibration if entry.calibration.anchor is not None else None
+
+    def sent(self, key: Hashable, messages: Sequence[Any]) -> None:
+        """Record ``messages`` as the request ``key`` sends now."""
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = _Fed()
+            self._entries.put(key, entry)
+        with self._lock:
+            entry.sent = tuple(messages)
 
 
 # -- the running summary as a Responses item ---------------------------------------------------

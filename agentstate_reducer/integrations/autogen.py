@@ -26,8 +26,10 @@ there is one, then the pruned messages.
 * The component config (``dump_component`` / ``load_component``) holds the reducer's limits,
   ``preserve_first``, ``validate``, ``thread_id`` and ``initial_messages``; callables cannot be
   serialized, so the summarizer, ``on_reduce``, ``on_prune`` hooks, a ``token_counter``, a
-  ``summary_message_factory`` and an ``Encoding`` object are not in it (a warning names those
-  left out): pass them again to a context built from the config's values.
+  ``summary_message_factory``, an ``Encoding`` object and ``model_client`` are not in it (a
+  warning names those left out): pass them again to a context built from the config's values.
+* ``model_client=`` (the agent's client) calibrates a token budget to the provider's tokens from
+  the usage the client reports (docs/tokens.md, "Calibrated budgets").
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from typing import Any, Final
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.reducer import MessageReducer
 
-from ._common import CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
+from ._bounded import BoundedMap
+from ._common import Calibrations, CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
 
 try:
     from autogen_core import Component
@@ -119,6 +122,30 @@ def _summary_text(message: Any) -> str | None:
     return message.content if isinstance(message.content, str) else None
 
 
+#: id of a model client -> id of the context that called it last and its prompt tokens then: a
+#: client may serve several agents, and the growth of its total is one context's only when no
+#: other context called it in between
+_CLIENT_TOTALS: BoundedMap[int, tuple[int, int]] = BoundedMap(1024)
+
+
+def _reported(context: Any, client: Any) -> int | None:
+    """The input tokens of ``context``'s previous model call, read from ``client``'s running
+    ``actual_usage().prompt_tokens``; None when unknown."""
+    if client is None:
+        return None
+    try:
+        total = client.actual_usage().prompt_tokens
+    except Exception:
+        logger.exception("reading actual_usage() of %r failed; the budget is not calibrated", client)
+        return None
+    if isinstance(total, bool) or not isinstance(total, int):
+        return None
+    last = _CLIENT_TOTALS.put(id(client), (id(context), total))
+    if last is None or last[0] != id(context):
+        return None
+    return total - last[1]
+
+
 class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingChatCompletionContextConfig]):
     """An AutoGen model context that keeps its history bounded and every request sendable.
 
@@ -134,6 +161,11 @@ class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingCha
         thread_id: names the conversation to ``on_prune`` hooks (namespace ``("memories",
             thread_id)``) and in ``ReduceRecord.thread_id``.
         initial_messages: the history to start with (AutoGen's own argument).
+        model_client: the agent's ``ChatCompletionClient``, for a token budget in the provider's
+            tokens: AutoGen reports usage on ``CreateResult``, never in the context, so each
+            ``get_messages`` reads the growth of the client's running ``actual_usage()`` since
+            this context's previous call (when no other context called the client in between)
+            and calibrates with it and the messages that call was sent.
 
     Raises:
         TypeError, ValueError: at construction, for a bad reducer, option or limit.
@@ -152,9 +184,15 @@ class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingCha
         preserve_first: bool = False,
         thread_id: str | None = None,
         initial_messages: list[LLMMessage] | None = None,
+        model_client: Any = None,
         **reducer_kwargs: Any,
     ) -> None:
         what = type(self).__name__
+        if model_client is not None and not callable(getattr(model_client, "actual_usage", None)):
+            raise TypeError(
+                f"{what}: model_client must be the agent's ChatCompletionClient (it reports "
+                f"actual_usage()), got {type(model_client).__name__}"
+            )
         if thread_id is not None and not isinstance(thread_id, str):
             raise TypeError(f"{what}: thread_id must be a str or None, got {type(thread_id).__name__}")
         if initial_messages is not None and not isinstance(initial_messages, list):
@@ -182,6 +220,8 @@ class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingCha
         self._reducing = threading.Lock()
         #: held for each read or swap of the message list (never across an await)
         self._list_lock = threading.Lock()
+        self.model_client = model_client
+        self._calibrations = Calibrations(max_threads=1)
 
     # -- the history -----------------------------------------------------------------------------
 
@@ -197,7 +237,9 @@ class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingCha
             with self._list_lock:
                 history = list(self._messages)
                 held = self._messages
-            bounded = await self._flow.abound(self, history, thread=self.thread_id)
+            calibration = self._calibrations.calibration(self, _reported(self, self.model_client))
+            bounded = await self._flow.abound(self, history, thread=self.thread_id, calibration=calibration)
+            self._calibrations.sent(self, bounded.sent)
             if bounded.stored is not None:
                 with self._list_lock:
                     if self._messages is held:  # only appended to since (clear, load_state rebind)
@@ -235,6 +277,8 @@ class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingCha
             left_out.append("encoding")
         if self._flow.on_reduce is not None:
             left_out.append("on_reduce")
+        if self.model_client is not None:
+            left_out.append("model_client")
         if left_out:
             logger.warning(
                 "%s: the component config holds no callables; left out: %s",

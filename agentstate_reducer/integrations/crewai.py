@@ -66,7 +66,8 @@ from typing import Any
 
 from agentstate_reducer.reducer import MessageReducer
 
-from ._common import CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
+from ._bounded import BoundedMap
+from ._common import Calibrations, CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
 
 try:
     from crewai.agents.agent_builder.base_agent import BaseAgent
@@ -194,6 +195,9 @@ class ReducerHook:
             stores_request=True,
         )
         self._global: _Registered | None = None
+        self._calibrations = Calibrations()
+        #: id of an LLM -> the executor that called it last and the LLM's prompt tokens then
+        self._totals: BoundedMap[int, tuple[int, int]] = BoundedMap(1024)
 
     @property
     def reducer(self) -> MessageReducer:
@@ -217,11 +221,34 @@ class ReducerHook:
         owner = task if task is not None else getattr(context, "agent", None)
         owner_id = getattr(owner, "id", None)
         thread = str(owner_id) if owner_id is not None else None
-        bounded = self._flow.bound(id(executor), messages[lead:], thread=thread)
+        key = id(executor)
+        usage = self._reported(key, getattr(context, "llm", None))
+        calibration = self._calibrations.calibration(key, usage)
+        bounded = self._flow.bound(key, messages[lead:], thread=thread, calibration=calibration)
         new = [*messages[:lead], *bounded.sent]
         if len(new) != len(messages) or any(a is not b for a, b in zip(new, messages, strict=True)):
             messages[:] = new
+        self._calibrations.sent(key, new)
         return None
+
+    def _reported(self, key: int, llm: Any) -> int | None:
+        """The input tokens of this executor's previous call: the growth of the LLM's running
+        prompt tokens (``get_token_usage_summary``, which CrewAI's providers add each response's
+        usage to) since that call, when no other executor called the LLM in between; else None."""
+        summary = getattr(llm, "get_token_usage_summary", None)
+        if summary is None:
+            return None
+        try:
+            total = summary().prompt_tokens
+        except Exception:
+            logger.exception("reading the usage of %r failed; the budget is not calibrated", llm)
+            return None
+        if isinstance(total, bool) or not isinstance(total, int):
+            return None
+        last = self._totals.put(id(llm), (key, total))
+        if last is None or last[0] != key:
+            return None
+        return total - last[1]
 
     # -- registration --------------------------------------------------------------------------
 

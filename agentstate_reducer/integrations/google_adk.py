@@ -44,7 +44,7 @@ from typing import Any, Final
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.reducer import MessageReducer
 
-from ._common import CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
+from ._common import Calibrations, CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
 
 try:
     from google.adk.agents.callback_context import CallbackContext
@@ -218,6 +218,7 @@ class _Bounder:
             native=NativeSummaries(summary_content, _text_of),
             logger=logger,
         )
+        self.calibrations = Calibrations()
 
     async def bound(self, callback_context: Any, llm_request: Any) -> None:
         contents = list(getattr(llm_request, "contents", None) or [])
@@ -228,10 +229,27 @@ class _Bounder:
         summaries, pending = _held(contents, _compaction_summaries(events), _LongRunning.of(events))
         held = summaries | pending
         history = [c for i, c in enumerate(contents) if i not in held]
-        bounded = await self.flow.abound(key, history, thread=thread)
+        reported = _newest_usage(events, getattr(callback_context, "agent_name", None))
+        calibration = self.calibrations.calibration(
+            key,
+            getattr(reported, "usage_metadata", None),
+            source=getattr(reported, "id", None) if reported is not None else None,
+        )
+        bounded = await self.flow.abound(key, history, thread=thread, calibration=calibration)
         sent = _merge(contents, bounded.sent, summaries, pending)
+        self.calibrations.sent(key, sent)
         if len(sent) != len(contents) or any(a is not b for a, b in zip(sent, contents, strict=True)):
             llm_request.contents = sent
+
+
+def _newest_usage(events: Sequence[Any], agent_name: Any) -> Any:
+    """The newest event of ``agent_name`` carrying usage: the response to the agent's previous
+    model call (ADK stores each model response as an event with its ``usage_metadata``)."""
+    for event in reversed(events):
+        usage = getattr(event, "usage_metadata", None)
+        if usage is not None and getattr(event, "author", None) == agent_name:
+            return event
+    return None
 
 
 def _merge(contents: list[Any], sent: list[Any], summaries: set[int], pending: set[int]) -> list[Any]:

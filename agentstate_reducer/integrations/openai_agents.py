@@ -47,6 +47,12 @@ reasoning item with the item after it, the newest whole turns are kept.
   summarizer that fails prunes nothing (``on_summary_error="keep"``). A ``limit`` (given or the
   inner session's) returns the newest items only: the summary is among them while it is.
 
+* With a token budget (``max_tokens``), ``Runner.run(..., hooks=UsageHooks(session))``
+  (``agentstate_reducer.integrations.openai_agents_usage``) feeds ``session.calibration`` with
+  the input items of each model call and the usage its response reported, so the budget is in
+  the provider's tokens (docs/tokens.md, "Calibrated budgets"); a session sees no model call
+  itself.
+
 Not for server-side sessions (``OpenAIConversationsSession``): the conversation lives on OpenAI's
 servers, which manage its length. Importing this module imports no SDK.
 """
@@ -64,6 +70,7 @@ from agentstate_reducer import telemetry
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.messages import read_message
 from agentstate_reducer.reducer import MessageReducer
+from agentstate_reducer.tokens.calibration import Calibration
 
 from ._common import NativeSummaries, build_reducer, responses_summary_item, responses_summary_text
 
@@ -239,6 +246,8 @@ class ReducingSession:
         self.session_id: str = session.session_id
         self._held: _Held | None = None  # what the inner session holds, when known
         self._lock = asyncio.Lock()
+        #: this session's token calibration, fed by ``openai_agents_usage.UsageHooks``
+        self.calibration = Calibration()
 
     @property
     def session_settings(self) -> Any:
@@ -325,14 +334,20 @@ class ReducingSession:
         its items plus ``new`` more, and only those are read again (the untriggered path)."""
         native = self._native
         readable: list[Any]
+        # without a reported figure yet, the core reads any usage the items carry
+        calibration = self.calibration if self.calibration.anchor is not None else None
         with telemetry.entry("openai_agents"):
             if known is None:
                 readable = native.inward(items) if native is not None else items
-                result = await self.reducer.areduce(readable, namespace=self._namespace)
+                result = await self.reducer.areduce(
+                    readable, namespace=self._namespace, calibration=calibration
+                )
             else:
                 batch = items[len(items) - new :]
                 readable = native.inward(batch) if native is not None else batch
-                result = await self.reducer.areduce(known.readable, readable, namespace=self._namespace)
+                result = await self.reducer.areduce(
+                    known.readable, readable, namespace=self._namespace, calibration=calibration
+                )
         surviving = list(result.surviving)
         if not result.pruned:  # all kept: the items themselves, each readable as it was read
             return _Reduced(_Held(items, surviving), False)

@@ -1,0 +1,42 @@
+"""An Agent Framework client reporting usage as a provider's does: ``ChatResponse.usage_details``.
+
+``UsageClient`` is the scripted ``tests.af_script.ScriptClient`` whose every response carries
+``usage_details={"input_token_count": ...}``, the figure of ``tests.usage_models.Reporter`` for
+the request (its messages and instructions, ``tests.af_script.to_openai``); a missing figure
+leaves ``usage_details`` None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from agent_framework import ChatResponse, Message, UsageDetails
+
+from tests.af_script import Request, ScriptClient, to_openai
+from tests.usage_models import Reporter
+
+
+def usage_details(figure: int | None) -> UsageDetails | None:
+    """Agent Framework's usage of a response for an input figure (None: no usage)."""
+    if figure is None:
+        return None
+    return UsageDetails(input_token_count=figure, output_token_count=8, total_token_count=figure + 8)
+
+
+class UsageClient(ScriptClient):
+    """``ScriptClient`` reporting the provider's count of each request."""
+
+    def __init__(self, *, reporter: Reporter | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reporter = reporter if reporter is not None else Reporter()
+
+    async def _inner_get_response(
+        self, *, messages: Sequence[Message], stream: bool, options: Any, **kwargs: Any
+    ) -> ChatResponse[Any]:
+        figure = self.reporter.report(to_openai(Request(list(messages), options.get("instructions"))))
+        response = await super()._inner_get_response(
+            messages=messages, stream=stream, options=options, **kwargs
+        )
+        response.usage_details = usage_details(figure)
+        return response
