@@ -174,8 +174,8 @@ class FollowingBackend(Backend):
     """``backend``, with the blobs of what its flows delete followed in a blob store outside the
     saver's database (``blobs``, a ``checkpointers.offload.config.BlobRunner``, such as a
     ``BaseStore``'s): each flow runs in ``backend``'s transaction recording its deletions
-    (``offload.follow.recording``); after that transaction commits, their reference rows are
-    dropped and their blobs collected by ``blobs`` (``offload.follow.drop_refs_flow``). A flow that
+    (``retention.follow.recording``); after that transaction commits, their reference rows are
+    dropped and their blobs collected by ``blobs`` (``retention.follow.drop_refs_flow``). A flow that
     raises (its transaction rolled back) drops nothing. Sizes, vacuum and versions are
     ``backend``'s."""
 
@@ -339,7 +339,7 @@ _NO_BLOBS: dict[type, Any] = {
 
 def _sql_translator(dialect: Any, blobs: BlobSql) -> Callable[[Any], Any]:
     """Each operation as its flow of statements: retention's by ``dialect``, blob offload's by
-    ``blobs``; a statement (``Sql``) a flow yields itself (``checkpointers.offload.inplace``) as
+    ``blobs``; a statement (``Sql``) a flow yields itself (``checkpointers.inplace_offload``) as
     it is."""
 
     def translate(op: Any) -> Any:
