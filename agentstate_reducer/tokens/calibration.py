@@ -14,10 +14,11 @@ guide; the rules:
   ``observe(sent, usage)``. A given ``Calibration`` is the only source for that call.
 * **Adapts** at once: the newest anchor wins, so a model or provider change is followed at the
   first usage it reports.
-* **Bounded**: a ratio under ``RATIO_MIN`` is taken for a wrong figure (an uncached part alone, a
-  partial count) and ignored; one over ``RATIO_MAX`` (a provider counting large tools, a
-  cumulative total) is cut to ``RATIO_MAX``. A missing, zero, negative or non-integer figure is
-  no anchor. Without an anchor the counts are used as they are.
+* **Bounded**: a ratio under ``RATIO_MIN`` (an uncached part alone, a partial count) or over
+  ``RATIO_MAX`` (a provider counting large tools, a cumulative total, a corrupt figure) is taken
+  for a wrong figure and ignored, as a missing, zero, negative or non-integer figure is: no
+  anchor. Without an anchor the counts are used as they are, so a bad figure never makes the
+  budget smaller than the package's own count gives.
 * The system prompt and tools a request holds besides the messages are folded into the ratio:
   ``reported / counted(messages)`` grows with them, so the calibrated count of the same messages
   is never below what that request cost.
@@ -49,7 +50,7 @@ __all__ = [
 
 #: The smallest ratio accepted: a figure under half the package's count is taken for a wrong one
 RATIO_MIN: Final = 0.5
-#: The largest ratio applied: a figure over four times the package's count is cut to four times
+#: The largest ratio accepted: a figure over four times the package's count is taken for a wrong one
 RATIO_MAX: Final = 4.0
 #: How many of a history's newest messages are searched for reported usage
 SCAN_MESSAGES: Final = 64
@@ -77,17 +78,17 @@ def _figure(usage: Any) -> int | None:
 
 def anchor_ratio(reported: int, counted: int) -> float | None:
     """``reported / counted`` bounded: None when ``counted`` is not positive or the ratio is under
-    ``RATIO_MIN`` (a wrong figure), at most ``RATIO_MAX``.
+    ``RATIO_MIN`` or over ``RATIO_MAX`` (a wrong figure).
 
     >>> anchor_ratio(1300, 1000), anchor_ratio(100, 1000), anchor_ratio(9000, 1000)
-    (1.3, None, 4.0)
+    (1.3, None, None)
     """
     if counted <= 0 or reported <= 0:
         return None
     ratio = reported / counted
-    if not ratio >= RATIO_MIN:  # also NaN
+    if not RATIO_MIN <= ratio <= RATIO_MAX:  # also NaN
         return None
-    return min(ratio, RATIO_MAX)
+    return ratio
 
 
 def scale_counts(counts: Sequence[int], ratio: float | None) -> list[int]:
