@@ -78,7 +78,10 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   read, which stays the latest (never deleted) until then. A blob saver stores a value once
   per (channel, version): a checkpoint reads the snapshot an older one
   stored while the channel is unchanged, and that older checkpoint is kept too (blob offload
-  records a value's references under the checkpoint that stored it).
+  records a value's references under the checkpoint that stored it), with the checkpoints
+  between them on its line (they name the same value): a kept checkpoint whose next step is
+  deleted would look like one a run may still be extending and stay for ``branch_grace``, one
+  a turn.
 """
 
 from __future__ import annotations
@@ -375,7 +378,8 @@ def _with_delta_ancestors(
 ) -> list[StoredCheckpoint]:
     """``keep`` and what its delta channels are rebuilt from (rules: module doc), in ``stored``'s
     order (newest first): the parent of each checkpoint kept that rebuilds a delta channel, and
-    (``shared``: a blob saver) the checkpoint that stored each delta value one kept reads. A
+    (``shared``: a blob saver) the checkpoint that stored each delta value one kept reads, with
+    the stored checkpoints between them that name that value. A
     checkpoint whose parent is not kept anyway and whose rebuilt channels are all
     ``rebuildable`` gets a snapshot of them instead (recorded in ``snapshots``): its walk ends
     there."""
@@ -399,7 +403,14 @@ def _with_delta_ancestors(
             else:
                 todo.append(by_id[c.parent])
         if shared:
-            todo.extend(by_id[writer[entry]] for entry in c.held)
+            for entry in c.held:
+                todo.append(by_id[writer[entry]])
+                # and the line between: each names the same value (no blob more), and the writer
+                # keeps its stored next step, so it never looks unfinished once its reader goes
+                p = by_id.get(c.parent or "")
+                while p is not None and p.id != writer[entry] and entry in p.versions.items():
+                    todo.append(p)
+                    p = by_id.get(p.parent or "")
     return [c for c in stored if c.id in keep_ids]
 
 
