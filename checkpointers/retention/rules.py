@@ -78,10 +78,11 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   read, which stays the latest (never deleted) until then. A blob saver stores a value once
   per (channel, version): a checkpoint reads the snapshot an older one
   stored while the channel is unchanged, and that older checkpoint is kept too (blob offload
-  records a value's references under the checkpoint that stored it), with the checkpoints
-  between them on its line (they name the same value): a kept checkpoint whose next step is
-  deleted would look like one a run may still be extending and stay for ``branch_grace``, one
-  a turn.
+  records a value's references under the checkpoint that stored it). A checkpoint kept on such
+  a thread after which a step is due keeps its stored next step (its ``source == "loop"``
+  child, one ``step`` later), and so on to the end of its run (a checkpoint with no step due):
+  with that child deleted it would look like a checkpoint a run may still be extending and stay
+  for ``branch_grace``, one a turn.
 """
 
 from __future__ import annotations
@@ -378,11 +379,10 @@ def _with_delta_ancestors(
 ) -> list[StoredCheckpoint]:
     """``keep`` and what its delta channels are rebuilt from (rules: module doc), in ``stored``'s
     order (newest first): the parent of each checkpoint kept that rebuilds a delta channel, and
-    (``shared``: a blob saver) the checkpoint that stored each delta value one kept reads, with
-    the stored checkpoints between them that name that value. A
+    (``shared``: a blob saver) the checkpoint that stored each delta value one kept reads. A
     checkpoint whose parent is not kept anyway and whose rebuilt channels are all
     ``rebuildable`` gets a snapshot of them instead (recorded in ``snapshots``): its walk ends
-    there."""
+    there. A checkpoint kept after which a step is due keeps its stored next step too."""
     by_id = {c.id: c for c in stored}
     read = {entry for c in stored for entry in c.held} if shared else set()
     writer: dict[tuple[str, str], str] = {}
@@ -390,6 +390,9 @@ def _with_delta_ancestors(
         for entry in read.intersection(c.versions.items()):
             writer[entry] = c.id
     base = {c.id for c in keep}
+    steps = {c.id: c.step for c in stored}
+    next_step = {c.parent: c for c in stored if c.loop and c.parent is not None
+                 and c.step is not None and steps.get(c.parent) == c.step - 1}
     keep_ids: set[str] = set()
     todo = list(keep)
     while todo:
@@ -397,20 +400,16 @@ def _with_delta_ancestors(
         if c.id in keep_ids:
             continue
         keep_ids.add(c.id)
+        if c.due and c.id in next_step:
+            # without it, c would look like a checkpoint a run may still be extending
+            todo.append(next_step[c.id])
         if c.unseeded and c.parent in by_id:
             if snapshots is not None and c.parent not in base and c.unseeded <= rebuildable:
                 snapshots[c.id] = c.unseeded
             else:
                 todo.append(by_id[c.parent])
         if shared:
-            for entry in c.held:
-                todo.append(by_id[writer[entry]])
-                # and the line between: each names the same value (no blob more), and the writer
-                # keeps its stored next step, so it never looks unfinished once its reader goes
-                p = by_id.get(c.parent or "")
-                while p is not None and p.id != writer[entry] and entry in p.versions.items():
-                    todo.append(p)
-                    p = by_id.get(p.parent or "")
+            todo.extend(by_id[writer[entry]] for entry in c.held)
     return [c for c in stored if c.id in keep_ids]
 
 
