@@ -79,11 +79,10 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   per (channel, version): a checkpoint reads the snapshot an older one
   stored while the channel is unchanged, and that older checkpoint is kept too (blob offload
   records a value's references under the checkpoint that stored it). A checkpoint kept on such
-  a thread after which a step is due and made less than ``branch_grace`` ago keeps its stored
-  next step (its ``source == "loop"``
-  child, one ``step`` later), and so on to the end of its run (a checkpoint with no step due):
-  with that child deleted it would look like a checkpoint a run may still be extending and stay
-  for ``branch_grace``, one a turn.
+  a thread, made less than ``branch_grace`` ago and with a step due after it, keeps its stored
+  next step (its ``source == "loop"`` child, one ``step`` later), and so on to the end of its
+  run (a checkpoint with no step due): with that child deleted it would look like a checkpoint
+  a run may still be extending and stay for ``branch_grace``, one a turn.
 """
 
 from __future__ import annotations
