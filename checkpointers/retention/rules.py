@@ -78,7 +78,11 @@ The rules (``plan_retention``, pure, shared by every saver, sync and async):
   read, which stays the latest (never deleted) until then. A blob saver stores a value once
   per (channel, version): a checkpoint reads the snapshot an older one
   stored while the channel is unchanged, and that older checkpoint is kept too (blob offload
-  records a value's references under the checkpoint that stored it).
+  records a value's references under the checkpoint that stored it). A checkpoint kept on such
+  a thread, made less than ``branch_grace`` ago and with a step due after it, keeps its stored
+  next step (its ``source == "loop"`` child, one ``step`` later), and so on to the end of its
+  run (a checkpoint with no step due): with that child deleted it would look like a checkpoint
+  a run may still be extending and stay for ``branch_grace``, one a turn.
 """
 
 from __future__ import annotations
@@ -312,6 +316,8 @@ def plan_retention(
     interrupted = {(w.ns, w.id) for w in thread.writes if w.interrupt}
 
     cuts = frozenset(rebuildable)
+    # the checkpoints the unfinished rule could spare were their next step deleted
+    young = {c.id for c in thread.checkpoints if _within(c.id, now, branch_grace)}
     snapshots: dict[str, dict[str, frozenset[str]]] = {}
     kept: dict[str, list[StoredCheckpoint]] = {}
     for ns, stored in by_ns.items():
@@ -328,7 +334,7 @@ def plan_retention(
         keep += [c for c in stored if c.id not in keep_ids and (ns, c.id) in spared]
         if delta:
             at = snapshots.setdefault(ns, {})
-            kept[ns] = _with_delta_ancestors(keep, stored, thread.blobs is not None, cuts, at)
+            kept[ns] = _with_delta_ancestors(keep, stored, thread.blobs is not None, cuts, at, young)
         else:
             kept[ns] = keep
 
@@ -372,13 +378,15 @@ def _is_call(ns: str, head: StoredCheckpoint) -> bool:
 def _with_delta_ancestors(
     keep: Sequence[StoredCheckpoint], stored: Sequence[StoredCheckpoint], shared: bool,
     rebuildable: frozenset[str] = frozenset(), snapshots: dict[str, frozenset[str]] | None = None,
+    young: Collection[str] = (),
 ) -> list[StoredCheckpoint]:
     """``keep`` and what its delta channels are rebuilt from (rules: module doc), in ``stored``'s
     order (newest first): the parent of each checkpoint kept that rebuilds a delta channel, and
     (``shared``: a blob saver) the checkpoint that stored each delta value one kept reads. A
     checkpoint whose parent is not kept anyway and whose rebuilt channels are all
     ``rebuildable`` gets a snapshot of them instead (recorded in ``snapshots``): its walk ends
-    there."""
+    there. A checkpoint kept after which a step is due, of those in ``young`` (made within the
+    grace), keeps its stored next step too."""
     by_id = {c.id: c for c in stored}
     read = {entry for c in stored for entry in c.held} if shared else set()
     writer: dict[tuple[str, str], str] = {}
@@ -386,6 +394,9 @@ def _with_delta_ancestors(
         for entry in read.intersection(c.versions.items()):
             writer[entry] = c.id
     base = {c.id for c in keep}
+    steps = {c.id: c.step for c in stored}
+    next_step = {c.parent: c for c in stored if c.loop and c.parent is not None
+                 and c.step is not None and steps.get(c.parent) == c.step - 1}
     keep_ids: set[str] = set()
     todo = list(keep)
     while todo:
@@ -393,6 +404,9 @@ def _with_delta_ancestors(
         if c.id in keep_ids:
             continue
         keep_ids.add(c.id)
+        if c.due and c.id in young and c.id in next_step:
+            # without it, c would look like a checkpoint a run may still be extending
+            todo.append(next_step[c.id])
         if c.unseeded and c.parent in by_id:
             if snapshots is not None and c.parent not in base and c.unseeded <= rebuildable:
                 snapshots[c.id] = c.unseeded
@@ -434,12 +448,13 @@ def _unfinished(
         parent_step = steps.get(c.parent)
         if c.step is None or parent_step is None or c.step == parent_step + 1:
             continued.add(c.parent)
-    out = []
-    for c in stored:
-        made = checkpoint_time(c.id)
-        if c.id not in continued and made is not None and now - made < grace:
-            out.append(c)
-    return out
+    return [c for c in stored if c.id not in continued and _within(c.id, now, grace)]
+
+
+def _within(checkpoint_id: str, now: datetime, grace: timedelta) -> bool:
+    """Made less than ``grace`` before ``now`` (or after it); an id that tells no time is old."""
+    made = checkpoint_time(checkpoint_id)
+    return made is not None and now - made < grace
 
 
 def _orphaned_writes(
