@@ -467,7 +467,7 @@ class RetentionSchedule:
             self._retry.add(thread_id)  # retried at the thread's next put
         logger.warning(
             "keep_last=%d: retention of thread %r failed, retried at its next put (%s)",
-            self.keep_last, thread_id, self.stats.last_error,
+            self.keep_last, thread_id, self.stats.last_error, exc_info=error,
         )
 
     def after_put(
