@@ -181,8 +181,11 @@ def test_two_worker_processes_on_one_delta_thread_lose_nothing(
         assert broken(graph, "shared", parents=False) == []
         latest = values(graph.get_state(config("shared")))[0]
         assert whole(latest) and latest[-1] in {"ai107-answer", "ai207-answer"}
-        # then a sweep that spares nothing for recency trims it, and it goes on
-        assert sweep(inner, keep_last=1, branch_grace=timedelta(0)).threads_trimmed == ["shared"]
+        # then a sweep that spares nothing for recency leaves it short, and it goes on (the
+        # workers' own keep_last=1 may already have left nothing to trim: which run put last
+        # decides it)
+        report = sweep(inner, keep_last=1, branch_grace=timedelta(0))
+        assert report.skipped == {} and report.threads_trimmed in ([], ["shared"])
         assert broken(graph, "shared", parents=False) == []
         assert len(rebuilt(graph, "shared")) < 4 * 18  # 18 turns
         run(graph, "shared", range(300, 301))
