@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from .config import ReducerConfig
 from .messages import MessageInfo, read_message
-from .reducer import MessageReducer, ReducerResult, ReducerStats
+from .reducer import MessageReducer, ReducerResult, ReducerStats, wait_released
 from .tokens import (
     Calibration,
     TokenCounter,
@@ -31,6 +31,7 @@ __all__ = [
     "resolve_token_counter",
     "tiktoken_counter",
     "usage_input_tokens",
+    "wait_released",
 ]
 
 # The version has one source, pyproject.toml: it is read from the installed distribution's metadata

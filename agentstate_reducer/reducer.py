@@ -33,6 +33,18 @@ def _one(i: int) -> int:
     return 1
 
 
+def wait_released(timeout: float | None = None) -> bool:
+    """Wait until every list a reducer's memo let go of has been freed, and return ``True``;
+    ``False`` if ``timeout`` seconds passed first.
+
+    A reducer frees the lists it stops remembering (which may hold the last references to
+    messages its caller dropped) on a daemon thread, not in the reducing call, so memory falls a
+    moment after a call returns. Call this before measuring memory (``tracemalloc``, RSS) after
+    dropping conversations; nothing else needs it.
+    """
+    return _columns.memo.released(timeout)
+
+
 @dataclass(slots=True)
 class _Call:
     """One call's use of the reducer's memo (``_columns.memo``; None when the column path is

@@ -12,8 +12,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from agentstate_reducer import MessageReducer, ReducerConfig
-from agentstate_reducer._columns.memo import released
+from agentstate_reducer import MessageReducer, ReducerConfig, wait_released
 from agentstate_reducer.integrations._common import CallFlow, RequestWindow
 
 LOGGER = logging.getLogger("tests.flow_one_pass")
@@ -95,7 +94,7 @@ def test_request_mode_holds_no_message_its_caller_dropped() -> None:
         assert first.result.pruned and second.sent
         refs.append([weakref.ref(m) for m in messages])
         del messages, first, second
-    released()  # the memo frees the lists it let go of on its releasing thread
+    assert wait_released(timeout=120)  # the memo frees the lists it let go of on its releasing thread
     gc.collect()
     alive = [t for t, conversation in enumerate(refs) if any(r() is not None for r in conversation)]
     assert alive == [] or (alive == list(range(alive[0], 20)) and len(alive) <= 4)

@@ -12,8 +12,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from agentstate_reducer import MessageReducer
-from agentstate_reducer._columns.memo import released
+from agentstate_reducer import MessageReducer, wait_released
 
 
 def _conversation(turns: int) -> list[Any]:
@@ -48,7 +47,7 @@ def test_copies_a_warm_reducer_lets_go_of_are_freed() -> None:
         assert all(id(m) in own for m in [*result.surviving, *result.pruned])  # the caller's objects
         warm.reduce(seen)  # the conversation goes on with the objects it holds
     del copied, result
-    released()
+    assert wait_released(timeout=120)
     alive = [r for r in watched if r() is not None]
     # the memo keeps four lists: the last copy read and what was cut from it, and ``seen``'s
     assert len(alive) <= len(seen)
@@ -58,11 +57,11 @@ def test_copies_a_warm_reducer_lets_go_of_are_freed() -> None:
 
 
 def test_release_waits_for_nothing_when_nothing_was_dropped() -> None:
-    released()
+    assert wait_released(timeout=120)
     r = MessageReducer(min_messages=2, max_messages=10)
     msgs = _conversation(1)
     assert r.reduce(msgs).surviving == msgs
-    released()
+    assert wait_released(timeout=120)
 
 
 def _releasing_threads() -> list[threading.Thread]:
@@ -74,7 +73,7 @@ def test_an_idle_process_runs_no_releasing_thread_and_a_later_drop_is_still_free
     warm = MessageReducer(min_messages=20, max_messages=40)
     for _ in range(6):  # enough copies to push records off the memo
         warm.reduce(copy.deepcopy(seen))
-    released()
+    assert wait_released(timeout=120)
     deadline = time.monotonic() + 120  # waits for an event; no speed is asserted
     while _releasing_threads() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -86,6 +85,6 @@ def test_an_idle_process_runs_no_releasing_thread_and_a_later_drop_is_still_free
         warm.reduce(copied)
         warm.reduce(seen)
     del copied
-    released()
+    assert wait_released(timeout=120)
     assert _releasing_threads()  # the drops started a thread again, and it freed them
     assert len([r for r in watched if r() is not None]) <= len(seen)

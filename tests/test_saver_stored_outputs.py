@@ -27,8 +27,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from agentstate_reducer import MessageReducer
-from agentstate_reducer._columns.memo import released
+from agentstate_reducer import MessageReducer, wait_released
 from checkpointers import ReducingCheckpointSaver
 from checkpointers.reduction import StoredOutputs
 from tests.scenario_graph import arun_turns, build_graph, run_turns, thread_config
@@ -221,7 +220,7 @@ def test_loads_of_many_threads_keep_no_message_alive(saver: CheckedSaver) -> Non
         if i < 10:
             refs += [weakref.ref(m) for m in tup.checkpoint["channel_values"][KEY]]
     del tup
-    released()  # what the memo let go of is freed off the call, by its releasing thread
+    assert wait_released(timeout=120)  # the memo frees what it let go of on its own thread
     gc.collect()
     assert len(refs) == 90 and all(r() is None for r in refs)
 

@@ -219,7 +219,12 @@ def release(records: Sequence[Remembered]) -> None:
     _releaser.put([*records, items])
 
 
-def released() -> None:
-    """Wait until everything dropped so far is freed (for a caller measuring memory)."""
+def released(timeout: float | None = None) -> bool:
+    """Wait until everything dropped so far is freed; ``False`` if ``timeout`` seconds passed
+    first. Public as ``agentstate_reducer.wait_released``."""
+    deadline = None if timeout is None else time.monotonic() + timeout
     while _releaser.retired:
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
         time.sleep(POLL / 10)
+    return True
