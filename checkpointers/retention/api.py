@@ -51,13 +51,16 @@ from .rules import (
 
 __all__ = [
     "PRUNE_STRATEGIES",
+    "DeltaChannels",
     "RetentionSchedule",
     "RetentionSettings",
     "RetentionStats",
     "SweepReport",
     "aprune",
     "asweep",
+    "check_delta_channels",
     "check_prune_args",
+    "delta_channels_of",
     "prune",
     "sweep",
 ]
@@ -80,6 +83,17 @@ def check_delta_channels(delta_channels: object) -> dict[str, DeltaChannel[Any]]
             f"graph's .channels, or None; got {type(delta_channels).__name__}"
         )
     return {str(k): v for k, v in delta_channels.items() if isinstance(v, DeltaChannel)}
+
+
+def delta_channels_of(saver: Any, delta_channels: object) -> DeltaChannels:
+    """The delta channels retention of ``saver`` stores a snapshot of at the cut:
+    ``delta_channels`` (checked as ``check_delta_channels`` does), else the saver's own
+    ``delta_channels`` (``RetentionSettings``: a ``ReducingCheckpointSaver`` or a Cosmos DB
+    saver), none where the saver offloads blobs."""
+    channels = check_delta_channels(delta_channels)
+    if delta_channels is None:
+        channels = dict(getattr(saver, "delta_channels", None) or {})
+    return _rebuildable(saver, channels)
 
 
 def _rebuildable(saver: Any, channels: DeltaChannels) -> DeltaChannels:
@@ -180,7 +194,8 @@ def sweep(
     """
     older, keep = _check_sweep_args(older_than, keep_last)
     grace = validate_branch_grace(branch_grace)
-    channels = _rebuildable(saver, check_delta_channels(delta_channels)) if keep and not dry_run else {}
+    channels = delta_channels_of(saver, delta_channels)  # checked in a dry run too
+    channels = channels if keep and not dry_run else {}
     backend = backend_for(saver)
     with telemetry.retention_span("sweep") as traced:
         report = SweepReport(dry_run=dry_run, bytes_before=backend.size())
@@ -218,7 +233,8 @@ async def asweep(
     """``sweep`` for async code (and async savers)."""
     older, keep = _check_sweep_args(older_than, keep_last)
     grace = validate_branch_grace(branch_grace)
-    channels = _rebuildable(saver, check_delta_channels(delta_channels)) if keep and not dry_run else {}
+    channels = delta_channels_of(saver, delta_channels)  # checked in a dry run too
+    channels = channels if keep and not dry_run else {}
     backend = backend_for(saver)
     with telemetry.retention_span("sweep") as traced:
         report = SweepReport(dry_run=dry_run, bytes_before=await backend.asize())
@@ -280,11 +296,12 @@ def prune(
     each in its own transaction (a DeltaChannel thread also keeps what its latest values are
     rebuilt from: ``rules``); ``"delete"`` deletes the threads. ``branch_grace``: as
     ``ReducingCheckpointSaver``'s (``rules``). ``delta_channels``: the graph's channels
-    (``graph.channels``): the checkpoint kept then gets a snapshot of each delta channel among
-    them it rebuilds, and its ancestors go (``rules``)."""
+    (``graph.channels``; default: the saver's own ``delta_channels``, where it has them): the
+    checkpoint kept then gets a snapshot of each delta channel among them it rebuilds, and its
+    ancestors go (``rules``)."""
     ids = check_prune_args(thread_ids, strategy)
     grace = validate_branch_grace(branch_grace)
-    channels = _rebuildable(saver, check_delta_channels(delta_channels))
+    channels = delta_channels_of(saver, delta_channels)
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
@@ -302,7 +319,7 @@ async def aprune(
     """``prune`` for async code (and async savers)."""
     ids = check_prune_args(thread_ids, strategy)
     grace = validate_branch_grace(branch_grace)
-    channels = _rebuildable(saver, check_delta_channels(delta_channels))
+    channels = delta_channels_of(saver, delta_channels)
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
