@@ -291,6 +291,15 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         checkpoint = await self._areduce(config, checkpoint, new_versions)
+        return await self._astore(config, checkpoint, metadata, new_versions)
+
+    async def _astore(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         if self._blobs is not None:  # after the reduction: only what is kept is offloaded
             checkpoint = await self._blobs.arun(self._stored_checkpoint_flow(config, checkpoint))
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
