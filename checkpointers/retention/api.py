@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -32,6 +32,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agentstate_reducer import telemetry
 
+from ..delta import messages_channel
 from .backends import Backend, backend_for
 from .flows import (
     Deleted,
@@ -370,7 +371,8 @@ class RetentionSettings:
         self._delta_channels: DeltaChannels = {}
         self._schedule = None
         if self._keep_last is not None:
-            self._schedule = RetentionSchedule(self._keep_last, retention_every, self._branch_grace)
+            self._schedule = RetentionSchedule(self._keep_last, retention_every, self._branch_grace,
+                                               channels=lambda: self.delta_channels)
 
     @property
     def keep_last(self) -> int | None:
@@ -390,17 +392,21 @@ class RetentionSettings:
     @property
     def delta_channels(self) -> DeltaChannels:
         """The delta channels ``keep_last`` and ``prune`` store a snapshot of where they cut a
-        thread (``rules``); set it to the compiled graph's ``channels`` once the graph is compiled
-        (its ``DeltaChannel`` s are taken, the rest left out). Empty (the default): a DeltaChannel
-        thread keeps every ancestor its kept checkpoints rebuild a value through. Left empty with
-        blob offload on."""
-        return self._delta_channels
+        thread (``rules``): those set (the compiled graph's ``channels``, once the graph is
+        compiled: its ``DeltaChannel`` s are taken, the rest left out), and by default the
+        ``messages_key`` channel the saver reduces, rebuilt as the reduction rebuilds it
+        (``delta.messages_channel``; a channel of that name in those set wins). A thread with
+        another DeltaChannel not set here (deepagents' ``files``) keeps every ancestor its kept
+        checkpoints rebuild that channel through. Empty with blob offload on."""
+        own: dict[str, DeltaChannel[Any]] = {}
+        key = getattr(self, "messages_key", None)
+        if getattr(self, "reducer", None) is not None and isinstance(key, str):
+            own[key] = messages_channel()
+        return _rebuildable(self, {**own, **self._delta_channels})
 
     @delta_channels.setter
     def delta_channels(self, channels: DeltaChannels | None) -> None:
-        self._delta_channels = _rebuildable(self, check_delta_channels(channels))
-        if self._schedule is not None:
-            self._schedule.delta_channels = self._delta_channels
+        self._delta_channels = check_delta_channels(channels)
 
     @property
     def retention_stats(self) -> RetentionStats | None:
@@ -426,12 +432,16 @@ class RetentionSchedule:
     in a process; runs of different threads may overlap (each is one transaction).
     """
 
-    def __init__(self, keep_last: int, every: int, branch_grace: timedelta = BRANCH_GRACE) -> None:
+    def __init__(
+        self, keep_last: int, every: int, branch_grace: timedelta = BRANCH_GRACE, *,
+        channels: Callable[[], DeltaChannels] | None = None,
+    ) -> None:
         self.keep_last = keep_last
         self.every = every
         self.branch_grace = branch_grace
-        #: the delta channels retention stores a snapshot of at the cut (``rules``)
-        self.delta_channels: DeltaChannels = {}
+        #: the delta channels retention stores a snapshot of at the cut (``rules``), read at each
+        #: run (``channels``: the saver's ``delta_channels``, which may change after compile)
+        self._channels = channels or (lambda: {})
         self.stats = RetentionStats()
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
@@ -497,7 +507,7 @@ class RetentionSchedule:
         try:
             with telemetry.retention_span("keep_last", thread=thread_id) as traced:
                 deleted = _retain(backend, thread_id, self.keep_last, protect, self.branch_grace,
-                                  self.delta_channels)
+                                  self._channels())
                 traced.update(_deleted(deleted))
         except Exception as exc:
             self._done(thread_id, None, exc)
@@ -514,7 +524,7 @@ class RetentionSchedule:
         try:
             with telemetry.retention_span("keep_last", thread=thread_id) as traced:
                 deleted = await _aretain(backend, thread_id, self.keep_last, protect, self.branch_grace,
-                                         self.delta_channels)
+                                         self._channels())
                 traced.update(_deleted(deleted))
         except Exception as exc:
             self._done(thread_id, None, exc)
