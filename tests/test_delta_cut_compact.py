@@ -260,3 +260,38 @@ async def test_async_cosmos_saver_s_own_aprune_cuts_with_the_graph_s_channels(
         for turn in range(7, 9):
             await graph.ainvoke(turn_input(turn), config("t"))
         assert values(await graph.aget_state(config("t"))) == expected(9)
+
+
+@pytest.mark.cosmos
+def test_cosmos_compact_store_and_a_wrapper_s_prune_cut_with_the_graph_s_channels(
+    request: pytest.FixtureRequest,
+) -> None:
+    """``compact_store`` on a Cosmos DB saver, and ``prune`` of a wrapper around one (delegated to
+    the saver's own ``prune``, with the wrapper's ``delta_channels``)."""
+    from tests.test_delta_retention import cosmos_saver
+
+    with cosmos_saver(request) as saver, cosmos_saver(request, "twin") as twin_saver, \
+            cosmos_saver(request, "wrapped") as inner:
+        wrapper = ReducingCheckpointSaver(inner, MessageReducer(min_messages=50, max_messages=99))
+        graph, twin = build(saver, STAGGERED), build(twin_saver, STAGGERED)
+        wrapped = build(wrapper, STAGGERED)
+        for turn in range(7):
+            for g in (graph, twin, wrapped):
+                g.invoke(turn_input(turn), config("t"))
+        before = rebuilt(graph, "t")
+        report = compact_store(saver, None, keep_last=1, branch_grace=NO_GRACE, delta_channels=graph.channels)
+        assert report.snapshot_channels == CHANNELS and report.snapshots_written == 1
+        after = rebuilt(graph, "t")
+        assert_unchanged(before, after, trimmed=True)
+        assert len(after) == 1
+        assert_like_twin(after, rebuilt(twin, "t"))
+        before = rebuilt(wrapped, "t")
+        wrapper.delta_channels = wrapped.channels
+        wrapper.prune(["t"])
+        after = rebuilt(wrapped, "t")
+        assert_unchanged(before, after, trimmed=True)
+        assert_like_twin(after, rebuilt(twin, "t"))
+        assert len(after) <= 3  # the latest and the two superseded a moment ago (rules)
+        for g in (graph, twin, wrapped):
+            g.invoke(turn_input(7), config("t"))
+        assert values(graph.get_state(config("t"))) == values(wrapped.get_state(config("t"))) == expected(8)
