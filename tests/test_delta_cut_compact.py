@@ -291,7 +291,9 @@ def test_cosmos_compact_store_and_a_wrapper_s_prune_cut_with_the_graph_s_channel
         after = rebuilt(wrapped, "t")
         assert_unchanged(before, after, trimmed=True)
         assert_like_twin(after, rebuilt(twin, "t"))
-        assert len(after) <= 3  # the latest and the two superseded a moment ago (rules)
+        # the latest, the two superseded a moment ago and those that stored a value they read
+        # (rules): a handful, where the ancestors of notes and files kept 26
+        assert len(after) <= 6
         for g in (graph, twin, wrapped):
             g.invoke(turn_input(7), config("t"))
         assert values(graph.get_state(config("t"))) == values(wrapped.get_state(config("t"))) == expected(8)
