@@ -43,7 +43,9 @@ from .offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow
 from .offload.config import BlobOffload, BlobRunner
 from .offload.ops import HasBlobs
 from .reduction import reduce_checkpoint
+from .retention.api import DeltaChannels, delta_channels_of
 from .retention.blobs import bind_offload
+from .retention.flows import snapshot_flow
 
 __all__ = [
     "COMPACT_MARKER",
@@ -233,6 +235,11 @@ class StoreCompaction:
     #: checkpoints whose blob references were recorded before anything was deleted (written by a
     #: saver without offload on a store holding blobs)
     references_recorded: int = 0
+    #: the delta channels the trim stored a snapshot of at the cut (``delta_channels``), sorted;
+    #: empty without them, or where they cannot be used (a store holding offloaded blobs)
+    snapshot_channels: list[str] = field(default_factory=list)
+    #: checkpoints stored again with those snapshots (0 in a dry run)
+    snapshots_written: int = 0
 
     def add(self, deleted: Any) -> None:
         self.checkpoints_deleted += deleted.checkpoints
@@ -272,6 +279,7 @@ def compact_store(
     offload: BlobOffload | None = None,
     record_references: bool = True,
     branch_grace: timedelta = r.BRANCH_GRACE,
+    delta_channels: DeltaChannels | None = None,
 ) -> StoreCompaction:
     """Per thread of ``saver`` (``thread_ids``, or every thread), in this order:
 
@@ -297,12 +305,18 @@ def compact_store(
     A reference to a missing or corrupt blob then raises ``BlobError`` before anything is deleted.
     ``record_references=False`` skips that pass, for a caller that has just offloaded every thread.
     ``branch_grace``: as ``ReducingCheckpointSaver``'s (``checkpointers.retention.rules``).
+    ``delta_channels``: the graph's channels (``graph.channels``; default: the saver's own
+    ``delta_channels``, where it has them): the trim of a DeltaChannel thread then stores a snapshot
+    of each of them the oldest kept checkpoint rebuilds, and deletes its ancestors, as ``prune``
+    does (``rules``); the dry run plans the same cut. Without them, or on a store holding offloaded
+    blobs, the trim keeps every ancestor a kept checkpoint rebuilds a value through.
     """
 
     report = StoreCompaction(dry_run=dry_run)
     with telemetry.retention_span("compact") as traced:
         if keep_last is not None:
             r.validate_keep_last(keep_last)
+        channels = delta_channels_of(saver, delta_channels)
         backend = r.backend_for(saver) if (keep_last is not None or older_than is not None) else None
         if thread_ids is None:
             if backend is None:
@@ -310,6 +324,9 @@ def compact_store(
             thread_ids = backend.run(r.list_threads_flow())
         if backend is not None and record_references:
             report.references_recorded = _record_references(saver, backend, dry_run, messages_key)
+        if keep_last is None or (channels and _blob_io(saver) is not None):
+            channels = {}  # values read back there hold references the cut would orphan
+        report.snapshot_channels = sorted(channels)
         now = datetime.now(timezone.utc)
         for thread_id in thread_ids:
             if on_thread is not None:
@@ -352,9 +369,14 @@ def compact_store(
                     latest = saver.get_tuple(_root_config(thread_id))
                     assert latest is not None
                     planned = _with_compacted(state, backend, latest, messages_key)
-                plan = r.plan_retention(planned, keep_last=keep_last, now=now, branch_grace=branch_grace)
+                plan = r.plan_retention(planned, keep_last=keep_last, now=now, branch_grace=branch_grace,
+                                        rebuildable=channels.keys())
                 deleted = r.Deleted(plan.checkpoint_count, plan.writes, plan.blob_count)
             else:
+                if channels:  # committed first: the trim is planned again from what is stored
+                    report.snapshots_written += backend.snapshots(
+                        snapshot_flow(thread_id, keep_last, channels, branch_grace=branch_grace, now=now)
+                    )
                 deleted = backend.run(r.retain_flow(thread_id, keep_last, branch_grace=branch_grace))
             if deleted.checkpoints or deleted.blobs:
                 report.threads_trimmed.append(thread_id)

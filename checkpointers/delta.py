@@ -66,6 +66,7 @@ __all__ = [
     "StoredValues",
     "TaskPaths",
     "delta_update",
+    "messages_channel",
     "rebuilt_value_flow",
     "reduced_checkpoint_flow",
     "snapshot",
@@ -200,8 +201,15 @@ def _parent(config: RunnableConfig) -> bool:
 _MERGE = cast("Callable[[Any, Sequence[Any]], Any]", _messages_delta_reducer)
 
 
+def messages_channel() -> DeltaChannel[Any]:
+    """The ``DeltaChannel`` a messages channel's value is rebuilt with here: LangGraph's messages
+    delta reducer, which merges as deepagents', LangGraph's own and a batch ``add_messages`` do on
+    any history they accept (module doc)."""
+    return DeltaChannel(_MERGE)
+
+
 def _replayed(seed: Any, writes: Sequence[PendingWrite]) -> list[Any]:
-    channel: DeltaChannel[Any] = DeltaChannel(_MERGE)
+    channel = messages_channel()
     rebuilt = channel.from_checkpoint(seed)
     rebuilt.replay_writes(writes)
     return list(rebuilt.value)

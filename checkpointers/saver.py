@@ -625,7 +625,10 @@ async def _acopy_thread(self: ReducingCheckpointSaver, source_thread_id: str, ta
 def _prune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    self.inner.prune(thread_ids, strategy=strategy)
+    if isinstance(self.inner, _retention.RetentionSettings):  # ours (Cosmos DB): its prune takes them
+        self.inner.prune(thread_ids, strategy=strategy, delta_channels=self.delta_channels)  # type: ignore[call-arg]
+    else:
+        self.inner.prune(thread_ids, strategy=strategy)
     if strategy == "delete":
         for thread_id in thread_ids:
             self.forget_archived(str(thread_id))
@@ -634,7 +637,10 @@ def _prune(
 async def _aprune(
     self: ReducingCheckpointSaver, thread_ids: Sequence[str], *, strategy: str = "keep_latest"
 ) -> None:
-    await self.inner.aprune(thread_ids, strategy=strategy)
+    if isinstance(self.inner, _retention.RetentionSettings):
+        await self.inner.aprune(thread_ids, strategy=strategy, delta_channels=self.delta_channels)  # type: ignore[call-arg]
+    else:
+        await self.inner.aprune(thread_ids, strategy=strategy)
     if strategy == "delete":
         for thread_id in thread_ids:
             await self.aforget_archived(str(thread_id))

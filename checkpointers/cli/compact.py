@@ -30,14 +30,19 @@ Invariants:
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import json
+import os
 import re
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import PROG, CliError, require
+from .errors import PROG, CliError, one_line, require
 from .options import reducer_from
 from .render import Progress, human_bytes, human_duration, plural, table
 from .stores import CheckpointDb, open_checkpoint_db
@@ -145,6 +150,13 @@ def add_compact_options(parser: argparse.ArgumentParser) -> None:
         "--tool-min-bytes", type=byte_count, metavar="N",
         help="with --offload: also offload any text of at least N bytes inside a tool result",
     )
+    parser.add_argument(
+        "--graph", metavar="MODULE:ATTR",
+        help="with --keep-last: the graph whose threads the store holds, as in langgraph.json "
+        "(./agent.py:graph or my_pkg.agent:graph; a compiled graph or a StateGraph); its "
+        "DeltaChannels (deepagents' messages and files) get a snapshot where a thread is cut, so "
+        "the checkpoints before it can go",
+    )
     parser.add_argument("--json", action="store_true", help="machine-readable report")
 
 
@@ -184,6 +196,10 @@ class CompactReport:
     offload: StoreOffload | None = None
     #: a run that compacted without deleting: what that means for the store's size; else None
     note: str | None = None
+    #: --graph: the delta channels snapshotted where threads were cut, and the checkpoints stored
+    #: again with them (0 in a dry run)
+    snapshot_channels: list[str] = field(default_factory=list)
+    snapshots_written: int = 0
 
     def count(self, action: str) -> int:
         return sum(1 for thread in self.threads if thread.action == action)
@@ -246,6 +262,14 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
         )
     reducer, counter, _ = reducer_from(args)
     offload = _offload_from(args)
+    channels = None
+    if args.graph is not None:
+        if keep_last is None:
+            raise CliError(
+                "--graph only applies with --keep-last or --prune-old (its delta channels get a "
+                "snapshot where a thread is cut); nothing was changed", exit_code=2,
+            )
+        channels = graph_channels(args.graph)
     with open_checkpoint_db(args.store, create=False, read_only=args.dry_run, feature=feature) as db:
         saver = db.saver
         if (deletes or args.vacuum) and not supports_retention(type(saver)):
@@ -285,7 +309,7 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
                     dry_run=dry_run, force=args.force, messages_key=args.messages_key, count_tokens=counter,
                     on_thread=lambda _: bar.update(), offload=offload,
                     # --offload over every thread has just recorded every reference
-                    record_references=offload is None or bool(args.thread),
+                    record_references=offload is None or bool(args.thread), delta_channels=channels,
                 )
 
         if deletes and not args.dry_run and not args.yes:
@@ -331,6 +355,8 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
                 f"({plural(done.writes_deleted, 'pending write')}, "
                 f"{plural(done.blobs_deleted, 'stored value')}): {'; '.join(what)}"
             )
+            if channels is not None:
+                prune_note += "; " + _snapshot_words(channels, done, args.dry_run)
             named = done.references_recorded
             if named:
                 prune_note += (
@@ -349,7 +375,8 @@ def run_compact(args: argparse.Namespace) -> CompactReport:
             writes_deleted=done.writes_deleted, blobs_deleted=done.blobs_deleted,
             kept_whole=done.kept_whole, vacuumed=vacuumed, bytes_meaning=_BYTES_MEANING.get(db.kind, ""),
             vacuum_bytes_before=whole_before if vacuumed else None, vacuum_bytes_after=whole_after,
-            store_kind=db.kind, offload=offloaded,
+            store_kind=db.kind, offload=offloaded, snapshot_channels=done.snapshot_channels,
+            snapshots_written=done.snapshots_written,
             note=None if deletes else _nothing_deleted_note(done.checkpoints_written, args.dry_run),
         )
     if args.json:
@@ -406,6 +433,71 @@ def _print_compact(report: CompactReport) -> None:
         print(f"vacuumed: {vacuum_outcome(report)}")
     if report.count("failed"):
         print("failed threads keep their previous latest checkpoint; re-run compact to retry them")
+
+
+def graph_channels(spec: str) -> Mapping[str, Any]:
+    """The ``channels`` of the graph ``--graph`` names: ``path/to/file.py:attr`` (loaded as
+    ``langgraph.json`` loads a graph) or ``package.module:attr`` (imported with the working
+    directory on ``sys.path``, as ``python -m`` does); ``attr`` may be dotted. ``CliError`` saying
+    what is wrong, before the store is opened."""
+    form = "MODULE:ATTR, e.g. ./agent.py:graph or my_pkg.agent:graph"
+    where, _, attr = spec.rpartition(":")
+    if not where or not attr:
+        raise CliError(f"--graph {spec!r} is not {form}; nothing was changed", exit_code=2)
+    try:
+        if where.endswith(".py") or os.sep in where or "/" in where:
+            path = Path(where).resolve()
+            if not path.is_file():
+                raise CliError(f"--graph {spec!r}: no such file {str(path)!r}; nothing was changed",
+                               exit_code=2)
+            # the file's own directory first, as `python file.py` has it: its sibling imports work
+            sys.path.insert(0, str(path.parent))
+            loaded = importlib.util.spec_from_file_location(path.stem, path)
+            assert loaded is not None and loaded.loader is not None
+            module = importlib.util.module_from_spec(loaded)
+            sys.modules.setdefault(path.stem, module)
+            loaded.loader.exec_module(module)
+        else:
+            if os.getcwd() not in sys.path and "" not in sys.path:
+                sys.path.insert(0, os.getcwd())
+            module = importlib.import_module(where)
+    except CliError:
+        raise
+    except Exception as exc:
+        raise CliError(
+            f"--graph {spec!r}: importing {where!r} failed ({type(exc).__name__}: {one_line(exc)}); "
+            "nothing was changed", exit_code=2,
+        ) from exc
+    graph: Any = module
+    for name in attr.split("."):
+        if not hasattr(graph, name):
+            raise CliError(f"--graph {spec!r}: {where!r} has no attribute {attr!r}; nothing was changed",
+                           exit_code=2)
+        graph = getattr(graph, name)
+    channels = getattr(graph, "channels", None)
+    if not isinstance(channels, Mapping):
+        raise CliError(
+            f"--graph {spec!r} is a {type(graph).__name__}, not a graph: name a compiled graph "
+            "(builder.compile(), create_deep_agent(...)) or a StateGraph, whose .channels are "
+            "used; nothing was changed", exit_code=2,
+        )
+    return channels
+
+
+def _snapshot_words(channels: Mapping[str, Any], done: StoreCompaction, dry_run: bool) -> str:
+    """What ``--graph`` did at the cut, in words."""
+    if done.snapshot_channels:
+        names = ", ".join(done.snapshot_channels)
+        if dry_run:
+            return f"would store a snapshot of the delta channels ({names}) where each thread is cut"
+        return (f"stored a snapshot of the delta channels ({names}) at "
+                f"{plural(done.snapshots_written, 'checkpoint')} where threads were cut")
+    from langgraph.channels.delta import DeltaChannel
+
+    if not any(isinstance(c, DeltaChannel) for c in channels.values()):
+        return "--graph has no DeltaChannel: nothing to snapshot"
+    return ("--graph's delta channels were not used: the store holds offloaded blobs, so each kept "
+            "checkpoint keeps the ancestors its delta channels are rebuilt from")
 
 
 def _nothing_deleted_note(written: int, dry_run: bool) -> str | None:

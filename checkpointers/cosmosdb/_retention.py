@@ -344,6 +344,10 @@ class CosmosBackend(_CosmosVersions, r.Backend):
     def _run(self, flow: r.Flow) -> Any:
         return self.saver._run(retention_flow(flow, self.saver.serde, offload=_offloads(self.saver)))
 
+    def _put_snapshot(self, config: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
+        # the saver's put without its reduction: the values are those it stored, reduced once
+        return self.saver._store(config, checkpoint, metadata, versions)
+
     def _size(self) -> int | None:
         reported = documents_bytes(self.saver._resource_usage())
         return reported if reported is not None else self.saver._run(stored_bytes_flow())
@@ -373,6 +377,10 @@ class AsyncCosmosBackend(_CosmosVersions, r.Backend):
 
     async def _arun(self, flow: r.Flow) -> Any:
         return await self.saver._run(retention_flow(flow, self.saver.serde, offload=_offloads(self.saver)))
+
+    async def _aput_snapshot(self, config: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
+        # the saver's aput without its reduction: the values are those it stored, reduced once
+        return await self.saver._astore(config, checkpoint, metadata, versions)
 
     async def _asize(self) -> int | None:
         reported = documents_bytes(await self.saver._aresource_usage())

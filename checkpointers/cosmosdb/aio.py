@@ -291,6 +291,15 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         checkpoint = await self._areduce(config, checkpoint, new_versions)
+        return await self._astore(config, checkpoint, metadata, new_versions)
+
+    async def _astore(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
         if self._blobs is not None:  # after the reduction: only what is kept is offloaded
             checkpoint = await self._blobs.arun(self._stored_checkpoint_flow(config, checkpoint))
         plan, started = self._plan_put(config, checkpoint, metadata, new_versions)
@@ -330,8 +339,13 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
         self._blob_safe("copy_thread")
         await self._run(m.copy_thread_flow(source_thread_id, target_thread_id, self._settings.ttls))
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await _retention.aprune(self, thread_ids, strategy=strategy)
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+        delta_channels: _retention.DeltaChannels | None = None,
+    ) -> None:
+        """LangGraph's ``aprune``: as ``CosmosDBSaver.prune``."""
+        await _retention.aprune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace,
+                                delta_channels=delta_channels)
         self._written.forget(m.partition_key(str(t)) for t in thread_ids)
 
     async def _aresource_usage(self) -> str | None:
@@ -425,8 +439,11 @@ class AsyncCosmosDBSaver(CosmosSaverBase):
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         self._sync(self.acopy_thread(source_thread_id, target_thread_id))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self._sync(self.aprune(thread_ids, strategy=strategy))
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+        delta_channels: _retention.DeltaChannels | None = None,
+    ) -> None:
+        self._sync(self.aprune(thread_ids, strategy=strategy, delta_channels=delta_channels))
 
 
 _retention.register(AsyncCosmosDBSaver, AsyncCosmosBackend)

@@ -379,8 +379,16 @@ class CosmosDBSaver(CosmosSaverBase):
         self._blob_safe("copy_thread")
         self._run(m.copy_thread_flow(source_thread_id, target_thread_id, self._settings.ttls))
 
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        _retention.prune(self, thread_ids, strategy=strategy)
+    def prune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+        delta_channels: _retention.DeltaChannels | None = None,
+    ) -> None:
+        """LangGraph's ``prune`` (``checkpointers.retention.prune``), with the saver's
+        ``branch_grace``. ``delta_channels``: the graph's channels (``graph.channels``; default:
+        the saver's ``delta_channels``): a DeltaChannel thread then gets a snapshot at the
+        checkpoint kept, and its ancestors go; without them it keeps those ancestors."""
+        _retention.prune(self, thread_ids, strategy=strategy, branch_grace=self.branch_grace,
+                         delta_channels=delta_channels)
         self._written.forget(m.partition_key(str(t)) for t in thread_ids)
 
     def _resource_usage(self) -> str | None:
@@ -439,8 +447,11 @@ class CosmosDBSaver(CosmosSaverBase):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
 
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+    async def aprune(
+        self, thread_ids: Sequence[str], *, strategy: str = "keep_latest",
+        delta_channels: _retention.DeltaChannels | None = None,
+    ) -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy, delta_channels=delta_channels)
 
 
 _retention.register(CosmosDBSaver, CosmosBackend)

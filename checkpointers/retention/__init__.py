@@ -24,6 +24,7 @@ One package, a module per job; each module's docstring states its invariants:
 
 from .api import (
     PRUNE_STRATEGIES,
+    DeltaChannels,
     RetentionSchedule,
     RetentionSettings,
     RetentionStats,
@@ -31,6 +32,7 @@ from .api import (
     aprune,
     asweep,
     check_prune_args,
+    delta_channels_of,
     prune,
     sweep,
 )
@@ -90,6 +92,7 @@ __all__ = [
     "DeleteWrites",
     "Deleted",
     "DeltaChannelRetentionError",
+    "DeltaChannels",
     "Flow",
     "ListThreads",
     "LoadThread",
@@ -112,6 +115,7 @@ __all__ = [
     "checkpoint_step",
     "checkpoint_time",
     "delete_thread_flow",
+    "delta_channels_of",
     "delta_counters",
     "is_idle",
     "list_threads_flow",

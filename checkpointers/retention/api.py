@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -32,6 +32,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from agentstate_reducer import telemetry
 
+from ..delta import messages_channel
 from .backends import Backend, backend_for
 from .flows import (
     Deleted,
@@ -51,13 +52,16 @@ from .rules import (
 
 __all__ = [
     "PRUNE_STRATEGIES",
+    "DeltaChannels",
     "RetentionSchedule",
     "RetentionSettings",
     "RetentionStats",
     "SweepReport",
     "aprune",
     "asweep",
+    "check_delta_channels",
     "check_prune_args",
+    "delta_channels_of",
     "prune",
     "sweep",
 ]
@@ -80,6 +84,17 @@ def check_delta_channels(delta_channels: object) -> dict[str, DeltaChannel[Any]]
             f"graph's .channels, or None; got {type(delta_channels).__name__}"
         )
     return {str(k): v for k, v in delta_channels.items() if isinstance(v, DeltaChannel)}
+
+
+def delta_channels_of(saver: Any, delta_channels: object) -> DeltaChannels:
+    """The delta channels retention of ``saver`` stores a snapshot of at the cut:
+    ``delta_channels`` (checked as ``check_delta_channels`` does), else the saver's own
+    ``delta_channels`` (``RetentionSettings``: a ``ReducingCheckpointSaver`` or a Cosmos DB
+    saver), none where the saver offloads blobs."""
+    channels = check_delta_channels(delta_channels)
+    if delta_channels is None:
+        channels = dict(getattr(saver, "delta_channels", None) or {})
+    return _rebuildable(saver, channels)
 
 
 def _rebuildable(saver: Any, channels: DeltaChannels) -> DeltaChannels:
@@ -180,7 +195,8 @@ def sweep(
     """
     older, keep = _check_sweep_args(older_than, keep_last)
     grace = validate_branch_grace(branch_grace)
-    channels = _rebuildable(saver, check_delta_channels(delta_channels)) if keep and not dry_run else {}
+    channels = delta_channels_of(saver, delta_channels)  # checked in a dry run too
+    channels = channels if keep and not dry_run else {}
     backend = backend_for(saver)
     with telemetry.retention_span("sweep") as traced:
         report = SweepReport(dry_run=dry_run, bytes_before=backend.size())
@@ -218,7 +234,8 @@ async def asweep(
     """``sweep`` for async code (and async savers)."""
     older, keep = _check_sweep_args(older_than, keep_last)
     grace = validate_branch_grace(branch_grace)
-    channels = _rebuildable(saver, check_delta_channels(delta_channels)) if keep and not dry_run else {}
+    channels = delta_channels_of(saver, delta_channels)  # checked in a dry run too
+    channels = channels if keep and not dry_run else {}
     backend = backend_for(saver)
     with telemetry.retention_span("sweep") as traced:
         report = SweepReport(dry_run=dry_run, bytes_before=await backend.asize())
@@ -280,11 +297,12 @@ def prune(
     each in its own transaction (a DeltaChannel thread also keeps what its latest values are
     rebuilt from: ``rules``); ``"delete"`` deletes the threads. ``branch_grace``: as
     ``ReducingCheckpointSaver``'s (``rules``). ``delta_channels``: the graph's channels
-    (``graph.channels``): the checkpoint kept then gets a snapshot of each delta channel among
-    them it rebuilds, and its ancestors go (``rules``)."""
+    (``graph.channels``; default: the saver's own ``delta_channels``, where it has them): the
+    checkpoint kept then gets a snapshot of each delta channel among them it rebuilds, and its
+    ancestors go (``rules``)."""
     ids = check_prune_args(thread_ids, strategy)
     grace = validate_branch_grace(branch_grace)
-    channels = _rebuildable(saver, check_delta_channels(delta_channels))
+    channels = delta_channels_of(saver, delta_channels)
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
@@ -302,7 +320,7 @@ async def aprune(
     """``prune`` for async code (and async savers)."""
     ids = check_prune_args(thread_ids, strategy)
     grace = validate_branch_grace(branch_grace)
-    channels = _rebuildable(saver, check_delta_channels(delta_channels))
+    channels = delta_channels_of(saver, delta_channels)
     backend = backend_for(saver)
     if strategy == "delete":
         for thread_id in ids:
@@ -353,7 +371,8 @@ class RetentionSettings:
         self._delta_channels: DeltaChannels = {}
         self._schedule = None
         if self._keep_last is not None:
-            self._schedule = RetentionSchedule(self._keep_last, retention_every, self._branch_grace)
+            self._schedule = RetentionSchedule(self._keep_last, retention_every, self._branch_grace,
+                                               channels=lambda: self.delta_channels)
 
     @property
     def keep_last(self) -> int | None:
@@ -373,17 +392,21 @@ class RetentionSettings:
     @property
     def delta_channels(self) -> DeltaChannels:
         """The delta channels ``keep_last`` and ``prune`` store a snapshot of where they cut a
-        thread (``rules``); set it to the compiled graph's ``channels`` once the graph is compiled
-        (its ``DeltaChannel`` s are taken, the rest left out). Empty (the default): a DeltaChannel
-        thread keeps every ancestor its kept checkpoints rebuild a value through. Left empty with
-        blob offload on."""
-        return self._delta_channels
+        thread (``rules``): those set (the compiled graph's ``channels``, once the graph is
+        compiled: its ``DeltaChannel`` s are taken, the rest left out), and by default the
+        ``messages_key`` channel the saver reduces, rebuilt as the reduction rebuilds it
+        (``delta.messages_channel``; a channel of that name in those set wins). A thread with
+        another DeltaChannel not set here (deepagents' ``files``) keeps every ancestor its kept
+        checkpoints rebuild that channel through. Empty with blob offload on."""
+        own: dict[str, DeltaChannel[Any]] = {}
+        key = getattr(self, "messages_key", None)
+        if getattr(self, "reducer", None) is not None and isinstance(key, str):
+            own[key] = messages_channel()
+        return _rebuildable(self, {**own, **self._delta_channels})
 
     @delta_channels.setter
     def delta_channels(self, channels: DeltaChannels | None) -> None:
-        self._delta_channels = _rebuildable(self, check_delta_channels(channels))
-        if self._schedule is not None:
-            self._schedule.delta_channels = self._delta_channels
+        self._delta_channels = check_delta_channels(channels)
 
     @property
     def retention_stats(self) -> RetentionStats | None:
@@ -409,12 +432,16 @@ class RetentionSchedule:
     in a process; runs of different threads may overlap (each is one transaction).
     """
 
-    def __init__(self, keep_last: int, every: int, branch_grace: timedelta = BRANCH_GRACE) -> None:
+    def __init__(
+        self, keep_last: int, every: int, branch_grace: timedelta = BRANCH_GRACE, *,
+        channels: Callable[[], DeltaChannels] | None = None,
+    ) -> None:
         self.keep_last = keep_last
         self.every = every
         self.branch_grace = branch_grace
-        #: the delta channels retention stores a snapshot of at the cut (``rules``)
-        self.delta_channels: DeltaChannels = {}
+        #: the delta channels retention stores a snapshot of at the cut (``rules``), read at each
+        #: run (``channels``: the saver's ``delta_channels``, which may change after compile)
+        self._channels = channels or (lambda: {})
         self.stats = RetentionStats()
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}
@@ -480,7 +507,7 @@ class RetentionSchedule:
         try:
             with telemetry.retention_span("keep_last", thread=thread_id) as traced:
                 deleted = _retain(backend, thread_id, self.keep_last, protect, self.branch_grace,
-                                  self.delta_channels)
+                                  self._channels())
                 traced.update(_deleted(deleted))
         except Exception as exc:
             self._done(thread_id, None, exc)
@@ -497,7 +524,7 @@ class RetentionSchedule:
         try:
             with telemetry.retention_span("keep_last", thread=thread_id) as traced:
                 deleted = await _aretain(backend, thread_id, self.keep_last, protect, self.branch_grace,
-                                         self.delta_channels)
+                                         self._channels())
                 traced.update(_deleted(deleted))
         except Exception as exc:
             self._done(thread_id, None, exc)

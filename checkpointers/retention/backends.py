@@ -118,7 +118,7 @@ class Backend:
             return s.get_delta_channel_history(config=op.config, channels=list(op.channels))
         if isinstance(op, PutSnapshot):
             checkpoint, versions = with_snapshots(op.stored.checkpoint, op.values, s.get_next_version)
-            return s.put(_put_config(op.stored), checkpoint, op.stored.metadata, versions)
+            return self._put_snapshot(_put_config(op.stored), checkpoint, op.stored.metadata, versions)
         raise TypeError(f"unknown snapshot operation {op!r}")
 
     async def _aperform_saver(self, op: Op) -> Any:
@@ -131,8 +131,16 @@ class Backend:
             return await s.aget_delta_channel_history(config=op.config, channels=list(op.channels))
         if isinstance(op, PutSnapshot):
             checkpoint, versions = with_snapshots(op.stored.checkpoint, op.values, s.get_next_version)
-            return await s.aput(_put_config(op.stored), checkpoint, op.stored.metadata, versions)
+            return await self._aput_snapshot(_put_config(op.stored), checkpoint, op.stored.metadata, versions)
         raise TypeError(f"unknown snapshot operation {op!r}")
+
+    def _put_snapshot(self, config: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
+        """Store a checkpoint again with its snapshots: the saver's ``put``. A saver that reduces
+        its own puts stores it without reducing (the values are the ones it stored)."""
+        return self.saver.put(config, checkpoint, metadata, versions)
+
+    async def _aput_snapshot(self, config: Any, checkpoint: Any, metadata: Any, versions: Any) -> Any:
+        return await self.saver.aput(config, checkpoint, metadata, versions)
 
     def size(self) -> int | None:
         return _on_saver_loop(self.saver, self._asize()) if self.is_async else self._size()

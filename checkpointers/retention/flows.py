@@ -23,10 +23,6 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, DeltaChannelH
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 from langgraph.errors import EmptyChannelError
 
-# LangGraph's own bookkeeping for a version moved on only to store a snapshot: the nodes that had
-# seen the old version see the new one, so resuming from the checkpoint reruns nothing
-from langgraph.pregel._checkpoint import _mark_bumps_seen
-
 from .rules import (
     BRANCH_GRACE,
     RetentionPlan,
@@ -37,6 +33,7 @@ from .rules import (
 )
 
 __all__ = [
+    "SNAPSHOT_BUMPS",
     "DeleteBlobs",
     "DeleteCheckpoints",
     "DeleteThread",
@@ -55,6 +52,7 @@ __all__ = [
     "delete_thread_flow",
     "list_threads_flow",
     "retain_flow",
+    "seen_after_bumps",
     "snapshot_flow",
     "sweep_thread_flow",
     "with_snapshots",
@@ -241,6 +239,42 @@ def _rebuilt(spec: DeltaChannel[Any], history: DeltaChannelHistory | None) -> An
         return _EMPTY
 
 
+#: ``versions_seen`` key under which LangGraph records the versions moved on only to store a
+#: snapshot (a stored format: its ``versions_seen_without_bumps`` reads it back to infer
+#: ``update_state``'s node): ``"<node>|<channel>"`` -> the version moved to, ``"<node>:<channel>"``
+#: -> the version the node really read
+SNAPSHOT_BUMPS = "__snapshot_bumps__"
+
+
+def seen_after_bumps(
+    versions_seen: Mapping[str, Mapping[str, Any]], bumped: Mapping[str, tuple[Any, Any]]
+) -> dict[str, dict[str, Any]]:
+    """``versions_seen`` once each channel of ``bumped`` (channel -> (old version, new version))
+    moved on only to store a snapshot: a node that had seen the old version sees the new one (a
+    snapshot is not a write: resuming reruns no subscriber and re-fires no ``interrupt_before``),
+    and ``SNAPSHOT_BUMPS`` records the move and, the first time, the version the node really read.
+    A channel with no old version was never seen by any node: nothing moves. The given mapping
+    is unchanged.
+
+    >>> seen_after_bumps({"a": {"m": 1}, "b": {"m": 0}}, {"m": (1, 2)})
+    {'a': {'m': 2}, 'b': {'m': 0}, '__snapshot_bumps__': {'a:m': 1, 'a|m': 2}}
+    """
+    marks = dict(versions_seen.get(SNAPSHOT_BUMPS) or {})
+    out = {node: dict(seen) for node, seen in versions_seen.items() if node != SNAPSHOT_BUMPS}
+    for node, seen in out.items():
+        for channel, (old, new) in bumped.items():
+            if old is None or seen.get(channel) != old:
+                continue
+            moved, read = f"{node}|{channel}", f"{node}:{channel}"
+            if marks.get(moved) != old:  # else an earlier bump moved it: the read is recorded
+                marks[read] = old
+            marks[moved] = new
+            seen[channel] = new
+    if marks:
+        out[SNAPSHOT_BUMPS] = marks
+    return out
+
+
 def with_snapshots(
     checkpoint: Checkpoint, values: Mapping[str, Any], next_version: Callable[[Any, None], Any]
 ) -> tuple[Checkpoint, dict[str, Any]]:
@@ -257,7 +291,7 @@ def with_snapshots(
         bumped[name] = (old, versions[name])
     channel_values = {**checkpoint["channel_values"],
                       **{name: _DeltaSnapshot(value) for name, value in values.items()}}
-    seen = _mark_bumps_seen(dict(checkpoint["versions_seen"]), bumped, {})
+    seen = seen_after_bumps(checkpoint["versions_seen"], bumped)
     new: Checkpoint = {**checkpoint, "channel_values": channel_values, "channel_versions": versions,
                        "versions_seen": seen}
     return new, {name: versions[name] for name in values}
