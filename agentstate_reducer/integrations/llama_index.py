@@ -123,9 +123,9 @@ def _is_summary(message: Any) -> bool:
 
 # -- usage: the LLM calls' responses, paired with what a memory's ``aget`` returned -----------------
 
-#: the list each memory's ``aget`` returned last, by the id of its newest message (held, so the
-#: id is not reused while it is here): the memory and the list
-_returned: BoundedMap[int, tuple[weakref.ref[ReducingMemory], tuple[ChatMessage, ...]]] = BoundedMap(1024)
+#: the memory whose ``aget`` returned a list last, by the id of that list's newest message (the
+#: memory holds the list, so while it lives the id names that message)
+_memories: BoundedMap[int, weakref.ref[ReducingMemory]] = BoundedMap(1024)
 _install_lock = threading.Lock()
 _installed = False
 
@@ -145,16 +145,17 @@ def _learn(event: LLMChatEndEvent) -> None:
     """Pair one LLM call's usage with the memory whose ``aget`` list the request held."""
     messages = event.messages or []
     for message in reversed(messages):
-        entry = _returned.get(id(message))
-        if entry is None or not entry[1] or entry[1][-1] is not message:
+        ref = _memories.get(id(message))
+        memory = ref() if ref is not None else None
+        if memory is None or not memory._returned or memory._returned[-1] is not message:
             continue
-        memory = entry[0]()
+        returned = memory._returned
         held = {id(m) for m in messages}
-        if memory is None or not all(id(m) in held for m in entry[1]):
+        if not all(id(m) in held for m in returned):
             return
         figure = _response_usage(event.response)
         if figure is not None:
-            memory._calibration.observe(entry[1], figure)
+            memory._calibration.observe(returned, figure)
         return
 
 
@@ -248,6 +249,8 @@ class ReducingMemory(Memory):
     _writing: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     #: this session's calibration, fed by the usage handler
     _calibration: Calibration = PrivateAttr(default_factory=Calibration)
+    #: what ``aget`` returned last: the part of a request the usage handler pairs a figure with
+    _returned: tuple[ChatMessage, ...] = PrivateAttr(default=())
 
     def __init__(
         self,
@@ -402,7 +405,8 @@ class ReducingMemory(Memory):
     def _returning(self, messages: list[ChatMessage]) -> list[ChatMessage]:
         """Remember ``messages`` as this memory's last request part, for the usage handler."""
         if messages:
-            _returned.put(id(messages[-1]), (weakref.ref(self), tuple(messages)))
+            self._returned = tuple(messages)
+            _memories.put(id(messages[-1]), weakref.ref(self))
         return messages
 
     async def _aget(self, input: str | ChatMessage | None, **block_kwargs: Any) -> list[ChatMessage]:
