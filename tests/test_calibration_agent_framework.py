@@ -43,6 +43,7 @@ def run(
     calibrate: bool | None = None,
     middleware: bool = True,
     conversations: int = 1,
+    stream: bool = False,
 ) -> tuple[Reporter, UsageClient, Summarizer]:
     reporter, summarizer = Reporter(figure=figure, overhead=TOOLS), Summarizer()
     client = UsageClient(reporter=reporter)
@@ -56,7 +57,11 @@ def run(
     async def converse(session: Any, offset: int) -> None:
         for i in range(TURNS):
             # each conversation opens with its own first question
-            response = await agent.run(question(offset + i), session=session)
+            asked = question(offset + i)
+            if stream:
+                response = await agent.run(asked, session=session, stream=True).get_final_response()
+            else:
+                response = await agent.run(asked, session=session)
             assert response.text.startswith(f"a{offset + i} ")
 
     async def all_of_them() -> None:
@@ -70,8 +75,9 @@ def run(
 
 
 @pytest.mark.parametrize("counter", ["tiktoken", "heuristic"])
-def test_every_request_after_the_first_usage_fits_the_providers_count(counter: Counter) -> None:
-    reporter, _, summarizer = run("true", counter=counter)
+@pytest.mark.parametrize("stream", [False, True], ids=["run", "stream"])
+def test_every_request_after_the_first_usage_fits_the_providers_count(counter: Counter, stream: bool) -> None:
+    reporter, _, summarizer = run("true", counter=counter, stream=stream)
     assert summarizer.calls  # the conversation outgrew the budget
     assert reporter.over(MAX) == []
     assert max(reporter.after_first()) >= 0.9 * MAX

@@ -67,6 +67,7 @@ try:
         ChatMiddleware,
         ChatResponse,
         Message,
+        ResponseStream,
     )
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     what = "agentstate_reducer.integrations.agent_framework"
@@ -275,16 +276,32 @@ class ReducerCompactionStrategy(ChatMiddleware):
 
     async def process(self, context: ChatContext, call_next: Callable[[], Any]) -> None:
         """The chat middleware: after the model call, learn the conversation's calibration from
-        the response's ``usage_details`` and the request this strategy bounded for it. A
-        streamed call, or a figure the core cannot use (missing, zero, negative), teaches
-        nothing; the call itself is never changed."""
+        the response's ``usage_details`` (a streamed call's once its final response is built)
+        and the request this strategy bounded for it. A figure the core cannot use (missing,
+        zero, negative) teaches nothing; the call itself is never changed."""
         key = self._key(context.messages) if context.messages else None
         await call_next()
         result = context.result
-        if key is None or not isinstance(result, ChatResponse):
+        if key is None:
+            return
+        if isinstance(result, ResponseStream):  # learnt from the final response, once consumed
+
+            def learn(final: Any) -> None:
+                self._learn(key, final)
+
+            try:
+                result.with_result_hook(learn)
+            except RuntimeError:  # a stream already consumed: nothing to learn from
+                logger.debug("a consumed response stream takes no hook; the budget is not calibrated")
+            return
+        self._learn(key, result)
+
+    def _learn(self, key: Hashable, response: Any) -> None:
+        """Pair ``response``'s usage with the request ``key`` sent last (never raises)."""
+        if not isinstance(response, ChatResponse):
             return
         try:
-            self._calibrations.calibration(key, result.usage_details)
+            self._calibrations.calibration(key, response.usage_details)
         except Exception:  # a hostile usage object must not fail the model call
             logger.exception("reading the usage of a model call failed; the budget is not calibrated")
 
