@@ -121,7 +121,7 @@ def _asked(msgs: Sequence[Message]) -> str:
     return users[-1] if users else ""
 
 
-def make_agent(client: ScriptClient, **kwargs: Any) -> Agent[Any]:
+def make_agent(client: BaseChatClient[Any], **kwargs: Any) -> Agent[Any]:
     return Agent(client=client, instructions=INSTRUCTIONS, tools=[lookup, add], **kwargs)
 
 

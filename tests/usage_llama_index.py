@@ -6,6 +6,8 @@ carries the provider's usage in ``raw["usage"]`` (``prompt_tokens``, the Chat Co
 and in ``additional_kwargs`` (``prompt_tokens``, ``completion_tokens``, ``total_tokens``, as
 ``llama_index.llms.openai`` sets them), the figure of ``tests.usage_models.Reporter`` for the
 request (``tests.llama_index_script.openai_chat``). A missing figure leaves both without usage.
+Its chat methods carry ``llm_chat_callback`` as every LlamaIndex LLM's do, so each call sends
+the instrumentation's ``LLMChatStartEvent``/``LLMChatEndEvent`` (the request and the response).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from llama_index.core.base.llms.types import (
     ChatResponseAsyncGen,
     ChatResponseGen,
 )
+from llama_index.core.llms.callbacks import llm_chat_callback
 from pydantic import PrivateAttr
 
 from tests.llama_index_script import ScriptedLLM, openai_chat
@@ -56,6 +59,15 @@ class UsageLLM(ScriptedLLM):
         response.additional_kwargs = dict(usage)
         return response
 
+    @llm_chat_callback()
+    def chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self._next(messages)
+
+    @llm_chat_callback()
+    async def achat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponse:
+        return self._next(messages)
+
+    @llm_chat_callback()
     def stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
         response = self._next(messages)
 
@@ -65,6 +77,7 @@ class UsageLLM(ScriptedLLM):
 
         return gen()
 
+    @llm_chat_callback()
     async def astream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseAsyncGen:
         response = self._next(messages)
 

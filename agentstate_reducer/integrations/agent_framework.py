@@ -55,7 +55,7 @@ from agentstate_reducer.reducer import MessageReducer
 from agentstate_reducer.summary import SUMMARY_PREFIX
 
 from ._bounded import BoundedMap
-from ._common import CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
+from ._common import Calibrations, CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
 
 try:
     from agent_framework import (
@@ -63,7 +63,11 @@ try:
         EXCLUDED_KEY,
         GROUP_ANNOTATION_KEY,
         SUMMARIZED_BY_SUMMARY_ID_KEY,
+        ChatContext,
+        ChatMiddleware,
+        ChatResponse,
         Message,
+        ResponseStream,
     )
 except ImportError as exc:  # pragma: no cover - exercised in a subprocess
     what = "agentstate_reducer.integrations.agent_framework"
@@ -145,11 +149,17 @@ class _Covered:
     summary: str | None
 
 
-class ReducerCompactionStrategy:
+class ReducerCompactionStrategy(ChatMiddleware):
     """An Agent Framework compaction strategy that bounds the history with a ``MessageReducer``.
 
     >>> strategy = ReducerCompactionStrategy(max_messages=40, summarizer=summarize)  # doctest: +SKIP
     >>> agent = Agent(client=client, compaction_strategy=strategy)  # doctest: +SKIP
+
+    It is a chat middleware too: ``Agent(..., compaction_strategy=strategy,
+    middleware=[strategy])`` lets it read each model call's ``ChatResponse.usage_details``, so a
+    token budget is in the provider's tokens (docs/tokens.md, "Calibrated budgets"): the
+    reported ``input_token_count`` is paired with the messages the strategy let that call send,
+    per conversation. Without it, token mode counts with the reducer's own counter.
 
     Pass a ``MessageReducer`` or its keyword arguments (not both; neither: 20 to 40 messages).
     ``summarizer`` (``(messages) -> str``, sync or async, given ``agent_framework.Message``
@@ -188,6 +198,7 @@ class ReducerCompactionStrategy:
             max_threads=max_threads,
         )
         self._seen: BoundedMap[Hashable, _Covered] = BoundedMap(max_threads)
+        self._calibrations = Calibrations(max_threads)
 
     @property
     def reducer(self) -> MessageReducer:
@@ -224,9 +235,12 @@ class ReducerCompactionStrategy:
             included = [m for m in messages if not _excluded(m)]
             changed = True
         first_pinned = self._flow.reducer.config.preserve_first
-        bounded = await self._flow.abound(key, included, thread=None)
+        calibration = self._calibrations.calibration(key, None) if key is not None else None
+        bounded = await self._flow.abound(key, included, thread=None, calibration=calibration)
         request = getattr(included[-1], "role", None) != "assistant"
         sent = bounded.sent if request else (bounded.stored if bounded.stored is not None else included)
+        if request and key is not None:
+            self._calibrations.sent(key, sent)  # paired with its usage in ``process``
         kept_ids = {id(m) for m in sent}
         kept_summaries = {t for m in sent if (t := _summary_text(m)) is not None}
         newly: list[Message] = []
@@ -259,6 +273,37 @@ class ReducerCompactionStrategy:
             summary = new_summary if new_summary is not None else (known.summary if known else None)
             self._seen.put(key, _Covered(identities, summary))
         return changed
+
+    async def process(self, context: ChatContext, call_next: Callable[[], Any]) -> None:
+        """The chat middleware: after the model call, learn the conversation's calibration from
+        the response's ``usage_details`` (a streamed call's once its final response is built)
+        and the request this strategy bounded for it. A figure the core cannot use (missing,
+        zero, negative) teaches nothing; the call itself is never changed."""
+        key = self._key(context.messages) if context.messages else None
+        await call_next()
+        result = context.result
+        if key is None:
+            return
+        if isinstance(result, ResponseStream):  # learnt from the final response, once consumed
+
+            def learn(final: Any) -> None:
+                self._learn(key, final)
+
+            try:
+                result.with_result_hook(learn)
+            except RuntimeError:  # a stream already consumed: nothing to learn from
+                logger.debug("a consumed response stream takes no hook; the budget is not calibrated")
+            return
+        self._learn(key, result)
+
+    def _learn(self, key: Hashable, response: Any) -> None:
+        """Pair ``response``'s usage with the request ``key`` sent last (never raises)."""
+        if not isinstance(response, ChatResponse):
+            return
+        try:
+            self._calibrations.calibration(key, response.usage_details)
+        except Exception:  # a hostile usage object must not fail the model call
+            logger.exception("reading the usage of a model call failed; the budget is not calibrated")
 
     def _key(self, messages: Sequence[Message]) -> Hashable | None:
         """The conversation: its first message that is no system message or summary."""

@@ -32,6 +32,12 @@ and writes the result back in place.
   message, rebuilt at every run and pinned as any system message; the first question of a session
   is a chat turn, not a task that must stay.
 * The running summary is a user ``Message`` tagged ``from_history``, after the system message.
+* A token budget is in the provider's tokens (docs/tokens.md, "Calibrated budgets"): the newest
+  assistant message of a list carries the usage Agno copied from the response to the
+  conversation's previous request (``Message.metrics.input_tokens``), and the manager pairs it
+  with the history part it let that request send (``Calibrations``), not with the whole history
+  the list holds (more than was sent). The live run sent on top of that part folds into the
+  ratio. No setup; until a figure is paired the counts are the counter's own.
 
 Importing this module imports Agno; ``import agentstate_reducer`` does not.
 """
@@ -41,13 +47,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from agentstate_reducer.messages import read_message
+from agentstate_reducer.messages import read_message, read_usage
 from agentstate_reducer.reducer import MessageReducer
+from agentstate_reducer.tokens.calibration import Calibration
 
 from ._bounded import BoundedMap
-from ._common import Bounded, CallFlow, NativeSummaries, ReduceRecord, build_reducer, missing_extra
+from ._common import (
+    Bounded,
+    Calibrations,
+    CallFlow,
+    NativeSummaries,
+    ReduceRecord,
+    build_reducer,
+    missing_extra,
+)
 
 try:
     from agno.compression.manager import CompressionManager
@@ -60,6 +75,10 @@ __all__ = ["ReduceRecord", "ReducingCompressionManager", "summary_message"]
 logger = logging.getLogger("agentstate_reducer.integrations.agno")
 
 _WHAT = "ReducingCompressionManager"
+
+#: given while a conversation has no paired figure: never fed, so the counts are the counter's own
+#: (the history's own figures were reported for fewer messages than the list holds)
+_UNCALIBRATED: Final = Calibration()
 
 
 def summary_message(content: str) -> Message:
@@ -141,6 +160,7 @@ class ReducingCompressionManager(CompressionManager):
         self.reducer = self._flow.reducer
         # the lists being sent, by identity: one per run in progress
         self._edited: BoundedMap[int, _Edited] = BoundedMap(256)
+        self._calibrations = Calibrations()
         super().__init__(compress_tool_results=True)
 
     # -- Agno's compression manager interface ----------------------------------------------------
@@ -164,7 +184,8 @@ class ReducingCompressionManager(CompressionManager):
             return
         key, history = begun
         prunable, own = _split(history)
-        self._write(messages, key, history, self._flow.bound(key, prunable, thread=key), own)
+        bounded = self._flow.bound(key, prunable, thread=key, calibration=self._calibration(key, messages))
+        self._write(messages, key, history, bounded, own)
 
     async def acompress(self, messages: list[Message], run_metrics: Any = None) -> None:
         """``compress`` with the async summarizer and hooks."""
@@ -173,7 +194,9 @@ class ReducingCompressionManager(CompressionManager):
             return
         key, history = begun
         prunable, own = _split(history)
-        self._write(messages, key, history, await self._flow.abound(key, prunable, thread=key), own)
+        calibration = self._calibration(key, messages)
+        bounded = await self._flow.abound(key, prunable, thread=key, calibration=calibration)
+        self._write(messages, key, history, bounded, own)
 
     # -- the history behind one list -------------------------------------------------------------
 
@@ -189,9 +212,21 @@ class ReducingCompressionManager(CompressionManager):
             return None
         return str(read_message(first).id or id(first)), list(messages)
 
+    def _calibration(self, key: str, messages: list[Message]) -> Calibration:
+        """``key``'s calibration, after pairing the usage of the newest assistant message in
+        ``messages`` (the response to the conversation's previous request) with what that
+        request sent; ``_UNCALIBRATED`` while nothing is paired."""
+        newest = next((m for m in reversed(messages) if read_message(m).kind == "ai"), None)
+        figure = read_usage(newest) if newest is not None else None
+        source = getattr(newest, "id", None)  # Agno copies a message's id into later runs
+        found = self._calibrations.calibration(key, figure, source=_text_id(source))
+        return found if found is not None else _UNCALIBRATED
+
     def _write(
         self, messages: list[Message], key: str, history: list[Any], bounded: Bounded, own: list[Any]
     ) -> None:
+        # the history part this request sends: its usage comes back on the response
+        self._calibrations.sent(key, bounded.sent)
         sent = [*bounded.sent, *own]
         if len(sent) != len(messages) or any(a is not b for a, b in zip(sent, messages, strict=True)):
             messages[:] = sent
@@ -199,6 +234,10 @@ class ReducingCompressionManager(CompressionManager):
 
     def __repr__(self) -> str:
         return f"ReducingCompressionManager({self.reducer!r}, validate={self._flow.validate})"
+
+
+def _text_id(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _split(history: list[Any]) -> tuple[list[Any], list[Any]]:

@@ -36,6 +36,13 @@ their content goes into what ``aget`` returns as Memory puts it (``insert_method
 * One ``aget`` of a memory at a time (tasks and threads): a message put while the summarizer
   runs is kept after the reduced queue (a put waits only while the queue is rewritten); a
   ``set`` or ``reset`` during a reduction wins.
+* A token budget is in the provider's tokens (docs/tokens.md, "Calibrated budgets"): the
+  memory's messages carry no usage, so the first ``ReducingMemory`` adds one event handler to
+  LlamaIndex's root instrumentation dispatcher. At each ``LLMChatEndEvent`` whose request holds
+  the list a memory's ``aget`` returned last (the same message objects), that memory learns
+  ``response.raw``'s usage (or ``additional_kwargs``'s) against that list: the system prompt
+  and the run's own calls and results, which the agent sends besides the memory, fold into the
+  ratio. No setup; a response without usage teaches nothing.
 """
 
 from __future__ import annotations
@@ -44,18 +51,25 @@ import asyncio
 import inspect
 import logging
 import threading
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Final
 
+from agentstate_reducer.messages import usage_input_tokens
 from agentstate_reducer.reducer import MessageReducer
 from agentstate_reducer.summary import SUMMARY_PREFIX
+from agentstate_reducer.tokens.calibration import Calibration
 
+from ._bounded import BoundedMap
 from ._common import CallFlow, Mode, NativeSummaries, ReduceRecord, build_reducer, missing_extra
 
 try:
     from llama_index.core.base.llms.types import ChatMessage, MessageRole, TextBlock
     from llama_index.core.bridge.pydantic import PrivateAttr
+    from llama_index.core.instrumentation import get_dispatcher
+    from llama_index.core.instrumentation.event_handlers import BaseEventHandler
+    from llama_index.core.instrumentation.events.llm import LLMChatEndEvent
     from llama_index.core.memory import Memory
     from llama_index.core.memory.memory import DEFAULT_TOKEN_LIMIT
     from llama_index.core.storage.chat_store.sql import MessageStatus
@@ -105,6 +119,69 @@ def _summary_text(message: Any) -> str | None:
 def _is_summary(message: Any) -> bool:
     text = _summary_text(message)
     return text is not None and text.startswith(SUMMARY_PREFIX)
+
+
+# -- usage: the LLM calls' responses, paired with what a memory's ``aget`` returned -----------------
+
+#: the memory whose ``aget`` returned a list last, by the id of that list's newest message (the
+#: memory holds the list, so while it lives the id names that message)
+_memories: BoundedMap[int, weakref.ref[ReducingMemory]] = BoundedMap(1024)
+_install_lock = threading.Lock()
+_installed = False
+
+
+def _response_usage(response: Any) -> int | None:
+    """The input tokens a LlamaIndex ``ChatResponse`` reports: its provider's raw response
+    (``raw``, read through its ``usage``) or the usage keys LLMs copy to ``additional_kwargs``."""
+    for where in (getattr(response, "raw", None), getattr(response, "additional_kwargs", None)):
+        if where is not None:
+            found = usage_input_tokens(where)
+            if found is not None:
+                return found
+    return None
+
+
+def _learn(event: LLMChatEndEvent) -> None:
+    """Pair one LLM call's usage with the memory whose ``aget`` list the request held."""
+    messages = event.messages or []
+    for message in reversed(messages):
+        ref = _memories.get(id(message))
+        memory = ref() if ref is not None else None
+        if memory is None or not memory._returned or memory._returned[-1] is not message:
+            continue
+        returned = memory._returned
+        held = {id(m) for m in messages}
+        if not all(id(m) in held for m in returned):
+            return
+        figure = _response_usage(event.response)
+        if figure is not None:
+            memory._calibration.observe(returned, figure)
+        return
+
+
+class _UsageHandler(BaseEventHandler):
+    """Feeds each ``ReducingMemory``'s calibration from ``LLMChatEndEvent`` (never raises)."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "AgentstateReducerUsageHandler"
+
+    def handle(self, event: Any, **kwargs: Any) -> None:
+        if not isinstance(event, LLMChatEndEvent):
+            return
+        try:
+            _learn(event)
+        except Exception:  # a hostile response must not fail the LLM call
+            logger.exception("reading the usage of an LLM call failed; the budget is not calibrated")
+
+
+def _install() -> None:
+    """Add the usage handler to the root dispatcher, once per process."""
+    global _installed
+    with _install_lock:
+        if not _installed:
+            get_dispatcher().add_event_handler(_UsageHandler())
+            _installed = True
 
 
 def _make_flow(
@@ -170,6 +247,10 @@ class ReducingMemory(Memory):
     _reducing: threading.Lock = PrivateAttr(default_factory=threading.Lock)
     #: held by every write of the active queue (never across the summarizer)
     _writing: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    #: this session's calibration, fed by the usage handler
+    _calibration: Calibration = PrivateAttr(default_factory=Calibration)
+    #: what ``aget`` returned last: the part of a request the usage handler pairs a figure with
+    _returned: tuple[ChatMessage, ...] = PrivateAttr(default=())
 
     def __init__(
         self,
@@ -198,6 +279,7 @@ class ReducingMemory(Memory):
         fields["mode"] = mode
         super().__init__(**fields)
         self._flow = flow
+        _install()
 
     @classmethod
     def class_name(cls) -> str:
@@ -252,7 +334,10 @@ class ReducingMemory(Memory):
         await _acquire(self._reducing)
         try:
             history = await self.sql_store.get_messages(self.session_id, status=MessageStatus.ACTIVE)
-            bounded = await self._flow.abound(self.session_id, history, thread=self.session_id)
+            calibration = self._calibration if self._calibration.anchor is not None else None
+            bounded = await self._flow.abound(
+                self.session_id, history, thread=self.session_id, calibration=calibration
+            )
             pruned = [m for m in bounded.result.pruned if isinstance(m, ChatMessage) and not _is_summary(m)]
             # the store gives new objects at every read: an equal queue is the same queue
             if bounded.stored is not None and (pruned or bounded.stored != history):
@@ -315,6 +400,16 @@ class ReducingMemory(Memory):
         self, input: str | ChatMessage | None = None, **block_kwargs: Any
     ) -> list[ChatMessage]:
         """The reduced history, sendable, with the memory blocks' content put in as Memory puts it."""
+        return self._returning(await self._aget(input, **block_kwargs))
+
+    def _returning(self, messages: list[ChatMessage]) -> list[ChatMessage]:
+        """Remember ``messages`` as this memory's last request part, for the usage handler."""
+        if messages:
+            self._returned = tuple(messages)
+            _memories.put(id(messages[-1]), weakref.ref(self))
+        return messages
+
+    async def _aget(self, input: str | ChatMessage | None, **block_kwargs: Any) -> list[ChatMessage]:
         chat_history = await self._reduce()
         if not self.memory_blocks:
             return chat_history

@@ -23,13 +23,15 @@ from typing import Any, Final
 #: usable one is the figure. OpenAI Chat Completions (and AutoGen's ``RequestUsage``):
 #: ``prompt_tokens``; OpenAI Responses, the Agents SDK, Anthropic, LangChain ``usage_metadata``,
 #: Pydantic AI, smolagents, Agno: ``input_tokens``; Gemini: ``prompt_token_count``
-#: (``promptTokenCount`` in REST JSON); Bedrock Converse: ``inputTokens``.
+#: (``promptTokenCount`` in REST JSON); Bedrock Converse: ``inputTokens``; Agent Framework
+#: ``UsageDetails``: ``input_token_count``.
 INPUT_FIELDS: Final = (
     "input_tokens",
     "prompt_tokens",
     "prompt_token_count",
     "promptTokenCount",
     "inputTokens",
+    "input_token_count",
 )
 
 #: Cache fields added to the figure of the field they go with: Anthropic's ``input_tokens`` and
@@ -78,7 +80,8 @@ def usage_input_tokens(usage: Any, *, _whole: bool = True) -> int | None:
     ``cache_creation_input_tokens``, Gemini ``prompt_token_count``, Bedrock Converse
     ``inputTokens`` plus its cache reads and writes, and the frameworks' usage objects that use
     one of these names (LangChain ``usage_metadata``, Pydantic AI ``RequestUsage``, AutoGen
-    ``RequestUsage``, smolagents ``TokenUsage``, Agno ``Metrics``). A whole response (an object
+    ``RequestUsage``, smolagents ``TokenUsage``, Agno ``Metrics``, Agent Framework
+    ``UsageDetails``). A whole response (an object
     or dict with a ``usage``/``usage_metadata`` field) is read through that field.
 
     >>> usage_input_tokens({"prompt_tokens": 1200, "completion_tokens": 30})
