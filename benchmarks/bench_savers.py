@@ -49,8 +49,10 @@
    with default settings (what a user gets); the tool agent above with its ``messages`` channel a
    ``DeltaChannel`` of batch ``add_messages``, bare and through the same saver. At each point:
    stored bytes (SQLite: file bytes after a WAL checkpoint; PostgreSQL: ``pg_total_relation_size``
-   of the checkpoint tables), row bytes, the messages ``get_state`` loads and the median of five
-   ``get_state`` calls. Targets: each reduced config flat from the second-to-last point to the last
+   of the checkpoint tables after a plain ``VACUUM (ANALYZE)``, which the benchmark also runs every
+   ``PG_VACUUM_EVERY`` turns in autovacuum's place), row bytes (the peak over the ``ROW_WINDOW``
+   turns before the point), the messages ``get_state`` loads and the median of five ``get_state``
+   calls. Targets: each reduced config flat from the second-to-last point to the last
    (stored bytes within 1.25x), and the reduced deepagents thread >= 10x below the bare one at the
    last point. A bare deepagents turn takes longer as its thread grows, so its 1,000-turn run takes
    far longer than the others (docs/benchmarks.md gives the times measured).
@@ -754,6 +756,15 @@ DELTA_QUICK_POINTS = (4, 8, 12, 16)
 #: how many ``get_state`` calls a point's time is the median of
 GET_STATE_CALLS = 5
 DELTA_FLAT_TARGET = 1.25
+#: a point's row bytes are the thread's peak over this many turns before it (fewer when the previous
+#: point is closer): a ``keep_last`` thread holds between ``keep_last`` and a dozen checkpoints
+#: depending on where the point falls in its retention cycle (every ``retention_every`` steps)
+#: and its reduction cycle, so one sample per point reads a phase, not a trend
+ROW_WINDOW = 50
+#: PostgreSQL: a plain ``VACUUM (ANALYZE)`` of the checkpoint tables every this many turns and at
+#: each point, standing in for autovacuum: it visits a table about once a minute (its naptime),
+#: which is a few turns of a real agent but hundreds of this benchmark's
+PG_VACUUM_EVERY = 10
 DELTA_BELOW_TARGET = 10.0
 DELTA_VARIANTS = ("deepagents", "deepagents_keep_last", "delta_graph", "delta_graph_keep_last")
 
@@ -776,19 +787,30 @@ def _delta_graph(variant: str, saver: Any) -> tuple[Any, Any]:
 
 
 def delta_run(kind: str, variant: str, points: Sequence[int], workdir: Path,
-              pg_base: str | None) -> list[dict[str, Any]]:
+              pg_base: str | None, *, tag: str = "") -> list[dict[str, Any]]:
     """One thread of ``variant`` on ``kind``, run to ``points[-1]`` turns; at each point: stored bytes
     (SQLite: file bytes after a WAL checkpoint; PostgreSQL: ``pg_total_relation_size`` of the
-    checkpoint tables), row bytes, the messages ``get_state`` loads and the median of
-    ``GET_STATE_CALLS`` ``get_state`` times."""
-    backend = _Store(kind, workdir, f"delta_{variant}", pg_base)
+    checkpoint tables after a plain VACUUM, which also runs every ``PG_VACUUM_EVERY`` turns), row
+    bytes (the peak over the ``ROW_WINDOW`` turns before the point), the messages ``get_state``
+    loads and the median of ``GET_STATE_CALLS`` ``get_state`` times. ``tag``: appended to the
+    names of the SQLite file and the PostgreSQL database (``bench_delta_{variant}{tag}``)."""
+    from checkpointers.retention import backend_for
+
+    backend = _Store(kind, workdir, f"delta_{variant}{tag}", pg_base)
     graph, turn_input = _delta_graph(variant, backend.saver)
     config = thread_config("bench")
     out: list[dict[str, Any]] = []
     start = time.perf_counter()
+    peak, previous = 0, 0
     for turn in range(points[-1]):
         graph.invoke(turn_input(turn), config)
-        if turn + 1 not in points:
+        n = turn + 1
+        if kind == "postgres" and (n % PG_VACUUM_EVERY == 0 or n in points):
+            backend_for(backend.saver).vacuum()
+        upcoming = next(p for p in points if p >= n)
+        if n > max(previous, upcoming - ROW_WINDOW):
+            peak = max(peak, backend.checkpoint_row_bytes())
+        if n not in points:
             continue
         times = []
         for _ in range(GET_STATE_CALLS):
@@ -796,14 +818,15 @@ def delta_run(kind: str, variant: str, points: Sequence[int], workdir: Path,
             state = graph.get_state(config)
             times.append(time.perf_counter() - t)
         out.append({
-            "kind": kind, "variant": variant, "turns": turn + 1,
+            "kind": kind, "variant": variant, "turns": n,
             "stored_bytes": (_db_bytes(backend.conn, backend.path) if kind == "sqlite"
                              else _pg_relation_bytes(backend)),
-            "row_bytes": backend.checkpoint_row_bytes(),
+            "row_bytes": peak,
             "messages": len(state.values.get("messages", [])),
             "get_state_ms": statistics.median(times) * 1e3,
             "run_s": time.perf_counter() - start,
         })
+        peak, previous = 0, n
         print("  ".join(f"{k}={_fmt(v)}" for k, v in out[-1].items()), file=sys.stderr, flush=True)
     backend.close()
     return out
@@ -836,7 +859,7 @@ def delta(
                 runs = {v: {r["turns"]: r for r in delta_run(kind, v, points, Path(tmp), pg_base)}
                         for v in DELTA_VARIANTS}
                 details += [r for v in DELTA_VARIANTS for r in runs[v].values()]
-                measure = "file bytes" if kind == "sqlite" else "pg_total_relation_size"
+                measure = "file bytes" if kind == "sqlite" else "pg_total_relation_size after VACUUM"
                 for variant in ("deepagents_keep_last", "delta_graph_keep_last"):
                     a, b = runs[variant][mid]["stored_bytes"], runs[variant][last]["stored_bytes"]
                     rows.append({"benchmark": f"DeltaChannel, {kind}, {variant}",
@@ -870,8 +893,8 @@ def print_delta(details: list[dict[str, Any]]) -> None:
                     f"{at[n]['get_state_ms']:.1f}" if n in at else ""
                     for n in points])
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    print(f"stored MB (SQLite: file; PostgreSQL: pg_total_relation_size), row MB in brackets, "
-          f"get_state ms (median of {GET_STATE_CALLS} calls)")
+    print(f"stored MB (SQLite: file; PostgreSQL: pg_total_relation_size after VACUUM), peak row MB "
+          f"of the last {ROW_WINDOW} turns in brackets, get_state ms (median of {GET_STATE_CALLS} calls)")
     print("  ".join(c.ljust(w) for c, w in zip(cols, widths, strict=True)))
     for row in cells:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)))
