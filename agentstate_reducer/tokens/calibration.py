@@ -18,8 +18,9 @@ counts plus the offset, so ``max_tokens`` and ``target_tokens`` are in the provi
 * **Two anchors** of requests whose counts differ by at least ``SPREAD_MIN`` of the newest's (a
   conversation that grew): the line through them, ``reported = ratio * counted + offset``, when
   its ratio is within the bounds and its offset not negative. The offset then holds the system
-  prompt and tools, so a large tool schema no longer pushes the ratio out of its bounds. Else
-  the newest anchor alone, as above.
+  prompt and tools, so a large tool schema no longer pushes the ratio out of its bounds. An
+  older anchor that reported no more tokens for more messages (a history reduced since it, or
+  another model) ends the search: the newest anchor alone, as above.
 * **Adapts** at once: the newest anchor always lies on the scale, and the older one is the
   newest that is far enough from it; a ``Calibration`` told of another model (``model=``)
   forgets the older model's anchors.
@@ -133,6 +134,10 @@ def fit_scale(points: Sequence[tuple[int, int]]) -> Scale | None:
         return None
     for older, older_reported in points[1:]:
         spread = counted - older
+        if spread * (reported - older_reported) <= 0 and spread:
+            # more messages, no more tokens: that request held messages no longer counted here
+            # (a reduction since, read from a history) or was another model's; older ones too
+            break
         if abs(spread) < SPREAD_MIN * counted or older <= 0 or older_reported <= 0:
             continue
         ratio = (reported - older_reported) / spread
