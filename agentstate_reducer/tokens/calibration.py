@@ -146,8 +146,8 @@ def fit_scale(points: Sequence[tuple[int, int]]) -> Scale | None:
             if offset >= 0:
                 return Scale(ratio, round(offset))
         break
-    ratio = anchor_ratio(reported, counted)
-    return Scale(ratio) if ratio is not None else None
+    alone = anchor_ratio(reported, counted)
+    return Scale(alone) if alone is not None else None
 
 
 def scale_counts(counts: Sequence[int], ratio: float | None) -> list[int]:
