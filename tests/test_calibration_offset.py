@@ -19,6 +19,7 @@ from typing import Any, Literal
 import pytest
 
 from agentstate_reducer import Calibration, MessageReducer, ReducerConfig
+from agentstate_reducer.cost import estimate
 from agentstate_reducer.tokens import heuristic_counter
 from tests.provider_rules import request_errors
 from tests.usage_models import provider_tokens
@@ -125,3 +126,19 @@ def test_small_tools_keep_the_budget_too(source: Source) -> None:
     counts = converse(source, tools=120)
     assert [c for c in counts[1:] if c > MAX] == []
     assert max(counts[1:]) >= 0.9 * MAX
+
+
+def test_the_cost_model_counts_the_offset_as_token_mode_does() -> None:
+    counter = heuristic_counter()
+    history: list[dict[str, Any]] = [{"role": "user", "content": "x" * 400}]
+    history.append({"role": "assistant", "content": "y" * 800,
+                    "usage_metadata": {"input_tokens": 2 * counter(history[0]) + TOOLS}})  # fmt: skip
+    history.append({"role": "user", "content": "z" * 1200})
+    before = sum(counter(m) for m in history)
+    history.append({"role": "assistant", "content": "done",
+                    "usage_metadata": {"input_tokens": 2 * before + TOOLS}})  # fmt: skip
+    expected = sum(2 * counter(m) for m in history) + TOOLS
+    report = estimate([history], token_counter=counter, calibrate=True)
+    assert report.input_tokens == expected
+    reducer = MessageReducer(config=ReducerConfig(max_tokens=MAX, token_counter=counter, calibrate=True))
+    assert reducer.calibrated_tokens(history) == expected
