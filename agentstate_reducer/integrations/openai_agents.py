@@ -47,11 +47,12 @@ reasoning item with the item after it, the newest whole turns are kept.
   summarizer that fails prunes nothing (``on_summary_error="keep"``). A ``limit`` (given or the
   inner session's) returns the newest items only: the summary is among them while it is.
 
-* With a token budget (``max_tokens``), ``Runner.run(..., hooks=UsageHooks(session))``
+* With a token budget (``max_tokens``), ``UsageHooks(session)``
   (``agentstate_reducer.integrations.openai_agents_usage``) feeds ``session.calibration`` with
   the input items of each model call and the usage its response reported, so the budget is in
-  the provider's tokens (docs/tokens.md, "Calibrated budgets"); a session sees no model call
-  itself.
+  the provider's tokens (docs/tokens.md, "Calibrated budgets"), and its
+  ``call_model_input_filter`` bounds each request of a run, whose tool loop adds items on top
+  of the stored history (``bound_input``); a session sees no model call itself.
 
 Not for server-side sessions (``OpenAIConversationsSession``): the conversation lives on OpenAI's
 servers, which manage its length. Importing this module imports no SDK.
@@ -290,6 +291,26 @@ class ReducingSession:
         if limit <= 0:
             return []
         return self._tail(view, limit)
+
+    def bound_input(self, items: Sequence[Any]) -> list[Any]:
+        """The input items of one model request bounded as the session bounds what it stores.
+
+        ``items``: what the runner sends (the session's history, the run's new input and the
+        items its tool loop added). The session's reducer plans the cut with
+        ``calibration``, so a request stays within ``max_tokens`` in the provider's tokens
+        while the tool loop grows it; calls stay with their outputs. Returns ``items`` as a
+        new list when nothing is over the budget. A view of the request: nothing stored changes
+        and no summarizer or ``on_prune`` hook runs. The items it leaves out stay in the
+        session, which prunes, summarizes and archives them at its next reduction, so each
+        item is handled there once.
+        """
+        batch = list(items)
+        readable = self._native.inward(batch) if self._native is not None else batch
+        calibration = self.calibration if self.calibration.anchor is not None else None
+        planned, _ = self.reducer.plan(readable, calibration=calibration)
+        if len(planned.kept) == len(batch):
+            return batch
+        return [batch[i] for i in planned.kept]
 
     async def add_items(self, items: list[Any]) -> None:
         """Store ``items``; reduce, replacing the stored items with the survivors when that prunes.

@@ -361,10 +361,11 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 return
 
     def _calibrated_tokens(self, messages: Sequence[Any], calibration: Calibration | None) -> int:
-        """The tokens the trigger compares: the reducer's counts in the provider's tokens."""
+        """The tokens the trigger compares: the reducer's counts in the provider's tokens, with
+        the calibration's offset (system prompt, tools)."""
         if not messages:
             return 0
-        return sum(self.reducer.calibrated_counts(list(messages), calibration=calibration))
+        return self.reducer.calibrated_tokens(list(messages), calibration=calibration)
 
     def _record_tokens(self, messages: Sequence[Any]) -> int:
         """The tokens a ``ReduceRecord`` reports; only counted when ``on_reduce`` receives records,
