@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import importlib
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 __all__ = ["Reduction", "entry", "reduction_span", "retention_span", "summarizer_span"]
 
@@ -41,8 +42,7 @@ SUMMARIZE_SPAN = "agentstate_reducer.summarize"
 RETENTION_SPAN = "agentstate_reducer.retention"
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
+class _Entry(NamedTuple):
     name: str
     thread: str | None = None
     model: str | None = None
@@ -53,17 +53,31 @@ _ENTRY: contextvars.ContextVar[_Entry | None] = contextvars.ContextVar(
 )
 
 
+#: the ``_Entry`` of each (name, thread, model), made once: a saver enters one on every put
+_entry_of: Final = functools.lru_cache(maxsize=1024)(_Entry)
+
+
+def enter(name: str, *, thread: Any = None, model: Any = None) -> contextvars.Token[_Entry | None]:
+    """Start what an ``entry`` block starts, without a context manager; pass what it returns to
+    ``leave`` (in a ``finally``). For a caller on a hot path: no block object is made."""
+    thread = None if thread is None else str(thread)
+    return _ENTRY.set(_entry_of(name, thread, None if model is None else str(model)))
+
+
+def leave(token: contextvars.Token[_Entry | None]) -> None:
+    """End what ``enter`` started: the outer entry is current again."""
+    _ENTRY.reset(token)
+
+
 @contextlib.contextmanager
 def entry(name: str, *, thread: Any = None, model: Any = None) -> Iterator[None]:
     """Reductions run inside this block are reported as run by ``name`` (for ``thread``, calling
     ``model``); an inner block wins, and leaving it restores the outer one."""
-    token = _ENTRY.set(
-        _Entry(name, None if thread is None else str(thread), None if model is None else str(model))
-    )
+    token = enter(name, thread=thread, model=model)
     try:
         yield
     finally:
-        _ENTRY.reset(token)
+        leave(token)
 
 
 def current_entry(namespace: Any = None) -> tuple[str, str | None]:

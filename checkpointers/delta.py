@@ -66,6 +66,7 @@ __all__ = [
     "StoredValues",
     "TaskPaths",
     "delta_update",
+    "holds_list",
     "messages_channel",
     "rebuilt_value_flow",
     "reduced_checkpoint_flow",
@@ -267,6 +268,14 @@ def _unchanged(checkpoint: Mapping[str, Any], key: str, new_versions: Mapping[st
     return key not in values and key in (checkpoint.get("channel_versions") or {}) and key not in new_versions
 
 
+def holds_list(checkpoint: Mapping[str, Any], key: str) -> bool:
+    """The checkpoint holds ``key``'s value as a list, the common put: ``reduced_checkpoint_flow``
+    then yields one ``Reduce`` of the checkpoint and returns its result, so a saver may reduce it
+    without driving the flow (a put needing no reduction costs a few microseconds)."""
+    values = checkpoint.get("channel_values")
+    return values is not None and type(values.get(key)) is list
+
+
 def reduced_checkpoint_flow(
     config: RunnableConfig,
     checkpoint: Checkpoint,
@@ -280,7 +289,7 @@ def reduced_checkpoint_flow(
     updates it and stored as a snapshot either way. A value that cannot be rebuilt leaves the
     checkpoint as LangGraph gave it (logged): nothing is lost, that put is just not reduced."""
     unchanged = _unchanged(checkpoint, key, new_versions)
-    if not unchanged and not delta_update(checkpoint, key, new_versions):
+    if holds_list(checkpoint, key) or (not unchanged and not delta_update(checkpoint, key, new_versions)):
         reduced: Checkpoint = yield Reduce(config, checkpoint, new_versions)
         return reduced
     value = memo.values.get(config) if unchanged else None

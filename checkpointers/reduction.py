@@ -23,6 +23,7 @@ its users is in ``docs/savers.md``. Invariants:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 from collections.abc import Callable, Mapping
@@ -301,8 +302,11 @@ def reduce_for_put(
     messages = value if type(value) is list else list(value)  # the reducer takes a list
     memoized = _memoized(reducer, config, messages, summary_memo)
     to_reduce = messages if memoized is None else memoized.messages
-    with _entry(config):
+    token = _enter(config)  # not a with-block: this runs on every put
+    try:
         result = reducer.reduce(to_reduce, namespace=_namespace(config))
+    finally:
+        telemetry.leave(token)
     stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
     if on_reduce is not None or result.pruned:
         _report(config, checkpoint, messages_key, messages_key in new_versions, None, result, on_reduce)
@@ -327,8 +331,11 @@ async def areduce_for_put(
     messages = value if type(value) is list else list(value)  # the reducer takes a list
     memoized = _memoized(reducer, config, messages, summary_memo)
     to_reduce = messages if memoized is None else memoized.messages
-    with _entry(config):
+    token = _enter(config)
+    try:
         result = await reducer.areduce(to_reduce, namespace=_namespace(config))
+    finally:
+        telemetry.leave(token)
     stored = _stored(checkpoint, messages_key, value, messages, memoized, result)
     if on_reduce is not None or result.pruned:
         _report(config, checkpoint, messages_key, messages_key in new_versions, None, result, on_reduce)
@@ -339,6 +346,12 @@ def _entry(config: Mapping[str, Any]) -> AbstractContextManager[None]:
     """The telemetry entry of a saver's reduction: ``saver``, for the config's thread."""
     conf = config.get("configurable") or {}
     return telemetry.entry("saver", thread=conf.get("thread_id"))
+
+
+def _enter(config: Mapping[str, Any]) -> contextvars.Token[Any]:
+    """``_entry`` started without a block (``telemetry.enter``): end it with ``telemetry.leave``."""
+    conf = config.get("configurable") or {}
+    return telemetry.enter("saver", thread=conf.get("thread_id"))
 
 
 def _summarizes(reducer: MessageReducer) -> bool:

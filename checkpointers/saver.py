@@ -63,7 +63,7 @@ from agentstate_reducer import MessageReducer
 
 from . import retention as _retention
 from ._flow import adrive, drive
-from .delta import DeltaMemo, DeltaOp, GetTuple, Reduce, reduced_checkpoint_flow
+from .delta import DeltaMemo, DeltaOp, GetTuple, Reduce, holds_list, reduced_checkpoint_flow
 from .offload.checkpoint import (
     BlobCache,
     aread_restored,
@@ -393,6 +393,11 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     def _reduced(
         self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
     ) -> Checkpoint:
+        if holds_list(checkpoint, self._messages_key):  # the flow's one step (Reduce), performed directly
+            return reduce_for_put(
+                self._reducer, config, checkpoint, new_versions,
+                self._messages_key, self._on_reduce, self._summary_memo,
+            )
         flow = reduced_checkpoint_flow(
             config, checkpoint, new_versions, self._messages_key, self._delta, self._on_reduce
         )
@@ -401,6 +406,11 @@ class ReducingCheckpointSaver(_retention.RetentionSettings, BaseCheckpointSaver[
     async def _areduced(
         self, config: RunnableConfig, checkpoint: Checkpoint, new_versions: ChannelVersions
     ) -> Checkpoint:
+        if holds_list(checkpoint, self._messages_key):  # the flow's one step (Reduce), performed directly
+            return await areduce_for_put(
+                self._reducer, config, checkpoint, new_versions,
+                self._messages_key, self._on_reduce, self._summary_memo,
+            )
         flow = reduced_checkpoint_flow(
             config, checkpoint, new_versions, self._messages_key, self._delta, self._on_reduce
         )

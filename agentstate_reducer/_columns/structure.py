@@ -85,43 +85,43 @@ def read_structure(
     contents = None
     if columns is not None:
         dicts = False
-        contents = columns.contents[lo:hi]
+        contents = columns.contents[lo : lo + m]
     else:
         dicts = set(map(type, window)) == {dict}
     try:
         if columns is not None:
-            kinds = object_kinds(window, columns.types[lo:hi])
+            kinds = object_kinds(window, columns.types[lo : lo + m])
         else:
             kinds = dict_kinds(window) if dicts else object_kinds(window)
     except TypeError:  # an unhashable role: read one by one
         kinds = [None] * m
-    todo = list(compress(range(m), map(is_, kinds, repeat(None)))) if None in kinds else []
+    # indices are the list's (``lo`` on), so the maps need no shifting
+    todo = list(compress(range(lo, lo + m), map(is_, kinds, repeat(None)))) if None in kinds else []
     calls: dict[int, tuple[str, ...]] = {}
     results: dict[int, tuple[str, ...]] = {}
     leads: dict[int, int] = {}
     try:
-        _fields(window, kinds, todo, calls, results, _dict_column if dicts else _attr_column, contents)
+        if contents is not None:
+            _object_fields(window, lo, kinds, contents, todo, calls, results)
+        else:
+            _fields(window, lo, kinds, todo, calls, results, _dict_column if dicts else _attr_column)
     except Exception:  # a hostile field: every message read one by one
-        todo, calls, results = list(range(m)), {}, {}
-    for j in set(todo):
-        calls.pop(j, None)  # what the columns read of it before it was found not plain
-        results.pop(j, None)
-        info = read_message(window[j])
-        kinds[j] = info.kind
+        todo, calls, results = list(range(lo, lo + m)), {}, {}
+    for i in set(todo):
+        calls.pop(i, None)  # what the columns read of it before it was found not plain
+        results.pop(i, None)
+        info = read_message(window[i - lo])
+        kinds[i - lo] = info.kind
         if info.kind == "ai" and info.call_ids:
-            calls[j] = info.call_ids
+            calls[i] = info.call_ids
         elif info.kind == "tool":
-            results[j] = info.result_ids
+            results[i] = info.result_ids
         if info.leads:
-            leads[j] = info.leads
+            leads[i] = info.leads
     if todo:  # back in index order
         calls = dict(sorted(calls.items()))
         results = dict(sorted(results.items()))
         leads = dict(sorted(leads.items()))
-    if lo:
-        calls = dict(zip([lo + j for j in calls], calls.values(), strict=True))
-        results = dict(zip([lo + j for j in results], results.values(), strict=True))
-        leads = {lo + j: v for j, v in leads.items()}
     done: list[Kind] = kinds  # type: ignore[assignment]  # every None was read above
     return Structure(lo, done, calls, results, leads, _text(lo, done, calls))
 
@@ -134,15 +134,18 @@ def _plain_calls(
     other one joins ``todo``."""
     if not set(map(type, contents)) <= _TEXT:
         todo += [j for j, c in zip(where, contents, strict=True) if type(c) not in _TEXT]
-    if not set(map(type, tool_calls)) <= _NO_CALLS:
+    plain_lists = set(map(type, tool_calls)) <= _NO_CALLS
+    if not plain_lists:
         todo += [j for j, c in zip(where, tool_calls, strict=True) if type(c) not in _NO_CALLS]
-    if set(map(type, extras)) != {dict} or any(map(dict.get, extras, repeat("tool_calls"))):
-        todo += [j for j, e in zip(where, extras, strict=True) if type(e) is not dict or e.get("tool_calls")]
+    # a falsy extra holds no calls (``read.tool_call_ids`` skips it): only truthy ones are looked into
+    if any(extras) and (set(map(type, extras)) != {dict} or any(map(dict.get, extras, repeat("tool_calls")))):
+        odd = [e and (type(e) is not dict or e.get("tool_calls")) for e in extras]
+        todo += compress(where, odd)
     callers = list(compress(where, tool_calls))
     made = list(compress(tool_calls, tool_calls))
     if not made:
         return {}
-    if set(map(type, made)) == {list}:
+    if plain_lists:  # every truthy one is a list
         flat = list(chain.from_iterable(made))
         if set(map(type, flat)) == {dict}:
             ids: list[Any] = list(map(dict.get, flat, repeat("id")))
@@ -203,8 +206,47 @@ def _attr_column(rows: list[Any], name: str, default: Any) -> list[Any]:
     return list(map(getattr, rows, repeat(name), repeat(default)))
 
 
+def _object_fields(
+    window: list[Any],
+    lo: int,
+    kinds: list[Kind | None],
+    contents: list[Any],
+    todo: list[int],
+    calls: dict[int, tuple[str, ...]],
+    results: dict[int, tuple[str, ...]],
+) -> None:
+    """``_fields`` of LangChain's messages, their kinds and contents read already
+    (``bulk.object_columns``): one loop over the window reads the fields each kind needs, so each
+    message is visited once, and the checks run by columns on what it read (``_plain_calls``,
+    ``_plain_results``)."""
+    ai: list[int] = []
+    ai_contents: list[Any] = []
+    made: list[Any] = []
+    extras: list[Any] = []
+    tool: list[int] = []
+    answered: list[Any] = []
+    for i, message, kind, content in zip(count(lo), window, kinds, contents):
+        if kind == "tool":
+            tool.append(i)
+            answered.append(getattr(message, "tool_call_id", None))
+        elif kind == "ai":
+            if content is None and getattr(message, "parts", None) is not None:
+                todo.append(i)  # content None reads Gemini ``parts``: read whole
+            ai.append(i)
+            ai_contents.append(content)
+            made.append(getattr(message, "tool_calls", None))
+            extras.append(getattr(message, "additional_kwargs", {}))
+        elif kind == "human" and type(content) is not str:
+            todo.append(i)  # content blocks may hold tool results
+    if ai:
+        calls.update(_plain_calls(ai, ai_contents, made, extras, todo))
+    if tool:
+        results.update(_plain_results(tool, answered, todo))
+
+
 def _fields(
     window: list[Any],
+    lo: int,
     kinds: list[Kind | None],
     todo: list[int],
     calls: dict[int, tuple[str, ...]],
@@ -212,37 +254,34 @@ def _fields(
     column: Callable[[list[Any], str, Any], list[Any]],
     window_contents: list[Any] | None = None,
 ) -> None:
-    """Read the calls of AI messages and the answered ids of tool results into ``calls`` and
-    ``results`` with ``column`` (a field of each row, by key or by attribute, as ``read_message``
-    reads that shape); every message these columns cannot decide joins ``todo``.
-    ``window_contents``: each message's content, read already."""
-    m = len(kinds)
+    """Read the calls of AI messages and the answered ids of tool results of ``window`` (the
+    list's messages from index ``lo``) into ``calls`` and ``results`` with ``column`` (a field
+    of each row, by key or by attribute, as ``read_message`` reads that shape); every message
+    these columns cannot decide joins ``todo``. ``window_contents``: each message's content,
+    read already. Each kind's rows are taken with one mask (``compress``), not by index."""
+    at = range(lo, lo + len(kinds))
 
-    def content(where: list[int], rows: list[Any]) -> list[Any]:
-        if window_contents is not None:
-            return list(map(window_contents.__getitem__, where))
-        return column(rows, "content", None)
+    def rows_of(kind: str) -> tuple[list[int], list[Any], list[Any] | None]:
+        mask = list(map(eq, kinds, repeat(kind)))
+        contents = list(compress(window_contents, mask)) if window_contents is not None else None
+        return list(compress(at, mask)), list(compress(window, mask)), contents
 
     if "ai" in kinds:
-        ai = list(compress(range(m), map(eq, kinds, repeat("ai"))))
-        rows = list(map(window.__getitem__, ai))
-        contents = content(ai, rows)
+        ai, rows, contents = rows_of("ai")
+        if contents is None:
+            contents = column(rows, "content", None)
         if None in contents:  # content None reads Gemini ``parts``: a message holding them is read whole
             empty = list(compress(ai, map(is_, contents, repeat(None))))
-            parts = column(list(map(window.__getitem__, empty)), "parts", None)
+            parts = column(list(map(window.__getitem__, [i - lo for i in empty])), "parts", None)
             todo += compress(empty, map(is_not, parts, repeat(None)))
         made = column(rows, "tool_calls", None)
         calls.update(_plain_calls(ai, contents, made, column(rows, "additional_kwargs", {}), todo))
     if "tool" in kinds:
-        tool = list(compress(range(m), map(eq, kinds, repeat("tool"))))
-        answered = column(list(map(window.__getitem__, tool)), "tool_call_id", None)
-        results.update(_plain_results(tool, answered, todo))
+        tool, rows, _ = rows_of("tool")
+        results.update(_plain_results(tool, column(rows, "tool_call_id", None), todo))
     if "human" in kinds:
-        human = list(compress(range(m), map(eq, kinds, repeat("human"))))
-        if window_contents is not None:
-            _human_text(human, list(map(window_contents.__getitem__, human)), todo)
-        else:
-            _human_text(human, column(list(map(window.__getitem__, human)), "content", None), todo)
+        human, rows, contents = rows_of("human")
+        _human_text(human, contents if contents is not None else column(rows, "content", None), todo)
 
 
 def joined(older: Structure, newer: Structure) -> Structure:
