@@ -18,6 +18,10 @@ Invariants:
   it was, and a second run skips threads already within bounds;
 * a thread with pending writes (interrupted, or running) is skipped: the writes belong to the
   latest checkpoint and would be lost under a new one, changing what a resume does;
+* a ``DeltaChannel`` messages channel (deepagents', LangGraph's ``DeltaChannel``) is rebuilt as a
+  load rebuilds it, reduced, and stored as a snapshot (``_DeltaSnapshot``) on the new checkpoint:
+  a load takes it whole, so no write stored before it is replayed on the reduced list, and the
+  checkpoints before it stay as they were (retention's cut deletes them);
 * the new checkpoint's metadata carries ``{"agentstate_reducer": COMPACT_MARKER}``;
 * on a store holding offloaded blobs (``checkpointers.offload``), the latest checkpoint is read
   restored and the new one stored offloaded, its reference rows written before it, so retention
@@ -34,10 +38,13 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, copy_checkpoint
 from langgraph.checkpoint.base.id import uuid6
+from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 from agentstate_reducer import MessageReducer, telemetry
 
 from . import retention as r
+from ._flow import drive
+from .delta import DeltaOp, GetHistory, GetTuple, TaskPaths, rebuilt_value_flow, with_snapshot
 from .inplace_offload import offload_store, rewrites_in_place
 from .offload.checkpoint import restored_tuple_flow, stored_checkpoint_flow
 from .offload.config import BlobOffload, BlobRunner
@@ -81,7 +88,32 @@ def checkpoint_messages(checkpoint_tuple: CheckpointTuple | None, messages_key: 
     if checkpoint_tuple is None:
         return None
     value = (checkpoint_tuple.checkpoint.get("channel_values") or {}).get(messages_key)
+    if isinstance(value, _DeltaSnapshot):  # a DeltaChannel's value, held whole
+        value = value.value
     return value if isinstance(value, list) else None
+
+
+def _delta_messages(
+    saver: BaseCheckpointSaver[Any], latest: CheckpointTuple, messages_key: str
+) -> list[Any] | None:
+    """The list a load rebuilds at ``latest`` for a ``DeltaChannel`` ``messages_key`` that holds no
+    snapshot there (the nearest snapshot's value with the writes stored after it replayed, as
+    LangGraph replays them), or None when the channel is not such a channel."""
+    checkpoint = latest.checkpoint
+    if messages_key in (checkpoint.get("channel_values") or {}) or messages_key not in (
+        checkpoint.get("channel_versions") or {}
+    ):
+        return None
+
+    def perform(op: DeltaOp) -> Any:
+        if isinstance(op, GetTuple):
+            return latest
+        if isinstance(op, GetHistory):
+            return saver.get_delta_channel_history(config=op.config, channels=[op.channel])[op.channel]
+        raise TypeError(f"rebuilding a value performs no {type(op).__name__}")
+
+    # the value at a child of ``latest`` is its own: it holds no pending writes (checked before)
+    return drive(rebuilt_value_flow(latest.config, messages_key, TaskPaths()), perform)
 
 
 def supports_prune(saver: BaseCheckpointSaver[Any]) -> bool:
@@ -107,12 +139,12 @@ def compact_thread(
     offload: BlobOffload | None = None,
 ) -> ThreadCompaction:
     """Reduce the latest checkpoint of ``thread_id``'s root namespace and write the result as a new
-    checkpoint on top of it (see the module docstring); ``dry_run``: write nothing, report what
-    would change. The new checkpoint is read back through the saver: if it is not the latest (a run
-    wrote meanwhile, or this machine's clock is behind the writer's), the result is "failed" and the
-    thread reads as before. ``count_tokens`` (one message -> tokens) fills the token fields;
-    ``offload``: the thresholds the new checkpoint is offloaded by on a store holding offloaded
-    blobs (default ``BlobOffload()``)."""
+    checkpoint on top of it (see the module docstring); ``dry_run``: write nothing and call no
+    ``on_prune`` hook or summarizer, report what would change. The new checkpoint is read back
+    through the saver: if it is not the latest (a run wrote meanwhile, or this machine's clock is
+    behind the writer's), the result is "failed" and the thread reads as before. ``count_tokens``
+    (one message -> tokens) fills the token fields; ``offload``: the thresholds the new checkpoint
+    is offloaded by on a store holding offloaded blobs (default ``BlobOffload()``)."""
 
     def tokens(messages: list[Any]) -> int | None:
         return None if count_tokens is None else sum(count_tokens(m) for m in messages)
@@ -130,8 +162,20 @@ def compact_thread(
             "pending writes (interrupted or running); compact it once the run has finished",
         )
     messages = checkpoint_messages(latest, messages_key)
+    delta = messages is None or isinstance(
+        (latest.checkpoint.get("channel_values") or {}).get(messages_key), _DeltaSnapshot
+    )
+    if messages is None:
+        messages = _delta_messages(saver, latest, messages_key)
     if messages is None:
         return ThreadCompaction(thread_id, "skipped", f"no {messages_key!r} list in the latest checkpoint")
+    if delta and blobs is not None:
+        return ThreadCompaction(
+            thread_id,
+            "skipped",
+            f"{messages_key!r} is a DeltaChannel on a store holding offloaded blobs, which compact "
+            "does not rewrite; bound it with ReducingCheckpointSaver at put",
+        )
     old = latest.checkpoint
     versions = old.get("channel_versions") or {}
     new_versions = {messages_key: saver.get_next_version(versions.get(messages_key), None)}
@@ -140,8 +184,12 @@ def compact_thread(
     draft["id"] = str(uuid6(clock_seq=step + 1))
     draft["ts"] = datetime.now(timezone.utc).isoformat()
     draft["channel_versions"] = {**versions, **new_versions}
+    if delta:  # reduced as a list, stored as a snapshot (below)
+        draft["channel_values"] = {**draft["channel_values"], messages_key: messages}
     config = _root_config(thread_id, old["id"])
-    reduced, put_report = reduce_checkpoint(reducer, config, draft, new_versions, messages_key=messages_key)
+    # a dry run plans with no hook and no summarizer: it writes nothing, to the archive neither
+    planner = _without_hooks(reducer) if dry_run else reducer
+    reduced, put_report = reduce_checkpoint(planner, config, draft, new_versions, messages_key=messages_key)
     stats = put_report.stats
     if stats is None or not stats.pruned_count:
         count = tokens(messages)
@@ -159,6 +207,8 @@ def compact_thread(
     }
     metadata.update(source="update", step=step + 1, agentstate_reducer=COMPACT_MARKER)
     metadata.setdefault("parents", {})
+    if delta:  # a load takes a snapshot whole: no write before it is replayed on the reduced list
+        reduced = with_snapshot(reduced, messages_key, after)
     if blobs is not None:  # its blobs and reference rows before the checkpoint
         reduced = blobs[0].run(stored_checkpoint_flow(blobs[1].offloader, config, reduced, messages_key))
     saver.put(config, reduced, metadata, new_versions)  # type: ignore[arg-type]
@@ -180,6 +230,17 @@ def compact_thread(
             "re-run compact",
         )
     return replace(planned, action="compacted", checkpoint_id=reduced["id"])
+
+
+def _without_hooks(reducer: MessageReducer) -> MessageReducer:
+    """``reducer`` planning the same cut without calling ``on_prune`` hooks or a summarizer (an
+    injected summary message is then not counted in a dry run's ``messages_after``)."""
+    c = reducer.config
+    if not (c.on_prune or c.summarize_fn or c.asummarize_fn):
+        return reducer
+    return MessageReducer(
+        config=replace(c, on_prune=(), summarize_fn=None, asummarize_fn=None, inject_summary=False)
+    )
 
 
 def _blob_io(
