@@ -51,7 +51,7 @@ def test_compact_thread_reduces_a_delta_messages_channel(
         done = compact_thread(inner, "t", reducer)
         assert done.action == "compacted" and done.messages_after == planned.messages_after
         kept, notes_after, files = values(graph.get_state(config("t")))
-        assert len(kept) == done.messages_after <= 12
+        assert done.messages_after is not None and len(kept) == done.messages_after <= 12
         # each message kept or pruned, exactly once; kept: the first question and the newest turns
         assert sorted([*kept, *pruned]) == sorted(all_ids) and not set(kept) & set(pruned)
         assert kept == (all_ids[0], *all_ids[len(all_ids) - len(kept) + 1:]) and kept[1] == "h8"
@@ -83,10 +83,15 @@ def test_a_dry_run_calls_no_hook_and_no_summarizer_on_a_list_channel() -> None:
     for i in range(10):
         graph.invoke({"messages": [HumanMessage(f"question {i}")]}, config("t"))
     calls: list[str] = []
+
+    def summarize(msgs: list[Any]) -> str:
+        calls.append("summarize")
+        return "summary"
+
     reducer = MessageReducer(
         config=ReducerConfig(
             min_messages=4, max_messages=8, on_prune=[lambda msgs, ns: calls.append("on_prune")],
-            summarize_fn=lambda msgs: calls.append("summarize") or "summary",
+            summarize_fn=summarize,
         )
     )
     planned = compact_thread(saver, "t", reducer, dry_run=True)
