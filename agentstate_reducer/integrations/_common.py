@@ -35,7 +35,7 @@ from typing import Any, Final, Literal
 from agentstate_reducer import telemetry
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.cost import CacheTracker
-from agentstate_reducer.messages import read_message
+from agentstate_reducer.messages import MessageInfo, read_message
 from agentstate_reducer.planner import extend_tail, tail_of
 from agentstate_reducer.reducer import MessageReducer, ReducerResult, arun_hook
 from agentstate_reducer.summary import (
@@ -582,27 +582,51 @@ def _with_calls(items: Sequence[Any], covered: frozenset[int]) -> frozenset[int]
     right after it). Only a result in its call's block (nothing but results between them) whose
     call no covered result in the history answers brings the call back; any other result for a
     covered call (replayed, duplicated, late after the next turn) is one the request repair
-    drops, and bringing its call back would summarize and archive the call again."""
+    drops, and bringing its call back would summarize and archive the call again.
+
+    A block (a message and the results after it) changes nothing unless it holds both covered
+    and uncovered messages, so only the blocks across a border of ``covered`` are read: a few
+    messages, not the history."""
+    if not covered:
+        return covered
+    infos: dict[int, MessageInfo] = {}
+
+    def info(i: int) -> MessageInfo:
+        found = infos.get(i)
+        if found is None:
+            found = infos[i] = read_message(items[i])
+        return found
+
     uncover: set[int] = set()
-    calls: dict[str, int] = {}  # call id -> position of the newest call with it
-    answered: set[str] = set()  # call ids of those calls a covered result in ``items`` answers
-    block: set[str] = set()  # call ids of the newest block, while only results follow it
-    for i, m in enumerate(items):
-        info = read_message(m)
-        if info.kind != "tool":
-            block = set()
-        if i in covered:
-            answered.update(info.result_ids)
-        else:
-            uncover.update(
-                calls[r]
-                for r in info.result_ids
-                if r in block and r not in answered and calls.get(r) in covered
-            )
-        for c in info.call_ids:
-            calls[c] = i
-            answered.discard(c)
-            block.add(c)
+    starts: set[int] = set()
+    for p in range(1, len(items)):
+        if ((p - 1) in covered) == (p in covered) or info(p).kind != "tool":
+            continue  # no border, or a border between two blocks
+        start = p - 1
+        while start > 0 and info(start).kind == "tool":
+            start -= 1
+        if start in starts:
+            continue
+        starts.add(start)
+        calls: dict[str, int] = {}  # call id -> position of the newest call with it
+        answered: set[str] = set()  # call ids of those calls a covered result answers
+        block: set[str] = set()  # call ids of the block
+        i = start
+        while i < len(items) and (i == start or info(i).kind == "tool"):
+            m = info(i)
+            if i in covered:
+                answered.update(m.result_ids)
+            else:
+                uncover.update(
+                    calls[r]
+                    for r in m.result_ids
+                    if r in block and r not in answered and calls.get(r) in covered
+                )
+            for c in m.call_ids:
+                calls[c] = i
+                answered.discard(c)
+                block.add(c)
+            i += 1
     return covered - uncover if uncover else covered
 
 
