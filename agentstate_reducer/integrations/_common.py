@@ -324,6 +324,19 @@ def core_summary(content: str, count: int) -> dict[str, Any]:
     return {"role": "user", "content": content, "id": SUMMARY_ID, SUMMARY_MARKER: {"count": count}}
 
 
+#: message class -> whether it is a ``Mapping``: an ABC check per message costs more than the
+#: rest of ``outward``, and a class's answer does not change
+_MAPPING_CLASSES: dict[type, bool] = {dict: True}
+
+
+def _is_mapping(message: Any) -> bool:
+    cls = type(message)
+    known = _MAPPING_CLASSES.get(cls)
+    if known is None:
+        known = _MAPPING_CLASSES[cls] = isinstance(message, Mapping)
+    return known
+
+
 class NativeSummaries:
     """The running summary in a framework's own message class, and back.
 
@@ -371,16 +384,19 @@ class NativeSummaries:
         return pair
 
     def _core_of(self, message: Any) -> dict[str, Any] | None:
-        with self._lock:
-            content = self._by_native.get(id(message))
-            pair = self._by_content.get(content) if content is not None else None
-        if pair is not None and pair[1] is message:
-            return pair[0]
+        # one dict read is atomic: no lock for the common answer "not one of ours"; the pair
+        # check below confirms an id found (an id may be reused once its native is gone)
+        content = self._by_native.get(id(message))
+        if content is not None:
+            with self._lock:
+                pair = self._by_content.get(content)
+            if pair is not None and pair[1] is message:
+                return pair[0]
         try:
             text = self._text_of(message)
         except Exception:  # a message text_of cannot read is no summary
             return None
-        if not isinstance(text, str):
+        if not isinstance(text, str) or not text.startswith(SUMMARY_PREFIX):
             return None
         match = _SUMMARY_TEXT.match(text)
         if match is None:
@@ -390,8 +406,9 @@ class NativeSummaries:
     def inward(self, messages: Sequence[Any]) -> list[Any]:
         """``messages`` with native summaries as the core's summary dicts (a new list)."""
         out = list(messages)
+        core_of = self._core_of
         for i, m in enumerate(out):
-            core = self._core_of(m)
+            core = core_of(m)
             if core is not None:
                 out[i] = core
         return out
@@ -400,7 +417,7 @@ class NativeSummaries:
         """``messages`` with the core's summary dicts as native messages (a new list)."""
         out = list(messages)
         for i, m in enumerate(out):
-            if isinstance(m, Mapping) and is_summary_message(m):
+            if _is_mapping(m) and is_summary_message(m):
                 content = m.get("content")
                 if isinstance(content, str):
                     count = m.get(SUMMARY_MARKER, {}).get("count", 0)
