@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from agentstate_reducer import telemetry
+from agentstate_reducer._columns.structure import same_prefix
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.cost import CacheTracker
 from agentstate_reducer.messages import MessageInfo, read_message
@@ -351,7 +352,7 @@ class NativeSummaries:
     ``make(content)`` builds the user message the framework sends.
     """
 
-    __slots__ = ("_by_content", "_by_native", "_lock", "_make", "_text_of", "max_kept")
+    __slots__ = ("_by_content", "_by_native", "_last", "_lock", "_make", "_text_of", "max_kept")
 
     def __init__(
         self, make: Callable[[str], Any], text_of: Callable[[Any], str | None], *, max_kept: int = 256
@@ -365,6 +366,8 @@ class NativeSummaries:
         self._by_native: dict[int, str] = {}
         # threads share one object (a framework may run its hooks in worker threads)
         self._lock = threading.Lock()
+        #: the last ``inward``: its input and its output (copies)
+        self._last: tuple[list[Any], list[Any]] = ([], [])
 
     def _pair(self, content: str, count: int, native: Any = None) -> tuple[dict[str, Any], Any]:
         with self._lock:
@@ -404,13 +407,22 @@ class NativeSummaries:
         return self._pair(text, int(match.group(1)), native=message)[0]
 
     def inward(self, messages: Sequence[Any]) -> list[Any]:
-        """``messages`` with native summaries as the core's summary dicts (a new list)."""
-        out = list(messages)
+        """``messages`` with native summaries as the core's summary dicts (a new list).
+
+        The leading messages that are the very objects the previous call began with are taken
+        as they were read then (the reducer's memo assumes the same of an object it has read:
+        ``agentstate_reducer._columns.memo``), so a history that grows is read only where it is
+        new. One list is remembered, whatever the number of conversations."""
+        items = list(messages)
+        seen, read = self._last
+        start = same_prefix(seen, items)
+        out = [*read[:start], *items[start:]] if start else list(items)
         core_of = self._core_of
-        for i, m in enumerate(out):
-            core = core_of(m)
+        for i in range(start, len(out)):
+            core = core_of(out[i])
             if core is not None:
                 out[i] = core
+        self._last = (items, out[:])  # one tuple: threads sharing the object swap it whole
         return out
 
     def outward(self, messages: Sequence[Any]) -> list[Any]:
