@@ -64,6 +64,7 @@ __all__ = [
     "missing_extra",
     "responses_summary_item",
     "responses_summary_text",
+    "sendable_next",
     "trailing_answers",
 ]
 
@@ -245,7 +246,7 @@ class RequestRepair:
 _NEXT_TURN_READ: Final = (read_message(_NEXT_TURN),)
 
 
-def _sendable_next(reduced: Sequence[Any]) -> bool:
+def sendable_next(reduced: Sequence[Any]) -> bool:
     """Whether ``reduced``, a reducer's output (the planner's rules keep it whole), stays whole
     with the next turn after it; reads only its last group. False means "plan it": a pending
     call at its end, or an item that needs an AI message after it."""
@@ -935,7 +936,7 @@ class CallFlow:
         else:
             # the reduction's output is whole by the planner's rules: planned again only when the
             # next turn after it would change that (a pending call at its end), else just opened
-            sent, removed = self._repair.opening(out) if _sendable_next(out) else self._repair(out)
+            sent, removed = self._repair.opening(out) if sendable_next(out) else self._repair(out)
             # an answer the repair (or the reduction's repair) left last, where the history did
             # not end with one: the request goes without it, the stored history keeps it
             answers = trailing_answers(sent)
@@ -984,7 +985,7 @@ class CallFlow:
         """stores_request: the list the fixer reduces (``surviving`` and the next turn) when its
         plan prunes something; None when the request is ``surviving`` as it is. The fixer plans
         once, as ``RequestRepair`` would; the rare list to fix is planned again, with hooks."""
-        if self._fixer is None or not surviving or _sendable_next(surviving):
+        if self._fixer is None or not surviving or sendable_next(surviving):
             return None
         planned = [*surviving, _NEXT_TURN]
         the_plan, _ = self._fixer.plan(planned)
