@@ -84,11 +84,12 @@ def _agno_run(t: int, n: int) -> list[Message]:
     (question, tool call, result, answer, repeated) and the run's new question."""
     out = [Message(role="system", content="You answer questions.")]
     for i in range(0, n, 4):
-        call = {"id": f"c{t}-{i}", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
+        call_id = f"c{t}-{i}"
+        call = {"id": call_id, "type": "function", "function": {"name": "lookup", "arguments": "{}"}}
         out += [
             Message(role="user", content=f"run {t} question {i}", from_history=True),
             Message(role="assistant", tool_calls=[call], from_history=True),
-            Message(role="tool", tool_call_id=call["id"], content=f"result {i}", from_history=True),
+            Message(role="tool", tool_call_id=call_id, content=f"result {i}", from_history=True),
             Message(role="assistant", content=f"answer {i}", from_history=True),
         ]
     return [*out, Message(role="user", content=f"run {t} new question")]

@@ -726,9 +726,10 @@ class RequestWindow:
                 found, lacking = where
                 covered, summary = _with_calls(items, frozenset(found)), known.summary
                 missing = tuple((found[-1], known.prints[n], known.refs[n]) for n in lacking)
-                # a weak reference is kept only while the framework sends the same object
+                # a weak reference to the object this history holds: a framework that hands the
+                # same objects over again (Agno within a run) is matched by identity next time
                 remembered = {
-                    k: (known.prints[n], known.refs[n] if k in match.same else None)
+                    k: (known.prints[n], known.refs[n] if k in match.same else _ref(items[k]))
                     for n, k in enumerate(found)
                     if k in covered
                 }
