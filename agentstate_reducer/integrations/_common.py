@@ -524,8 +524,8 @@ def _ref(message: Any) -> _Ref | None:
 
 
 #: bytes one covered message costs a window, at most: its fingerprint (8), a slot for its weak
-#: reference (8) and the weak reference itself (80 in CPython 3.11), kept only while the
-#: framework hands over the same object again
+#: reference (8) and the weak reference itself (80 in CPython 3.11), to the object the newest
+#: history held
 _BYTES_PER_COVERED: Final = 96
 #: bytes of one conversation's entry besides its covered messages and summary text
 _BYTES_PER_ENTRY: Final = 512
@@ -536,8 +536,9 @@ class _Covered:
     """What the running summary of one conversation covers, without holding a message.
 
     ``prints`` and ``refs`` describe the messages pruned so far (also those the newest history
-    lacked), in history order: each one's ``fingerprint``, and a weak reference to it while the
-    framework sends that very object again (None once it sent an equal copy, or for a dict).
+    lacked), in history order: each one's ``fingerprint``, and a weak reference to the object
+    the newest history held for it (None for a dict), so the same object handed over again is
+    matched by identity, a copy by its fingerprint.
     """
 
     prints: array[int]
@@ -693,8 +694,8 @@ class RequestWindow:
     summary stands for them; a history that lacks an older one (edited, rewound) or holds none is
     reduced whole, as the first one was.
 
-    Holds no message: per covered message a fingerprint and, while the framework hands over the
-    same object again, a weak reference (at most 96 bytes), plus the running summary. Bounded to
+    Holds no message: per covered message a fingerprint and a weak reference to the object the
+    newest history held (at most 96 bytes), plus the running summary. Bounded to
     the ``max_threads`` most recently recorded conversations and to ``max_bytes`` (default
     16 MiB) for all of them: the least recently recorded go first (a conversation forgotten is
     reduced whole at its next call, as a new one). Thread-safe (a record is a new immutable value).
