@@ -8,6 +8,8 @@
 (None, 3, 2)
 >>> notes.pop("a"), notes.pop("a")
 (3, None)
+>>> notes.sweep(lambda value: value > 3), len(notes)
+(1, 0)
 
 With ``max_bytes``, the entries' weights (``weigh(value)``, bytes) stay within it too; the newest
 entry stays whatever it weighs:
@@ -96,6 +98,16 @@ class BoundedMap(Generic[K, V]):
                 old, _ = self._entries.popitem(last=False)
                 self.weight -= self._weights.pop(old, 0)
             return previous
+
+    def sweep(self, gone: Callable[[V], bool]) -> int:
+        """Remove every entry whose value ``gone(value)`` says is no longer needed; how many.
+        ``gone`` runs under the map's lock: it must not use the map."""
+        with self._lock:
+            dead = [key for key, value in self._entries.items() if gone(value)]
+            for key in dead:
+                del self._entries[key]
+                self.weight -= self._weights.pop(key, 0)
+            return len(dead)
 
     def pop(self, key: K, default: V | None = None) -> V | None:
         """Remove ``key``; its value, or ``default``."""

@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from agentstate_reducer import telemetry
+from agentstate_reducer._columns.structure import same_prefix
 from agentstate_reducer.config import ReducerConfig
 from agentstate_reducer.cost import CacheTracker
-from agentstate_reducer.messages import read_message
+from agentstate_reducer.messages import MessageInfo, read_message
 from agentstate_reducer.planner import extend_tail, tail_of
 from agentstate_reducer.reducer import MessageReducer, ReducerResult, arun_hook
 from agentstate_reducer.summary import (
@@ -63,6 +64,7 @@ __all__ = [
     "missing_extra",
     "responses_summary_item",
     "responses_summary_text",
+    "sendable_next",
     "trailing_answers",
 ]
 
@@ -244,7 +246,7 @@ class RequestRepair:
 _NEXT_TURN_READ: Final = (read_message(_NEXT_TURN),)
 
 
-def _sendable_next(reduced: Sequence[Any]) -> bool:
+def sendable_next(reduced: Sequence[Any]) -> bool:
     """Whether ``reduced``, a reducer's output (the planner's rules keep it whole), stays whole
     with the next turn after it; reads only its last group. False means "plan it": a pending
     call at its end, or an item that needs an AI message after it."""
@@ -324,6 +326,19 @@ def core_summary(content: str, count: int) -> dict[str, Any]:
     return {"role": "user", "content": content, "id": SUMMARY_ID, SUMMARY_MARKER: {"count": count}}
 
 
+#: message class -> whether it is a ``Mapping``: an ABC check per message costs more than the
+#: rest of ``outward``, and a class's answer does not change
+_MAPPING_CLASSES: dict[type, bool] = {dict: True}
+
+
+def _is_mapping(message: Any) -> bool:
+    cls = type(message)
+    known = _MAPPING_CLASSES.get(cls)
+    if known is None:
+        known = _MAPPING_CLASSES[cls] = isinstance(message, Mapping)
+    return known
+
+
 class NativeSummaries:
     """The running summary in a framework's own message class, and back.
 
@@ -338,7 +353,7 @@ class NativeSummaries:
     ``make(content)`` builds the user message the framework sends.
     """
 
-    __slots__ = ("_by_content", "_by_native", "_lock", "_make", "_text_of", "max_kept")
+    __slots__ = ("_by_content", "_by_native", "_last", "_lock", "_make", "_text_of", "max_kept")
 
     def __init__(
         self, make: Callable[[str], Any], text_of: Callable[[Any], str | None], *, max_kept: int = 256
@@ -352,6 +367,8 @@ class NativeSummaries:
         self._by_native: dict[int, str] = {}
         # threads share one object (a framework may run its hooks in worker threads)
         self._lock = threading.Lock()
+        #: the last ``inward``: its input and its output (copies)
+        self._last: tuple[list[Any], list[Any]] = ([], [])
 
     def _pair(self, content: str, count: int, native: Any = None) -> tuple[dict[str, Any], Any]:
         with self._lock:
@@ -371,16 +388,19 @@ class NativeSummaries:
         return pair
 
     def _core_of(self, message: Any) -> dict[str, Any] | None:
-        with self._lock:
-            content = self._by_native.get(id(message))
-            pair = self._by_content.get(content) if content is not None else None
-        if pair is not None and pair[1] is message:
-            return pair[0]
+        # one dict read is atomic: no lock for the common answer "not one of ours"; the pair
+        # check below confirms an id found (an id may be reused once its native is gone)
+        content = self._by_native.get(id(message))
+        if content is not None:
+            with self._lock:
+                pair = self._by_content.get(content)
+            if pair is not None and pair[1] is message:
+                return pair[0]
         try:
             text = self._text_of(message)
         except Exception:  # a message text_of cannot read is no summary
             return None
-        if not isinstance(text, str):
+        if not isinstance(text, str) or not text.startswith(SUMMARY_PREFIX):
             return None
         match = _SUMMARY_TEXT.match(text)
         if match is None:
@@ -388,19 +408,29 @@ class NativeSummaries:
         return self._pair(text, int(match.group(1)), native=message)[0]
 
     def inward(self, messages: Sequence[Any]) -> list[Any]:
-        """``messages`` with native summaries as the core's summary dicts (a new list)."""
-        out = list(messages)
-        for i, m in enumerate(out):
-            core = self._core_of(m)
+        """``messages`` with native summaries as the core's summary dicts (a new list).
+
+        The leading messages that are the very objects the previous call began with are taken
+        as they were read then (the reducer's memo assumes the same of an object it has read:
+        ``agentstate_reducer._columns.memo``), so a history that grows is read only where it is
+        new. One list is remembered, whatever the number of conversations."""
+        items = list(messages)
+        seen, read = self._last
+        start = same_prefix(seen, items)
+        out = [*read[:start], *items[start:]] if start else list(items)
+        core_of = self._core_of
+        for i in range(start, len(out)):
+            core = core_of(out[i])
             if core is not None:
                 out[i] = core
+        self._last = (items, out[:])  # one tuple: threads sharing the object swap it whole
         return out
 
     def outward(self, messages: Sequence[Any]) -> list[Any]:
         """``messages`` with the core's summary dicts as native messages (a new list)."""
         out = list(messages)
         for i, m in enumerate(out):
-            if isinstance(m, Mapping) and is_summary_message(m):
+            if _is_mapping(m) and is_summary_message(m):
                 content = m.get("content")
                 if isinstance(content, str):
                     count = m.get(SUMMARY_MARKER, {}).get("count", 0)
@@ -494,8 +524,8 @@ def _ref(message: Any) -> _Ref | None:
 
 
 #: bytes one covered message costs a window, at most: its fingerprint (8), a slot for its weak
-#: reference (8) and the weak reference itself (80 in CPython 3.11), kept only while the
-#: framework hands over the same object again
+#: reference (8) and the weak reference itself (80 in CPython 3.11), to the object the newest
+#: history held
 _BYTES_PER_COVERED: Final = 96
 #: bytes of one conversation's entry besides its covered messages and summary text
 _BYTES_PER_ENTRY: Final = 512
@@ -506,8 +536,9 @@ class _Covered:
     """What the running summary of one conversation covers, without holding a message.
 
     ``prints`` and ``refs`` describe the messages pruned so far (also those the newest history
-    lacked), in history order: each one's ``fingerprint``, and a weak reference to it while the
-    framework sends that very object again (None once it sent an equal copy, or for a dict).
+    lacked), in history order: each one's ``fingerprint``, and a weak reference to the object
+    the newest history held for it (None for a dict), so the same object handed over again is
+    matched by identity, a copy by its fingerprint.
     """
 
     prints: array[int]
@@ -582,27 +613,51 @@ def _with_calls(items: Sequence[Any], covered: frozenset[int]) -> frozenset[int]
     right after it). Only a result in its call's block (nothing but results between them) whose
     call no covered result in the history answers brings the call back; any other result for a
     covered call (replayed, duplicated, late after the next turn) is one the request repair
-    drops, and bringing its call back would summarize and archive the call again."""
+    drops, and bringing its call back would summarize and archive the call again.
+
+    A block (a message and the results after it) changes nothing unless it holds both covered
+    and uncovered messages, so only the blocks across a border of ``covered`` are read: a few
+    messages, not the history."""
+    if not covered:
+        return covered
+    infos: dict[int, MessageInfo] = {}
+
+    def info(i: int) -> MessageInfo:
+        found = infos.get(i)
+        if found is None:
+            found = infos[i] = read_message(items[i])
+        return found
+
     uncover: set[int] = set()
-    calls: dict[str, int] = {}  # call id -> position of the newest call with it
-    answered: set[str] = set()  # call ids of those calls a covered result in ``items`` answers
-    block: set[str] = set()  # call ids of the newest block, while only results follow it
-    for i, m in enumerate(items):
-        info = read_message(m)
-        if info.kind != "tool":
-            block = set()
-        if i in covered:
-            answered.update(info.result_ids)
-        else:
-            uncover.update(
-                calls[r]
-                for r in info.result_ids
-                if r in block and r not in answered and calls.get(r) in covered
-            )
-        for c in info.call_ids:
-            calls[c] = i
-            answered.discard(c)
-            block.add(c)
+    starts: set[int] = set()
+    for p in range(1, len(items)):
+        if ((p - 1) in covered) == (p in covered) or info(p).kind != "tool":
+            continue  # no border, or a border between two blocks
+        start = p - 1
+        while start > 0 and info(start).kind == "tool":
+            start -= 1
+        if start in starts:
+            continue
+        starts.add(start)
+        calls: dict[str, int] = {}  # call id -> position of the newest call with it
+        answered: set[str] = set()  # call ids of those calls a covered result answers
+        block: set[str] = set()  # call ids of the block
+        i = start
+        while i < len(items) and (i == start or info(i).kind == "tool"):
+            m = info(i)
+            if i in covered:
+                answered.update(m.result_ids)
+            else:
+                uncover.update(
+                    calls[r]
+                    for r in m.result_ids
+                    if r in block and r not in answered and calls.get(r) in covered
+                )
+            for c in m.call_ids:
+                calls[c] = i
+                answered.discard(c)
+                block.add(c)
+            i += 1
     return covered - uncover if uncover else covered
 
 
@@ -639,8 +694,8 @@ class RequestWindow:
     summary stands for them; a history that lacks an older one (edited, rewound) or holds none is
     reduced whole, as the first one was.
 
-    Holds no message: per covered message a fingerprint and, while the framework hands over the
-    same object again, a weak reference (at most 96 bytes), plus the running summary. Bounded to
+    Holds no message: per covered message a fingerprint and a weak reference to the object the
+    newest history held (at most 96 bytes), plus the running summary. Bounded to
     the ``max_threads`` most recently recorded conversations and to ``max_bytes`` (default
     16 MiB) for all of them: the least recently recorded go first (a conversation forgotten is
     reduced whole at its next call, as a new one). Thread-safe (a record is a new immutable value).
@@ -672,9 +727,10 @@ class RequestWindow:
                 found, lacking = where
                 covered, summary = _with_calls(items, frozenset(found)), known.summary
                 missing = tuple((found[-1], known.prints[n], known.refs[n]) for n in lacking)
-                # a weak reference is kept only while the framework sends the same object
+                # a weak reference to the object this history holds: a framework that hands the
+                # same objects over again (Agno within a run) is matched by identity next time
                 remembered = {
-                    k: (known.prints[n], known.refs[n] if k in match.same else None)
+                    k: (known.prints[n], known.refs[n] if k in match.same else _ref(items[k]))
                     for n, k in enumerate(found)
                     if k in covered
                 }
@@ -882,7 +938,7 @@ class CallFlow:
         else:
             # the reduction's output is whole by the planner's rules: planned again only when the
             # next turn after it would change that (a pending call at its end), else just opened
-            sent, removed = self._repair.opening(out) if _sendable_next(out) else self._repair(out)
+            sent, removed = self._repair.opening(out) if sendable_next(out) else self._repair(out)
             # an answer the repair (or the reduction's repair) left last, where the history did
             # not end with one: the request goes without it, the stored history keeps it
             answers = trailing_answers(sent)
@@ -931,7 +987,7 @@ class CallFlow:
         """stores_request: the list the fixer reduces (``surviving`` and the next turn) when its
         plan prunes something; None when the request is ``surviving`` as it is. The fixer plans
         once, as ``RequestRepair`` would; the rare list to fix is planned again, with hooks."""
-        if self._fixer is None or not surviving or _sendable_next(surviving):
+        if self._fixer is None or not surviving or sendable_next(surviving):
             return None
         planned = [*surviving, _NEXT_TURN]
         the_plan, _ = self._fixer.plan(planned)

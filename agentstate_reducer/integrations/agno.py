@@ -45,6 +45,7 @@ Importing this module imports Agno; ``import agentstate_reducer`` does not.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -94,15 +95,60 @@ def _text_of(message: Any) -> str | None:
     return message.content if isinstance(message.content, str) else None
 
 
+class _InList:
+    """In ``_Edited.history``: the message at position ``at`` of the edited list (held by it)."""
+
+    __slots__ = ("at",)
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+
+def _weak(message: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(message)
+    except TypeError:  # a message without weak references is held
+        return lambda: message
+
+
 @dataclass(frozen=True, slots=True)
 class _Edited:
-    """One list as the manager left it: what it was made from and what it holds."""
+    """One list as the manager left it: what it was made from and what it holds.
+
+    Holds only the messages the list no longer does (those pruned from it); the list's own are
+    referenced weakly, so once Agno drops the list (the run ended) the entry holds nothing the
+    caller dropped and is swept (``gone``)."""
 
     key: str
-    #: the whole history the list stood for, in order
+    #: the whole history the list stood for, in order: a message pruned from the list, or
+    #: ``_InList`` for one the list holds
     history: tuple[Any, ...]
-    #: the messages written into the list
-    sent: tuple[Any, ...]
+    #: weak references to the messages written into the list, in order
+    sent: tuple[Callable[[], Any], ...]
+
+    @classmethod
+    def of(cls, key: str, history: Sequence[Any], messages: Sequence[Any]) -> _Edited:
+        at = {id(m): i for i, m in enumerate(messages)}
+        kept = tuple(_InList(at[id(m)]) if id(m) in at else m for m in history)
+        return cls(key, kept, tuple(_weak(m) for m in messages))
+
+    def extended_by(self, messages: Sequence[Any]) -> bool:
+        """Whether ``messages`` starts with the very messages written into the list."""
+        return len(messages) >= len(self.sent) and all(
+            r() is m for r, m in zip(self.sent, messages, strict=False)
+        )
+
+    def whole(self, messages: Sequence[Any]) -> list[Any]:
+        """The history ``messages`` (``extended_by`` it) stands for."""
+        return [
+            *(messages[h.at] if isinstance(h, _InList) else h for h in self.history),
+            *messages[len(self.sent) :],
+        ]
+
+    def gone(self) -> bool:
+        """The list's last message (the live run's own) is gone: Agno dropped the list, the run
+        ended."""
+        return bool(self.sent) and self.sent[-1]() is None
 
 
 class ReducingCompressionManager(CompressionManager):
@@ -205,8 +251,8 @@ class ReducingCompressionManager(CompressionManager):
         built it, or, for a list this manager edited before (the same run's next model call), the
         history it was made from and what the tool loop appended since."""
         edited = self._edited.get(id(messages))
-        if edited is not None and _starts_with(messages, edited.sent):
-            return edited.key, [*edited.history, *messages[len(edited.sent) :]]
+        if edited is not None and edited.extended_by(messages):
+            return edited.key, edited.whole(messages)
         first = next((m for m in messages if read_message(m).kind != "system"), None)
         if first is None:
             return None
@@ -230,7 +276,8 @@ class ReducingCompressionManager(CompressionManager):
         sent = [*bounded.sent, *own]
         if len(sent) != len(messages) or any(a is not b for a, b in zip(sent, messages, strict=True)):
             messages[:] = sent
-        self._edited.put(id(messages), _Edited(key, tuple(history), tuple(messages)))
+        self._edited.sweep(_Edited.gone)
+        self._edited.put(id(messages), _Edited.of(key, history, messages))
 
     def __repr__(self) -> str:
         return f"ReducingCompressionManager({self.reducer!r}, validate={self._flow.validate})"
@@ -254,6 +301,3 @@ def _split(history: list[Any]) -> tuple[list[Any], list[Any]]:
             break
     return history[:end], history[end:]
 
-
-def _starts_with(messages: Sequence[Any], prefix: Sequence[Any]) -> bool:
-    return len(messages) >= len(prefix) and all(a is b for a, b in zip(messages, prefix, strict=False))

@@ -219,6 +219,9 @@ class _Bounder:
             logger=logger,
         )
         self.calibrations = Calibrations()
+        # only token mode scales by a calibration: in count mode no request is kept for it (a
+        # server of many sessions would keep each one's last request)
+        self._calibrated = built.config.token_mode and built.calibrates
 
     async def bound(self, callback_context: Any, llm_request: Any) -> None:
         contents = list(getattr(llm_request, "contents", None) or [])
@@ -237,7 +240,8 @@ class _Bounder:
         )
         bounded = await self.flow.abound(key, history, thread=thread, calibration=calibration)
         sent = _merge(contents, bounded.sent, summaries, pending)
-        self.calibrations.sent(key, sent)
+        if self._calibrated:  # the request is kept for the usage reported after it, if it counts
+            self.calibrations.sent(key, sent)
         if len(sent) != len(contents) or any(a is not b for a, b in zip(sent, contents, strict=True)):
             llm_request.contents = sent
 

@@ -31,7 +31,7 @@ from agentstate_reducer.reducer import MessageReducer, ReducerResult
 from agentstate_reducer.summary import MemoizedReduction, SummaryMemo, is_summary_message
 from agentstate_reducer.tokens.calibration import Calibration
 
-from ._repair import RequestRepair, merge_system, trailing_answers
+from ._repair import RequestRepair, merge_system, sendable_next, trailing_answers
 from ._summarizer import summary_fields
 from ._triggers import (
     Clause,
@@ -542,8 +542,11 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         messages: list[Any],
         result: ReducerResult | None,
         triggered: bool,
+        *,
+        reduced: bool = False,
     ) -> ModelRequest[Any]:
-        """Clear, validate and record: the request to send."""
+        """Clear, validate and record: the request to send. ``reduced``: ``messages`` is the
+        reducer's output, whole by the planner's rules (request mode)."""
         system = request.system_message
         repaired: list[Any] = []
         if self.validate:
@@ -551,7 +554,12 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             if held:
                 messages = [m for m in messages if getattr(m, "type", None) != "system"]
                 system = merge_system(system, held)
-            messages, removed = self._repair(messages)
+            # a reducer's output is planned again only when the next turn after it would change
+            # it (a call pending at its end); else only its opening is cut (as CallFlow does)
+            if reduced and sendable_next(messages):
+                messages, removed = self._repair.opening(messages)
+            else:
+                messages, removed = self._repair(messages)
             repaired += removed
             answers = trailing_answers(messages)
             if answers:
@@ -676,4 +684,5 @@ class ReducerMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             list(result.surviving),
             result,
             triggered,
+            reduced=True,
         )

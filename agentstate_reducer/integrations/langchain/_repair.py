@@ -2,7 +2,8 @@
 
 ``merge_system`` folds the system messages held in state into the request's one system message;
 ``RequestRepair`` prunes the rest by the planner's rules (README, "The pruning contract");
-``trailing_answers`` finds the assistant answers a request must not end with.
+``trailing_answers`` finds the assistant answers a request must not end with; ``sendable_next``
+tells when a reducer's output needs no more than its opening cut.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from typing import Any, cast
 
 from langchain_core.messages import SystemMessage
 
-from agentstate_reducer.integrations._common import RequestRepair, trailing_answers
+from agentstate_reducer.integrations._common import RequestRepair, sendable_next, trailing_answers
 
-__all__ = ["RequestRepair", "merge_system", "trailing_answers"]
+__all__ = ["RequestRepair", "merge_system", "sendable_next", "trailing_answers"]
 
 
 def merge_system(first: SystemMessage | None, held: list[Any]) -> SystemMessage | None:
