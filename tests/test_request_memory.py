@@ -16,8 +16,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.plugins.base_plugin import BasePlugin
 from google.adk.runners import InMemoryRunner
 
-from agentstate_reducer import MessageReducer, ReducerConfig
-from agentstate_reducer._columns.memo import released
+from agentstate_reducer import MessageReducer, ReducerConfig, wait_released
 from agentstate_reducer.integrations.agno import ReducingCompressionManager
 from agentstate_reducer.integrations.google_adk import ReducerPlugin
 from agentstate_reducer.summary import SUMMARY_PREFIX
@@ -73,7 +72,7 @@ def test_adk_request_mode_in_count_mode_keeps_no_request_of_a_dropped_session() 
 
     asyncio.run(run())
     model.requests.clear()
-    released()
+    assert wait_released(timeout=120)
     gc.collect()
     alive = [s for s, refs in enumerate(per_session) if any(_callers(r()) for r in refs)]
     assert alive in ([], [3]), f"contents of sessions {alive} are still alive"
@@ -112,7 +111,7 @@ def test_agno_manager_keeps_no_message_of_an_ended_run() -> None:
         manager.compress(messages)
         runs.append([weakref.ref(m) for m in made])
         del messages, made
-    released()
+    assert wait_released(timeout=120)
     gc.collect()
     alive = [
         t
