@@ -1085,12 +1085,15 @@ class Calibrations:
     twice) pairs nothing.
 
     One entry per conversation key (at most ``max_threads``, the least recently written
-    forgotten), so conversations sharing one integration never mix. Thread-safe.
+    forgotten), so conversations sharing one integration never mix. Only token mode scales by a
+    calibration: for a ``reducer`` in count mode or with calibration off nothing is recorded
+    (a server of many conversations would otherwise keep each one's last request). Thread-safe.
     """
 
-    __slots__ = ("_entries", "_lock")
+    __slots__ = ("_enabled", "_entries", "_lock")
 
-    def __init__(self, max_threads: int = 1024) -> None:
+    def __init__(self, reducer: MessageReducer, max_threads: int = 1024) -> None:
+        self._enabled = reducer.config.token_mode and reducer.calibrates
         self._entries: BoundedMap[Hashable, _Fed] = BoundedMap(max_threads)
         self._lock = threading.Lock()
 
@@ -1109,6 +1112,8 @@ class Calibrations:
 
     def sent(self, key: Hashable, messages: Sequence[Any]) -> None:
         """Record ``messages`` as the request ``key`` sends now."""
+        if not self._enabled:
+            return
         entry = self._entries.get(key)
         if entry is None:
             entry = _Fed()

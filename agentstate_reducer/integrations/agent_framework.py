@@ -198,7 +198,7 @@ class ReducerCompactionStrategy(ChatMiddleware):
             max_threads=max_threads,
         )
         self._seen: BoundedMap[Hashable, _Covered] = BoundedMap(max_threads)
-        self._calibrations = Calibrations(max_threads)
+        self._calibrations = Calibrations(self._flow.reducer, max_threads)
 
     @property
     def reducer(self) -> MessageReducer:

@@ -206,10 +206,7 @@ class ReducingCompressionManager(CompressionManager):
         self.reducer = self._flow.reducer
         # the lists being sent, by identity: one per run in progress
         self._edited: BoundedMap[int, _Edited] = BoundedMap(256)
-        self._calibrations = Calibrations()
-        # only token mode scales by a calibration: in count mode no request is kept for it (a
-        # server of many sessions would keep each one's last request)
-        self._calibrated = self.reducer.config.token_mode and self.reducer.calibrates
+        self._calibrations = Calibrations(self.reducer)
         super().__init__(compress_tool_results=True)
 
     # -- Agno's compression manager interface ----------------------------------------------------
@@ -274,8 +271,8 @@ class ReducingCompressionManager(CompressionManager):
     def _write(
         self, messages: list[Message], key: str, history: list[Any], bounded: Bounded, own: list[Any]
     ) -> None:
-        if self._calibrated:  # the history part this request sends: its usage comes back on the response
-            self._calibrations.sent(key, bounded.sent)
+        # the history part this request sends: its usage comes back on the response
+        self._calibrations.sent(key, bounded.sent)
         sent = [*bounded.sent, *own]
         if len(sent) != len(messages) or any(a is not b for a, b in zip(sent, messages, strict=True)):
             messages[:] = sent

@@ -221,7 +221,7 @@ class ReducingChatCompletionContext(ChatCompletionContext, Component[ReducingCha
         #: held for each read or swap of the message list (never across an await)
         self._list_lock = threading.Lock()
         self.model_client = model_client
-        self._calibrations = Calibrations(max_threads=1)
+        self._calibrations = Calibrations(self.reducer, max_threads=1)
 
     # -- the history -----------------------------------------------------------------------------
 

@@ -195,7 +195,7 @@ class ReducerHook:
             stores_request=True,
         )
         self._global: _Registered | None = None
-        self._calibrations = Calibrations()
+        self._calibrations = Calibrations(built)
         #: id of an LLM -> the executor that called it last and the LLM's prompt tokens then
         self._totals: BoundedMap[int, tuple[int, int]] = BoundedMap(1024)
 

@@ -218,10 +218,7 @@ class _Bounder:
             native=NativeSummaries(summary_content, _text_of),
             logger=logger,
         )
-        self.calibrations = Calibrations()
-        # only token mode scales by a calibration: in count mode no request is kept for it (a
-        # server of many sessions would keep each one's last request)
-        self._calibrated = built.config.token_mode and built.calibrates
+        self.calibrations = Calibrations(built)
 
     async def bound(self, callback_context: Any, llm_request: Any) -> None:
         contents = list(getattr(llm_request, "contents", None) or [])
@@ -240,8 +237,7 @@ class _Bounder:
         )
         bounded = await self.flow.abound(key, history, thread=thread, calibration=calibration)
         sent = _merge(contents, bounded.sent, summaries, pending)
-        if self._calibrated:  # the request is kept for the usage reported after it, if it counts
-            self.calibrations.sent(key, sent)
+        self.calibrations.sent(key, sent)  # paired with the usage reported after it
         if len(sent) != len(contents) or any(a is not b for a, b in zip(sent, contents, strict=True)):
             llm_request.contents = sent
 
